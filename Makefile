@@ -1,0 +1,40 @@
+# Every install step lives here or in setup.py: a fresh clone needs only `make demo` / `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NATIVE := ralp_tf/_native/libloopback_bind.so
+
+.PHONY: setup demo test bench bench-quick horovod clean
+
+setup: $(STAMP) $(NATIVE)
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+
+# Reinstall when setup.py changes (the stamp is older than it).
+$(STAMP): setup.py | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+$(NATIVE): ralp_tf/_native/loopback_bind.c
+	cc -O2 -shared -fPIC -o $@ $< -ldl
+
+demo: setup
+	$(VENV)/bin/ralp-tf run --model alexnet_cifar --workers 2 --ps 1 --steps 30 --compare
+
+test: setup
+	$(PY) -m pytest -q tests
+
+horovod: setup
+	bash scripts/install_horovod.sh $(PY)
+
+bench: setup horovod
+	$(VENV)/bin/ralp-tf bench
+
+bench-quick: setup
+	$(VENV)/bin/ralp-tf bench --quick
+
+clean:
+	rm -rf $(VENV) $(NATIVE) build *.egg-info

@@ -1,0 +1,235 @@
+r"""The one cost model: bytes and time per training step for any placement.
+
+Notation: ``b`` per-worker batch, ``N`` workers, ``M`` PS tasks, ``B_t`` link rate of task t
+(bits/s, each direction), ``F_t`` FLOP rate of task t, ``f_l`` forward FLOPs per sample of layer
+l, ``a_l`` output bytes per sample of layer l, ``p_v`` bytes of variable v.
+
+**Compute.** One layer's forward+backward time for a batch on task t is
+``c(l, t) = 3 * f_l * b / F_t`` (backward ~ 2x forward), or the profiler's measured time when
+the profile has one and t is a CPU task.
+
+**Variable traffic** (per worker step, between the stepping worker and the PS task ``home(v)``
+holding variable v), for every layer computed on the worker:
+
+* dense/conv/... trainable variable: ``p_v`` down (read) and ``p_v`` up (gradient);
+* non-trainable variable (e.g. batch-norm moving statistics): ``p_v`` down, ``p_v`` up (update);
+* embedding table: the lookup runs where the table lives, so only the gathered rows move:
+  ``b * a_l`` down and ``b * a_l + 4 * b * ids_l`` up (IndexedSlices values and int32 indices).
+
+``home(v)`` is the plan's PS task for layers placed on PS tasks (variables colocated, no
+traffic to workers), and ParameterServerStrategy's round-robin over PS tasks, in creation
+order, for the rest.
+
+**Activation traffic.** For every edge u -> v between layers on different devices (and from
+each model output to the loss, computed on the worker), ``b * a_u`` crosses forward, and the
+same again backward when a gradient flows into u (u is floating point and has trainable
+parameters at or before it). Each (tensor, destination device) pair is counted once.
+
+**Step time** of one worker step with no contention:
+``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + 8 * (down + up) / min(B_w, B_ps)``
+(pull, compute and push happen one after another). With N asynchronous workers the cluster
+completes ``S = min(N / t_w, min_k B_k / (8 * N_k), min_k 1 / C_k)`` worker steps per second,
+where ``N_k = max(down_k, up_k)`` is PS k's per-step traffic in its busier direction and ``C_k``
+its per-step compute. The predicted step time is ``N / S`` and throughput ``S * b`` samples/s.
+
+**Ring all-reduce** (Horovod, MultiWorkerMirroredStrategy) over N workers, per synchronous
+step of ``N * b`` samples: each worker sends and receives ``2 (N-1)/N * P`` bytes of gradients
+(P = trainable parameter bytes), so
+``t = sum_l c(l, w) + 8 * 2 (N-1)/N * P / B_w`` and total bytes on all links ``2 (N-1) P``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+from ralp_tf.cluster import Cluster, Task
+from ralp_tf.errors import PlanError
+from ralp_tf.plan import Plan, parse_device
+from ralp_tf.profile import LayerProfile, ModelProfile
+
+WORKER = "worker"
+#: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
+_INDEX_BYTES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class StepEstimate:
+    """Predicted cost of one training step.
+
+    ``bytes_between`` maps ``(src, dst)`` task keys ("worker", "ps:0", ...) to bytes moved per
+    worker step (for ring all-reduce: per worker per synchronous step). ``bytes_per_step`` is
+    the total over all worker<->PS pairs, both directions (ring: over all links).
+    """
+
+    mode: str
+    batch_size: int
+    num_workers: int
+    bytes_between: Mapping[tuple[str, str], float]
+    bytes_per_step: float
+    worker_compute_s: float
+    ps_compute_s: Mapping[str, float]
+    comm_s: float
+    step_s: float
+    samples_per_s: float
+    bottleneck: str
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["bytes_between"] = {f"{a}->{b}": v for (a, b), v in self.bytes_between.items()}
+        return d
+
+
+def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
+    """Forward+backward time of ``layer`` for one batch on ``task``'s device."""
+    if layer.measured_seconds is not None and not task.gpus:
+        return layer.measured_seconds
+    return 3.0 * layer.flops * batch_size / task.flops
+
+
+def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, str]:
+    """Layer -> location key: ``"worker"`` or ``"ps:K"``. Inputs always on the worker."""
+    if isinstance(placements, Plan):
+        placements = placements.placements
+    placements = placements or {}
+    out = {}
+    for l in profile.layers:
+        dev = placements.get(l.name)
+        if dev is None or l.kind == "input":
+            out[l.name] = WORKER
+            continue
+        d = parse_device(dev)
+        out[l.name] = f"ps:{d.task}" if d.is_ps else WORKER
+    unknown = set(placements) - set(out)
+    if unknown:
+        raise PlanError(f"placements name layers not in the profile: {sorted(unknown)}")
+    return out
+
+
+def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int) -> dict[str, list[tuple[int, int]]]:
+    """Layer -> [(variable bytes, PS index)], simulating ParameterServerStrategy's round-robin
+    for layers not placed on a PS task (creation order = topological order)."""
+    homes: dict[str, list[tuple[int, int]]] = {}
+    counter = 0
+    for l in profile.layers:
+        loc = where[l.name]
+        if loc.startswith("ps:"):
+            k = int(loc[3:])
+            homes[l.name] = [(v, k) for v in l.var_bytes]
+        else:
+            homes[l.name] = []
+            for v in l.var_bytes:
+                homes[l.name].append((v, counter % max(num_ps, 1)))
+                counter += 1
+    return homes
+
+
+def _has_trainable_upstream(profile: ModelProfile) -> dict[str, bool]:
+    flag: dict[str, bool] = {}
+    for l in profile.layers:
+        flag[l.name] = l.trainable_param_bytes > 0 or any(flag.get(u, False) for u in l.inbound)
+    return flag
+
+
+def estimate(profile: ModelProfile, cluster: Cluster,
+             placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
+    """Predict bytes and time per worker step for ``placements`` (None: stock PSS)."""
+    if cluster.num_workers == 0:
+        raise PlanError("the cluster has no workers")
+    where = resolve_placements(profile, placements)
+    ps_used = {loc for loc in where.values() if loc.startswith("ps:")}
+    if ps_used and cluster.num_ps == 0:
+        raise PlanError("plan places layers on PS tasks but the cluster has no PS tasks; add a 'ps' job")
+    for loc in ps_used:
+        if int(loc[3:]) >= cluster.num_ps:
+            raise PlanError(f"plan uses {loc.replace(':', ' task ')} but the cluster has {cluster.num_ps} PS task(s)")
+    b = profile.batch_size
+    worker = cluster.workers[0]
+    traffic: dict[tuple[str, str], float] = {}
+
+    def add(src: str, dst: str, nbytes: float) -> None:
+        if src != dst and nbytes:
+            traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
+
+    # Variables of worker-computed layers.
+    if cluster.num_ps:
+        homes = variable_homes(profile, where, cluster.num_ps)
+        for l in profile.layers:
+            if where[l.name] != WORKER:
+                continue
+            for nbytes, k in homes[l.name]:
+                ps = f"ps:{k}"
+                if l.kind == "embedding":
+                    rows = b * l.output_bytes
+                    ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
+                    add(ps, WORKER, min(rows, nbytes))
+                    add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids)
+                else:
+                    add(ps, WORKER, nbytes)
+                    add(WORKER, ps, nbytes)
+    # Activations and their gradients across devices.
+    grad_flows = _has_trainable_upstream(profile)
+    for u in profile.layers:
+        consumers = {where[v] for v in profile.successors(u.name)}
+        if u.name in profile.outputs:
+            consumers.add(WORKER)  # the loss
+        for dst in consumers:
+            if dst == where[u.name]:
+                continue
+            nbytes = b * u.output_bytes
+            add(where[u.name], dst, nbytes)
+            if grad_flows[u.name] and u.kind != "input":
+                add(dst, where[u.name], nbytes)
+    # Compute.
+    worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
+    ps_s: dict[str, float] = {}
+    for l in profile.layers:
+        loc = where[l.name]
+        if loc != WORKER:
+            ps_s[loc] = ps_s.get(loc, 0.0) + layer_seconds(l, cluster.task("ps", int(loc[3:])), b)
+    # Communication time of one worker step: its own transfers, one after another.
+    comm_s = 0.0
+    for (src, dst), nbytes in traffic.items():
+        ends = [worker if x == WORKER else cluster.task("ps", int(x[3:])) for x in (src, dst)]
+        rate = min(t.bandwidth_bps for t in ends)
+        comm_s += 8 * nbytes / rate if math.isfinite(rate) else 0.0
+    t_w = worker_s + sum(ps_s.values()) + comm_s
+    n = cluster.num_workers
+    limits = {"workers": n / t_w if t_w > 0 else math.inf}
+    for ps in cluster.ps:
+        key = f"ps:{ps.index}"
+        down = sum(v for (s, d), v in traffic.items() if s == key)
+        up = sum(v for (s, d), v in traffic.items() if d == key)
+        busiest = max(down, up) * n
+        if busiest and math.isfinite(ps.bandwidth_bps):
+            limits[f"{key} link"] = ps.bandwidth_bps / (8 * busiest)
+        if ps_s.get(key):
+            limits[f"{key} compute"] = 1.0 / ps_s[key]
+    bottleneck = min(limits, key=limits.get)  # type: ignore[arg-type]
+    steps_per_s = limits[bottleneck]
+    pairs = sum(v for (s, d), v in traffic.items() if WORKER in (s, d))
+    return StepEstimate(
+        mode="ralp" if ps_used else "ps", batch_size=b, num_workers=n, bytes_between=traffic,
+        bytes_per_step=pairs, worker_compute_s=worker_s, ps_compute_s=ps_s, comm_s=comm_s,
+        step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck)
+
+
+def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
+    """Predict one synchronous ring all-reduce step over the cluster's workers (see module doc)."""
+    n = cluster.num_workers
+    if n == 0:
+        raise PlanError("the cluster has no workers")
+    b = profile.batch_size
+    worker = cluster.workers[0]
+    p = profile.trainable_param_bytes
+    per_worker = 2 * (n - 1) / n * p
+    rate = min(t.bandwidth_bps for t in cluster.workers)
+    comm_s = 8 * per_worker / rate if math.isfinite(rate) else 0.0
+    compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers)
+    step_s = compute_s + comm_s
+    traffic = {("worker", "next worker"): per_worker} if n > 1 else {}
+    return StepEstimate(
+        mode="allreduce", batch_size=b, num_workers=n, bytes_between=traffic, bytes_per_step=per_worker * n,
+        worker_compute_s=compute_s, ps_compute_s={}, comm_s=comm_s, step_s=step_s,
+        samples_per_s=n * b / step_s if step_s > 0 else math.inf,
+        bottleneck="ring links" if comm_s > compute_s else "workers")

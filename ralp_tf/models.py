@@ -1,0 +1,175 @@
+"""Built-in tf_keras models, shared by the examples, the CLI, the benchmarks and the scheduler.
+
+Each builder returns a fresh, built, uncompiled tf_keras model. :func:`resolve_model` turns a
+name or a ``module:function`` reference into a builder. A reference imports and runs user
+code: only pass references you trust.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+from ralp_tf.errors import ValidationError
+
+ModelBuilder = Callable[[], Any]
+
+
+def _keras() -> Any:
+    import tf_keras
+
+    return tf_keras
+
+
+def alexnet_cifar(num_classes: int = 10) -> Any:
+    """AlexNet-style CNN for 32x32x3: 5 conv (64, 192, 384, 256, 256), FC 4096-4096-10.
+
+    35,855,178 parameters, 2,251,584 of them in conv.
+    """
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((32, 32, 3), name="image")
+    for i, (filters, pool) in enumerate([(64, True), (192, True), (384, False), (256, False), (256, True)]):
+        x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+        if pool:
+            x = L.MaxPooling2D(2, name=f"pool{i + 1}")(x)
+    x = L.Flatten(name="flatten")(x)
+    x = L.Dense(4096, activation="relu", name="fc1")(x)
+    x = L.Dense(4096, activation="relu", name="fc2")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="alexnet_cifar")
+
+
+def vgg16_cifar(num_classes: int = 10) -> Any:
+    """VGG16's 13 conv layers on 32x32x3 (flatten 512), then FC 4096-4096-10.
+
+    33,638,218 parameters, 14,714,688 of them in conv.
+    """
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((32, 32, 3), name="image")
+    blocks = [(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)]
+    for b, (filters, n) in enumerate(blocks):
+        for i in range(n):
+            x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"block{b + 1}_conv{i + 1}")(x)
+        x = L.MaxPooling2D(2, name=f"block{b + 1}_pool")(x)
+    x = L.Flatten(name="flatten")(x)
+    x = L.Dense(4096, activation="relu", name="fc1")(x)
+    x = L.Dense(4096, activation="relu", name="fc2")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="vgg16_cifar")
+
+
+def resnet_cifar(num_classes: int = 10, depth: int = 20) -> Any:
+    """ResNet-20 for CIFAR (He et al. 2016, option B shortcuts): 3 stages of 3 basic blocks
+    with 16, 32, 64 filters, global average pooling, Dense 10."""
+    k = _keras()
+    L = k.layers
+    n = (depth - 2) // 6
+    x = inp = L.Input((32, 32, 3), name="image")
+    x = L.Conv2D(16, 3, padding="same", use_bias=False, name="stem_conv")(x)
+    x = L.BatchNormalization(name="stem_bn")(x)
+    x = L.Activation("relu", name="stem_relu")(x)
+    for s, filters in enumerate([16, 32, 64]):
+        for b in range(n):
+            stride = 2 if (s > 0 and b == 0) else 1
+            p = f"s{s + 1}b{b + 1}"
+            y = L.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False, name=f"{p}_conv1")(x)
+            y = L.BatchNormalization(name=f"{p}_bn1")(y)
+            y = L.Activation("relu", name=f"{p}_relu1")(y)
+            y = L.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{p}_conv2")(y)
+            y = L.BatchNormalization(name=f"{p}_bn2")(y)
+            if stride != 1 or x.shape[-1] != filters:
+                x = L.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{p}_proj")(x)
+                x = L.BatchNormalization(name=f"{p}_proj_bn")(x)
+            x = L.Add(name=f"{p}_add")([x, y])
+            x = L.Activation("relu", name=f"{p}_relu2")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="resnet_cifar")
+
+
+def ctr_dnn(vocab_sizes: tuple[int, ...] = (200_000, 200_000, 100_000, 50_000), embed_dim: int = 32,
+            dense_features: int = 13, hidden: tuple[int, ...] = (512, 256, 128)) -> Any:
+    """CTR-DNN (HeterPS's main case): sparse id features through large embeddings, concatenated
+    with dense features, then an MLP to one click logit."""
+    k = _keras()
+    L = k.layers
+    sparse_in = [L.Input((1,), dtype="int32", name=f"slot{i}") for i in range(len(vocab_sizes))]
+    dense_in = L.Input((dense_features,), name="dense_features")
+    embs = [L.Flatten(name=f"flat{i}")(L.Embedding(v, embed_dim, name=f"emb{i}")(s))
+            for i, (v, s) in enumerate(zip(vocab_sizes, sparse_in))]
+    x = L.Concatenate(name="concat")(embs + [dense_in])
+    for i, h in enumerate(hidden):
+        x = L.Dense(h, activation="relu", name=f"fc{i + 1}")(x)
+    out = L.Dense(1, name="logit")(x)
+    return k.Model(sparse_in + [dense_in], out, name="ctr_dnn")
+
+
+def small_cnn(num_classes: int = 10, fc: int = 512) -> Any:
+    """A small conv feature extractor with an FC head that dominates the weights (fast tests)."""
+    k = _keras()
+    L = k.layers
+    return k.Sequential([
+        L.Conv2D(8, 3, padding="same", activation="relu", input_shape=(16, 16, 3), name="conv1"),
+        L.MaxPooling2D(2, name="pool1"),
+        L.Conv2D(16, 3, padding="same", activation="relu", name="conv2"),
+        L.MaxPooling2D(2, name="pool2"),
+        L.Flatten(name="flatten"),
+        L.Dense(fc, activation="relu", name="fc1"),
+        L.Dense(fc, activation="relu", name="fc2"),
+        L.Dense(num_classes, name="logits"),
+    ], name="small_cnn")
+
+
+BUILTIN_MODELS: dict[str, ModelBuilder] = {
+    "alexnet_cifar": alexnet_cifar,
+    "vgg16_cifar": vgg16_cifar,
+    "resnet_cifar": resnet_cifar,
+    "ctr_dnn": ctr_dnn,
+    "small_cnn": small_cnn,
+}
+
+_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def resolve_model(ref: str) -> ModelBuilder:
+    """A builder for a built-in name, or for ``package.module:function`` (imports and runs user code)."""
+    if not isinstance(ref, str) or not ref:
+        raise ValidationError("a model reference is a built-in name or 'module:function'")
+    if ref in BUILTIN_MODELS:
+        return BUILTIN_MODELS[ref]
+    if ":" not in ref:
+        raise ValidationError(f"unknown model {ref!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
+                              "or a reference 'package.module:function' to a function that builds the model")
+    if not _REF.match(ref):
+        raise ValidationError(f"model reference {ref!r} is malformed; write it as 'package.module:function'")
+    module_name, func_name = ref.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValidationError(f"cannot import module {module_name!r} of model reference {ref!r}: {exc}; "
+                              "check the name and that it is on PYTHONPATH") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise ValidationError(f"module {module_name!r} has no function {func_name!r} (model reference {ref!r})")
+    return fn
+
+
+def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
+    """A deterministic synthetic (inputs, labels) batch that fits ``model``'s inputs and output."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xs = []
+    for t in model.inputs:
+        shape = [batch_size] + [int(d) for d in t.shape[1:]]
+        if t.dtype.is_integer:
+            xs.append(rng.integers(0, 1000, size=shape).astype(t.dtype.as_numpy_dtype))
+        else:
+            xs.append(rng.standard_normal(shape).astype("float32"))
+    n_out = int(model.outputs[0].shape[-1])
+    labels = rng.integers(0, max(n_out, 2), size=(batch_size,)).astype("int32")
+    if n_out == 1:
+        labels = labels.astype("float32").reshape(batch_size, 1)
+    return (xs[0] if len(xs) == 1 else xs), labels

@@ -1,0 +1,435 @@
+"""Profile a tf_keras model layer by layer: ``model -> ModelProfile``.
+
+For every layer, in topological order, a :class:`LayerProfile` records
+
+* ``kind``: one of :data:`LAYER_KINDS`, from :func:`register_layer_kind`'s registry
+  (unknown classes become ``"other"`` with a warning; "other" layers stay on workers);
+* ``param_bytes`` (all weights) and ``var_bytes`` (each variable, in creation order);
+* ``flops``: forward FLOPs per sample. Analytic for conv (``2 * prod(kernel) * C_in/groups
+  * output elements``), dense (``2 * d_in * units * rows``) and embedding (one copy per
+  output element); otherwise TensorFlow's FLOP counter on the layer's graph;
+* ``output_bytes``: the layer's output activation per sample;
+* ``inbound``: the names of the layers feeding it;
+* ``measured_seconds``: optional forward+backward time for one batch on the local device.
+
+Model inputs appear as layers of kind ``"input"`` with no parameters.
+This module and the applier are the only ones that touch the TF runtime.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ralp_tf.errors import KerasVersionError, ModelError, ValidationError
+
+log = logging.getLogger(__name__)
+
+LAYER_KINDS: tuple[str, ...] = (
+    "input", "conv", "pool", "dense", "embedding", "normalization", "activation", "reshape", "other",
+)
+#: Kinds RALP may compute on a parameter-server task.
+PS_PLACEABLE_KINDS = frozenset({"conv", "pool", "dense", "embedding", "normalization", "activation", "reshape"})
+#: Kinds the RALP analyzer moves to PS tasks: weight-heavy, compute-light.
+RALP_PS_KINDS = frozenset({"dense", "embedding"})
+
+FlopsFn = Callable[[Any, Sequence[tuple], Sequence[tuple]], float]
+
+_KIND_BY_CLASS: dict[str, str] = {}
+_FLOPS_BY_CLASS: dict[str, FlopsFn] = {}
+
+
+def register_layer_kind(class_name: str, kind: str, flops_fn: FlopsFn | None = None) -> None:
+    """Declare the kind of a layer class (by class name), and optionally its FLOP formula.
+
+    ``flops_fn(layer, input_shapes, output_shapes)`` returns forward FLOPs per sample; shapes
+    exclude the batch dimension. Registering a custom layer silences the "unknown kind"
+    warning and lets the planners move it.
+    """
+    if kind not in LAYER_KINDS:
+        raise ValidationError(f"unknown layer kind {kind!r}; use one of {', '.join(LAYER_KINDS)}")
+    _KIND_BY_CLASS[class_name] = kind
+    if flops_fn is not None:
+        _FLOPS_BY_CLASS[class_name] = flops_fn
+
+
+def _prod(xs: Iterable[int | None]) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x) if x is not None else 1
+    return out
+
+
+def _conv_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    kernel = layer.kernel_size
+    groups = getattr(layer, "groups", 1) or 1
+    c_in = ins[0][-1] if layer.data_format == "channels_last" else ins[0][0]
+    return 2.0 * _prod(kernel) * (c_in / groups) * _prod(outs[0])
+
+
+def _depthwise_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    return 2.0 * _prod(layer.kernel_size) * _prod(outs[0])
+
+
+def _separable_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    c_in = ins[0][-1]
+    spatial = _prod(outs[0][:-1])
+    depthwise = 2.0 * _prod(layer.kernel_size) * c_in * layer.depth_multiplier * spatial
+    pointwise = 2.0 * c_in * layer.depth_multiplier * _prod(outs[0])
+    return depthwise + pointwise
+
+
+def _conv_transpose_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    c_out = outs[0][-1]
+    return 2.0 * _prod(layer.kernel_size) * c_out * _prod(ins[0])
+
+
+def _dense_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    d_in = ins[0][-1]
+    rows = _prod(ins[0][:-1])
+    return 2.0 * d_in * layer.units * rows + (layer.units * rows if layer.use_bias else 0)
+
+
+def _embedding_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    return float(_prod(outs[0]))
+
+
+for _name in ("Conv1D", "Conv2D", "Conv3D", "Convolution1D", "Convolution2D", "Convolution3D"):
+    register_layer_kind(_name, "conv", _conv_flops)
+for _name in ("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose"):
+    register_layer_kind(_name, "conv", _conv_transpose_flops)
+register_layer_kind("DepthwiseConv2D", "conv", _depthwise_flops)
+register_layer_kind("DepthwiseConv1D", "conv", _depthwise_flops)
+register_layer_kind("SeparableConv1D", "conv", _separable_flops)
+register_layer_kind("SeparableConv2D", "conv", _separable_flops)
+register_layer_kind("Dense", "dense", _dense_flops)
+register_layer_kind("Embedding", "embedding", _embedding_flops)
+for _name in ("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
+              "AveragePooling3D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
+              "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D", "MaxPool2D", "AvgPool2D"):
+    register_layer_kind(_name, "pool")
+for _name in ("BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization",
+              "Normalization"):
+    register_layer_kind(_name, "normalization")
+for _name in ("Activation", "ReLU", "Softmax", "LeakyReLU", "PReLU", "ELU", "ThresholdedReLU", "Dropout",
+              "SpatialDropout1D", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "AlphaDropout",
+              "Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Rescaling"):
+    register_layer_kind(_name, "activation")
+for _name in ("Flatten", "Reshape", "Permute", "RepeatVector", "Concatenate", "Cropping1D", "Cropping2D",
+              "ZeroPadding1D", "ZeroPadding2D", "UpSampling1D", "UpSampling2D"):
+    register_layer_kind(_name, "reshape")
+# Known layers that run arbitrary or unusual code: kept on workers, no warning.
+for _name in ("Lambda", "Dot", "TFOpLambda", "SlicingOpLambda"):
+    register_layer_kind(_name, "other")
+register_layer_kind("InputLayer", "input")
+
+
+#: FLOPs per output element where TF's counter knows none of a layer's ops.
+_ELEMENTWISE_FLOPS: dict[str, float] = {"activation": 1.0, "normalization": 4.0, "pool": 1.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerProfile:
+    """One layer of a profiled model. Sizes are bytes; ``flops`` and ``output_bytes`` are per sample."""
+
+    name: str
+    kind: str
+    class_name: str
+    param_bytes: int
+    trainable_param_bytes: int
+    var_bytes: tuple[int, ...]
+    flops: float
+    flops_source: str
+    output_bytes: int
+    inbound: tuple[str, ...]
+    output_shape: tuple[int | None, ...] = ()
+    measured_seconds: float | None = None
+
+    @property
+    def has_params(self) -> bool:
+        return self.param_bytes > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["var_bytes"] = list(self.var_bytes)
+        d["inbound"] = list(self.inbound)
+        d["output_shape"] = list(self.output_shape)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LayerProfile":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = {"name", "kind", "param_bytes", "flops", "output_bytes", "inbound"} - set(d)
+        if missing:
+            raise ValidationError(f"layer profile lacks field(s) {sorted(missing)}")
+        kw = {k: v for k, v in d.items() if k in fields}
+        kw.setdefault("class_name", kw["kind"])
+        kw.setdefault("trainable_param_bytes", kw["param_bytes"])
+        kw.setdefault("var_bytes", [kw["param_bytes"]] if kw["param_bytes"] else [])
+        kw.setdefault("flops_source", "given")
+        kw["var_bytes"] = tuple(int(x) for x in kw["var_bytes"])
+        kw["inbound"] = tuple(kw["inbound"])
+        kw["output_shape"] = tuple(kw.get("output_shape", ()))
+        return cls(**kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelProfile:
+    """A model as data: layers in topological order, for a given per-worker batch size."""
+
+    model_name: str
+    batch_size: int
+    layers: tuple[LayerProfile, ...]
+    outputs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {l.name: i for i, l in enumerate(self.layers)})
+
+    def layer(self, name: str) -> LayerProfile:
+        try:
+            return self.layers[self._index[name]]  # type: ignore[attr-defined]
+        except KeyError:
+            raise ValidationError(f"model {self.model_name!r} has no layer {name!r}") from None
+
+    def index(self, name: str) -> int:
+        return self._index[name]  # type: ignore[attr-defined]
+
+    @property
+    def names(self) -> list[str]:
+        return [l.name for l in self.layers]
+
+    @property
+    def compute_layers(self) -> list[LayerProfile]:
+        """All layers except model inputs."""
+        return [l for l in self.layers if l.kind != "input"]
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(l.param_bytes for l in self.layers)
+
+    @property
+    def trainable_param_bytes(self) -> int:
+        return sum(l.trainable_param_bytes for l in self.layers)
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs per sample."""
+        return sum(l.flops for l in self.layers)
+
+    def successors(self, name: str) -> list[str]:
+        return [l.name for l in self.layers if name in l.inbound]
+
+    def is_chain(self) -> bool:
+        return all(len(l.inbound) <= 1 for l in self.layers) and all(
+            len(self.successors(l.name)) <= 1 for l in self.layers)
+
+    def with_batch_size(self, batch_size: int) -> "ModelProfile":
+        _check_batch_size(batch_size)
+        scale = batch_size / self.batch_size
+        layers = tuple(dataclasses.replace(
+            l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * scale)
+            for l in self.layers)
+        return dataclasses.replace(self, batch_size=batch_size, layers=layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "batch_size": self.batch_size,
+                "outputs": list(self.outputs), "layers": [l.to_dict() for l in self.layers]}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ModelProfile":
+        if not isinstance(d, Mapping) or "layers" not in d:
+            raise ValidationError("a model profile is a JSON object with a 'layers' list")
+        layers = tuple(LayerProfile.from_dict(l) for l in d["layers"])
+        outputs = tuple(d.get("outputs") or (layers[-1].name,) if layers else ())
+        return cls(model_name=str(d.get("model_name", "model")), batch_size=int(d.get("batch_size", 1)),
+                   layers=layers, outputs=outputs)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelProfile":
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        """A fixed-width table of the profile."""
+        rows = [f"{'layer':<24} {'kind':<13} {'params MB':>10} {'MFLOP/sample':>13} {'out KB/sample':>13}"]
+        for l in self.layers:
+            rows.append(f"{l.name[:24]:<24} {l.kind:<13} {l.param_bytes / 1e6:>10.3f} "
+                        f"{l.flops / 1e6:>13.2f} {l.output_bytes / 1e3:>13.2f}")
+        rows.append(f"{'total':<24} {'':<13} {self.param_bytes / 1e6:>10.3f} {self.flops / 1e6:>13.2f}")
+        return "\n".join(rows)
+
+
+def _check_batch_size(batch_size: Any) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}; pass e.g. batch_size=32")
+
+
+def check_tf_keras_model(model: Any) -> None:
+    """Raise a clear error unless ``model`` is a built tf_keras Sequential or Functional model."""
+    import tf_keras
+
+    module = type(model).__module__
+    if not isinstance(model, tf_keras.Model):
+        if module.startswith("keras") and not module.startswith("keras.src.legacy"):
+            raise KerasVersionError(
+                f"{type(model).__name__} is a Keras 3 model; ParameterServerStrategy training needs tf_keras "
+                "(Keras 2). Build it with `import tf_keras as keras` (pip install tf-keras==2.21.*), or set "
+                "TF_USE_LEGACY_KERAS=1 before importing tensorflow so that tf.keras is tf_keras.")
+        raise ModelError(f"expected a tf_keras.Model, got {type(model).__name__}")
+    if not getattr(model, "_is_graph_network", False):
+        if isinstance(model, tf_keras.Sequential) and not model.built:
+            raise ModelError(f"Sequential model {model.name!r} is not built; give its first layer an "
+                             "input_shape or call model.build((None, ...)) before profiling or placing it")
+        raise ModelError(f"model {model.name!r} is subclassed and has no layer graph; write it as a "
+                         "Sequential or Functional tf_keras model so its layers can be profiled and placed")
+
+
+def _model_nodes(model: Any) -> list[Any]:
+    """The model's own nodes, inputs first (topological order)."""
+    nodes: list[Any] = []
+    for depth in sorted(model._nodes_by_depth.keys(), reverse=True):
+        nodes.extend(model._nodes_by_depth[depth])
+    return nodes
+
+
+def _shape_tuple(t: Any) -> tuple[int | None, ...]:
+    return tuple(None if d is None else int(d) for d in t.shape)
+
+
+def _dtype_size(t: Any) -> int:
+    import tensorflow as tf
+
+    return tf.as_dtype(t.dtype).size
+
+
+def _layer_kind(layer: Any, warn: bool) -> str:
+    name = type(layer).__name__
+    kind = _KIND_BY_CLASS.get(name)
+    if kind is None:
+        if warn:
+            warnings.warn(f"layer {layer.name!r} of class {name} has no registered kind; profiled as 'other', "
+                          "it stays on the workers. Call ralp_tf.register_layer_kind("
+                          f"{name!r}, KIND) to let the planners move it.", stacklevel=3)
+        return "other"
+    return kind
+
+
+def _tf_counted_flops(layer: Any, in_tensors: Sequence[Any], single: bool) -> float:
+    """Forward FLOPs per sample of ``layer`` counted by TF's profiler on a batch of 1."""
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec([1] + list(_shape_tuple(t)[1:]), t.dtype) for t in in_tensors]
+    if any(d is None for s in specs for d in s.shape):
+        return 0.0
+
+    @tf.function
+    def fn(*xs: Any) -> Any:
+        return layer(xs[0] if single else list(xs), training=False)
+
+    try:
+        graph = fn.get_concrete_function(*specs).graph
+        opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+        opts["output"] = "none"
+        stats = tf.compat.v1.profiler.profile(graph, options=opts)
+        return float(stats.total_float_ops)
+    except Exception as exc:  # TF's profiler has no stats for some ops; count nothing, say so.
+        log.debug("FLOP counter failed on %s: %s", layer.name, exc)
+        return 0.0
+
+
+def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_repeats: int = 5,
+            warn_unknown: bool = True) -> ModelProfile:
+    """Profile a built tf_keras Sequential or Functional model (see the module docstring)."""
+    _check_batch_size(batch_size)
+    check_tf_keras_model(model)
+    nodes = _model_nodes(model)
+    layers: list[LayerProfile] = []
+    seen: set[str] = set()
+    for node in nodes:
+        layer = node.layer
+        if layer.name in seen:
+            continue  # a shared layer: profiled at its first call
+        seen.add(layer.name)
+        kind = _layer_kind(layer, warn_unknown)
+        outs = [t for t in _flatten(node.outputs)]
+        ins = [t for t in _flatten(node.keras_inputs)] if kind != "input" else []
+        in_shapes = [_shape_tuple(t)[1:] for t in ins]
+        out_shapes = [_shape_tuple(t)[1:] for t in outs]
+        inbound = tuple(dict.fromkeys(l.name for l in _flatten(node.inbound_layers))) if kind != "input" else ()
+        var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in layer.weights)
+        trainable = sum(int(np.prod(v.shape)) * v.dtype.size for v in layer.trainable_weights)
+        flops_fn = _FLOPS_BY_CLASS.get(type(layer).__name__)
+        if kind == "input":
+            flops, source = 0.0, "none"
+        elif flops_fn is not None:
+            flops, source = float(flops_fn(layer, in_shapes, out_shapes)), "analytic"
+        else:
+            flops, source = _tf_counted_flops(layer, ins, single=len(ins) == 1), "tf_profiler"
+            if flops == 0.0 and kind in _ELEMENTWISE_FLOPS:
+                # TF's counter has no statistics for e.g. Relu or FusedBatchNorm: count per element.
+                flops = _ELEMENTWISE_FLOPS[kind] * sum(_prod(s) for s in out_shapes)
+                source = "elementwise"
+        out_bytes = sum(_prod(s) * _dtype_size(t) for s, t in zip(out_shapes, outs))
+        measured = None
+        if measure and kind != "input":
+            measured = _measure_layer(layer, ins, batch_size, measure_repeats)
+        layers.append(LayerProfile(
+            name=layer.name, kind=kind, class_name=type(layer).__name__, param_bytes=sum(var_bytes),
+            trainable_param_bytes=trainable, var_bytes=var_bytes, flops=flops, flops_source=source,
+            output_bytes=int(out_bytes), inbound=inbound,
+            output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured))
+    outputs = tuple(dict.fromkeys(t._keras_history.layer.name for t in _flatten(model.outputs)))
+    return ModelProfile(model_name=model.name, batch_size=int(batch_size), layers=tuple(layers), outputs=outputs)
+
+
+def _flatten(x: Any) -> list[Any]:
+    import tensorflow as tf
+
+    return list(tf.nest.flatten(x))
+
+
+def _random_input(t: Any, batch_size: int, layer: Any) -> Any:
+    import tensorflow as tf
+
+    shape = [batch_size] + [d or 1 for d in _shape_tuple(t)[1:]]
+    dtype = tf.as_dtype(t.dtype)
+    if dtype.is_integer:
+        high = int(getattr(layer, "input_dim", 2))
+        return tf.random.uniform(shape, 0, max(high, 1), dtype=dtype)
+    return tf.random.normal(shape, dtype=dtype)
+
+
+def _measure_layer(layer: Any, ins: Sequence[Any], batch_size: int, repeats: int) -> float:
+    """Median wall time of one forward+backward pass of ``layer`` on a batch, local device."""
+    import tensorflow as tf
+
+    xs = [_random_input(t, batch_size, layer) for t in ins]
+    single = len(xs) == 1
+
+    @tf.function
+    def step(*xs: Any) -> Any:
+        with tf.GradientTape() as tape:
+            for x in xs:
+                if x.dtype.is_floating:
+                    tape.watch(x)
+            y = layer(xs[0] if single else list(xs), training=True)
+            loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)])
+        sources = [x for x in xs if x.dtype.is_floating] + list(layer.trainable_weights)
+        grads = tape.gradient(loss, sources) if sources else []
+        return [g for g in grads if g is not None] or [loss]
+
+    step(*xs)
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        out = step(*xs)
+        _ = [o.numpy() if hasattr(o, "numpy") else o for o in tf.nest.flatten(out)]
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))

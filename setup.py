@@ -1,0 +1,22 @@
+"""Install ralp_tf (the TensorFlow extension) and scheduler (HeterPS-style placement)."""
+from setuptools import find_packages, setup
+
+setup(
+    name="ralp_tf",
+    version="0.1.0",
+    description="Resource-aware layer placement for tf.distribute.ParameterServerStrategy",
+    packages=find_packages(include=["ralp_tf", "ralp_tf.*", "scheduler", "scheduler.*"]),
+    python_requires=">=3.11",
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tf-keras>=2.21,<2.22",
+        "tensorflow-probability>=0.25",
+        "numpy",
+        "absl-py",
+    ],
+    extras_require={
+        "test": ["pytest", "hypothesis"],
+        "bench": ["matplotlib"],
+    },
+    entry_points={"console_scripts": ["ralp-tf=ralp_tf.cli:main"]},
+)
