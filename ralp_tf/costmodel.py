@@ -80,6 +80,22 @@ class StepEstimate:
         return d
 
 
+def transfer_seconds(nbytes: float, bandwidth_bps: float) -> float:
+    """Time to move ``nbytes`` over a link of ``bandwidth_bps`` bits/s (0 on an uncapped link)."""
+    return 8.0 * nbytes / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
+
+
+def ps_sync_bytes(param_bytes: float) -> float:
+    """Bytes one worker moves per step to keep ``param_bytes`` of dense variables in sync with the
+    PS tasks: the weights pulled plus the gradients pushed."""
+    return 2.0 * param_bytes
+
+
+def ring_allreduce_bytes(num_workers: int, param_bytes: float) -> float:
+    """Bytes each worker sends (and receives) per ring all-reduce of ``param_bytes``: 2 (N-1)/N * P."""
+    return 2.0 * (num_workers - 1) / num_workers * param_bytes if num_workers > 1 else 0.0
+
+
 def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
     """Forward+backward time of ``layer`` for one batch on ``task``'s device."""
     if layer.measured_seconds is not None and not task.gpus:
@@ -191,8 +207,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     comm_s = 0.0
     for (src, dst), nbytes in traffic.items():
         ends = [worker if x == WORKER else cluster.task("ps", int(x[3:])) for x in (src, dst)]
-        rate = min(t.bandwidth_bps for t in ends)
-        comm_s += 8 * nbytes / rate if math.isfinite(rate) else 0.0
+        comm_s += transfer_seconds(nbytes, min(t.bandwidth_bps for t in ends))
     t_w = worker_s + sum(ps_s.values()) + comm_s
     n = cluster.num_workers
     limits = {"workers": n / t_w if t_w > 0 else math.inf}
@@ -222,9 +237,8 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
     b = profile.batch_size
     worker = cluster.workers[0]
     p = profile.trainable_param_bytes
-    per_worker = 2 * (n - 1) / n * p
-    rate = min(t.bandwidth_bps for t in cluster.workers)
-    comm_s = 8 * per_worker / rate if math.isfinite(rate) else 0.0
+    per_worker = ring_allreduce_bytes(n, p)
+    comm_s = transfer_seconds(per_worker, min(t.bandwidth_bps for t in cluster.workers))
     compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers)
     step_s = compute_s + comm_s
     traffic = {("worker", "next worker"): per_worker} if n > 1 else {}
