@@ -1,0 +1,327 @@
+"""Local clusters: one OS process per TF task, bound to loopback, torn down without orphans.
+
+``LocalCluster(workers=N, ps=M)`` starts every task as ``python -m ralp_tf._task`` running a
+``tf.distribute.Server``. Contract:
+
+* every task listens on 127.0.0.1 on a free port. TF's gRPC server always binds the wildcard
+  address, so tasks run with an ``LD_PRELOAD`` shim (``ralp_tf/_native``) that rewrites wildcard
+  binds to loopback. ``bind_address="0.0.0.0"`` (explicit) skips the shim and warns that the
+  server is unauthenticated;
+* ``start()`` returns once every task accepts connections, or raises ``ClusterRuntimeError``
+  with the log tail of the task that died or timed out;
+* each task's stdout/stderr go to ``log_dir/<job>-<index>.log``;
+* ``stop()`` (also on ``__exit__``, on error, at interpreter exit) kills every task by PID and
+  waits for it; tasks also get SIGKILL if this process dies (``PR_SET_PDEATHSIG``).
+
+A *launcher* decides where task processes run: the default runs them here; a testbed runs
+them inside network namespaces. It provides ``host(task_name) -> str`` and
+``popen(task_name, argv, env, stdout, stderr) -> subprocess.Popen``.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Protocol
+
+from ralp_tf.cluster import Cluster
+from ralp_tf.errors import ClusterConfigError, ClusterRuntimeError
+
+NATIVE_SHIM = Path(__file__).resolve().parent / "_native" / "libloopback_bind.so"
+_NATIVE_SRC = NATIVE_SHIM.with_name("loopback_bind.c")
+UNAUTHENTICATED_WARNING = (
+    "TensorFlow's gRPC server is unauthenticated: anyone who can reach {addr} can run ops in this "
+    "process. Bind to a non-loopback address only on a network reachable from trusted hosts alone.")
+_LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+
+
+class Launcher(Protocol):
+    def host(self, task_name: str) -> str: ...
+
+    def popen(self, task_name: str, argv: list[str], env: dict[str, str], stdout: Any, stderr: Any
+              ) -> subprocess.Popen: ...
+
+
+class LoopbackLauncher:
+    """Runs task processes on this machine."""
+
+    def __init__(self, bind_address: str = "127.0.0.1") -> None:
+        self.bind_address = bind_address
+
+    def host(self, task_name: str) -> str:
+        return "127.0.0.1" if self.bind_address in ("0.0.0.0", "::") else self.bind_address
+
+    def popen(self, task_name: str, argv: list[str], env: dict[str, str], stdout: Any, stderr: Any
+              ) -> subprocess.Popen:
+        return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+
+
+def loopback_shim() -> Path:
+    """The compiled bind shim, building it with ``cc`` if ``make setup`` has not."""
+    if NATIVE_SHIM.exists() and NATIVE_SHIM.stat().st_mtime >= _NATIVE_SRC.stat().st_mtime:
+        return NATIVE_SHIM
+    try:
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(NATIVE_SHIM), str(_NATIVE_SRC), "-ldl"],
+                       check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ClusterRuntimeError(
+            f"cannot build the loopback bind shim ({exc}); install a C compiler (apt-get install gcc) and run "
+            "`make setup`, or pass bind_address='0.0.0.0' to accept TF's wildcard bind") from None
+    return NATIVE_SHIM
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def loopback_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with the loopback shim preloaded."""
+    env = dict(os.environ if env is None else env)
+    shim = str(loopback_shim())
+    preload = env.get("LD_PRELOAD", "")
+    if shim not in preload.split(":"):
+        env["LD_PRELOAD"] = f"{shim}:{preload}" if preload else shim
+    return env
+
+
+class TaskProcess:
+    """One running task."""
+
+    def __init__(self, job: str, index: int, address: str, proc: subprocess.Popen, log_path: Path) -> None:
+        self.job, self.index, self.address, self.proc, self.log_path = job, index, address, proc, log_path
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}{self.index}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class LocalCluster:
+    """A PS cluster of real task processes on this machine (see the module docstring)."""
+
+    def __init__(self, workers: int = 2, ps: int = 1, *, bind_address: str = "127.0.0.1",
+                 log_dir: str | os.PathLike | None = None, ready_timeout: float = 180.0,
+                 launcher: Launcher | None = None, env: dict[str, str] | None = None,
+                 inter_op_threads: int | None = None) -> None:
+        for name, n, low in (("workers", workers, 1), ("ps", ps, 0)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < low:
+                raise ClusterConfigError(f"LocalCluster {name} must be an integer >= {low}, got {n!r}")
+        if workers + ps > 32:
+            raise ClusterConfigError(f"LocalCluster of {workers + ps} tasks is more than one machine holds "
+                                     "(each TF task needs ~0.5-1 GB); use at most 32 tasks")
+        self.num_workers, self.num_ps = workers, ps
+        self.bind_address = bind_address
+        if bind_address not in ("127.0.0.1", "localhost"):
+            warnings.warn(UNAUTHENTICATED_WARNING.format(addr=bind_address), stacklevel=2)
+        self.launcher: Launcher = launcher or LoopbackLauncher(bind_address)
+        self._own_log_dir = log_dir is None
+        self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="ralp_tf_cluster_"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.ready_timeout = ready_timeout
+        self.extra_env = env or {}
+        self.inter_op_threads = inter_op_threads
+        self.tasks: list[TaskProcess] = []
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- life cycle
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> "LocalCluster":
+        if self.tasks:
+            return self
+        _install_exit_handlers()
+        _LIVE.add(self)
+        try:
+            spec = self._make_spec()
+            for job in ("ps", "worker"):
+                for i, addr in enumerate(spec.get(job, [])):
+                    self.tasks.append(self._spawn(job, i, addr, spec))
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _make_spec(self) -> dict[str, list[str]]:
+        spec: dict[str, list[str]] = {}
+        for job, n in (("worker", self.num_workers), ("ps", self.num_ps)):
+            hosts = [self.launcher.host(f"{job}{i}") for i in range(n)]
+            spec[job] = [f"{h}:{free_port(h) if h.startswith('127.') else 2222 + i}" for i, h in enumerate(hosts)]
+        if not spec["ps"]:
+            del spec["ps"]
+        return spec
+
+    def _spawn(self, job: str, index: int, address: str, spec: dict[str, list[str]]) -> TaskProcess:
+        log_path = self.log_dir / f"{job}-{index}.log"
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        if self.bind_address in ("127.0.0.1", "localhost"):
+            env = loopback_env(env)
+        argv = [sys.executable, "-m", "ralp_tf._task", "--cluster", json.dumps(spec), "--job", job,
+                "--index", str(index), "--parent-pid", str(os.getpid())]
+        if self.inter_op_threads:
+            argv += ["--inter-op-threads", str(self.inter_op_threads)]
+        log = open(log_path, "wb")
+        try:
+            proc = self.launcher.popen(f"{job}{index}", argv, env, log, subprocess.STDOUT)
+        finally:
+            log.close()
+        return TaskProcess(job, index, address, proc, log_path)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        pending = list(self.tasks)
+        while pending:
+            for t in list(pending):
+                if not t.alive():
+                    raise ClusterRuntimeError(f"task {t.job}:{t.index} exited with code {t.proc.returncode} "
+                                              f"before it was ready; its log ({t.log_path}) ends:\n{t.log_tail()}")
+                if "RALP_TF_TASK_READY" in t.log_tail(200) and _accepts(t.address):
+                    pending.remove(t)
+            if pending and time.monotonic() > deadline:
+                t = pending[0]
+                raise ClusterRuntimeError(f"task {t.job}:{t.index} was not ready after {self.ready_timeout:.0f} s; "
+                                          f"its log ends:\n{t.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        with self._lock:
+            tasks, self.tasks = self.tasks, []
+        for t in tasks:
+            if t.alive():
+                try:
+                    t.proc.kill()
+                except ProcessLookupError:
+                    pass
+        for t in tasks:
+            try:
+                t.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        _LIVE.discard(self)
+
+    # ----------------------------------------------------------------- queries
+    @property
+    def cluster_spec_dict(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for t in self.tasks:
+            out.setdefault(t.job, []).append(t.address)
+        return {j: out[j] for j in ("worker", "ps") if j in out}
+
+    def cluster_spec(self) -> Any:
+        import tensorflow as tf
+
+        return tf.train.ClusterSpec(self.cluster_spec_dict)
+
+    def cluster_resolver(self) -> Any:
+        import tensorflow as tf
+
+        return tf.distribute.cluster_resolver.SimpleClusterResolver(self.cluster_spec(), rpc_layer="grpc")
+
+    def cluster(self, **rates: Any) -> Cluster:
+        """The running cluster as a :class:`ralp_tf.Cluster` (rates as in ``Cluster.from_dict``)."""
+        return Cluster.from_dict(self.cluster_spec_dict, **rates)
+
+    def strategy(self) -> Any:
+        """A ``ParameterServerStrategy`` connected to this cluster."""
+        import tensorflow as tf
+
+        if not self.tasks:
+            raise ClusterRuntimeError("LocalCluster is not started; use `with LocalCluster(...) as c:` first")
+        if self.num_ps == 0:
+            raise ClusterConfigError("ParameterServerStrategy needs at least one PS task; use LocalCluster(ps=1)")
+        return tf.distribute.ParameterServerStrategy(self.cluster_resolver())
+
+    def task(self, job: str, index: int) -> TaskProcess:
+        for t in self.tasks:
+            if t.job == job and t.index == index:
+                return t
+        raise ClusterConfigError(f"no task {job}:{index} in this LocalCluster")
+
+    def pids(self) -> list[int]:
+        return [t.pid for t in self.tasks]
+
+    def kill(self, job: str, index: int, sig: int = signal.SIGKILL) -> None:
+        """Kill one task (fault injection)."""
+        t = self.task(job, index)
+        os.kill(t.pid, sig)
+        t.proc.wait(timeout=30)
+
+    def check_alive(self) -> None:
+        """Raise ClusterRuntimeError with the log tail of any task that died."""
+        for t in self.tasks:
+            if not t.alive():
+                raise ClusterRuntimeError(f"task {t.job}:{t.index} died with code {t.proc.returncode}; its log "
+                                          f"({t.log_path}) ends:\n{t.log_tail()}")
+
+
+def _accepts(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+_handlers_installed = False
+
+
+def _stop_all() -> None:
+    for c in list(_LIVE):
+        c.stop()
+
+
+def _install_exit_handlers() -> None:
+    """Stop every live LocalCluster at exit and on SIGTERM (SIGINT raises KeyboardInterrupt,
+    which unwinds through ``with`` blocks)."""
+    global _handlers_installed
+    if _handlers_installed:
+        return
+    _handlers_installed = True
+    atexit.register(_stop_all)
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum: int, frame: Any) -> None:
+            _stop_all()
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, on_term)

@@ -1,0 +1,267 @@
+"""Apply a Plan to a tf_keras model under ParameterServerStrategy (the graph-rewriting pass).
+
+``place(model, plan, strategy)`` returns a placed copy of ``model`` (same layer names, same
+initial weights) whose layers store and compute where the plan says:
+
+* **variables** of a layer placed on PS task k are all created on task k
+  (``strategy.extended.colocate_vars_with`` an anchor variable living there); other layers'
+  variables are spread by the strategy's round-robin as usual;
+* **forward ops** of a PS-placed layer run under ``tf.device(<PS k>)``;
+* **gradient ops** of a PS-placed layer run on PS k too. ``tf.GradientTape`` creates gradient
+  ops where ``tape.gradient`` is called, ignoring forward device scopes, so each placed layer's
+  call is wrapped in ``tf.custom_gradient``: the forward pass is recorded by an inner tape, and
+  the gradient function replays it under the same ``tf.device``. The math is unchanged (the
+  same ops, on another device), so losses and gradients equal the unplaced model's;
+* layers placed on ``/job:worker/device:GPU:0`` run their forward under ``tf.device('/device:GPU:0')``
+  (merged with whichever worker runs the step); worker CPU layers get no scope.
+
+Works with custom training loops (``ClusterCoordinator.schedule``) and with ``Model.fit``,
+because the placement lives in the layers, not in the training step.
+
+:func:`placement` is the decorator form: it builds, plans (RALP analyzer, a Plan, or any object
+with ``plan(profile, cluster) -> Plan``) and places in one call.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, Protocol
+
+from ralp_tf.analyzer import Analysis, analyze
+from ralp_tf.cluster import Cluster
+from ralp_tf.errors import ModelError, PlanError
+from ralp_tf.plan import Plan, parse_device
+from ralp_tf.profile import ModelProfile, check_tf_keras_model, profile
+
+log = logging.getLogger(__name__)
+
+
+class PlacementPolicy(Protocol):
+    """Anything that turns a profiled model and a cluster into a Plan (e.g. a scheduler solver)."""
+
+    def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan: ...
+
+
+def cluster_of(strategy: Any, **rates: Any) -> Cluster:
+    """The :class:`Cluster` a ParameterServerStrategy runs on."""
+    resolver = getattr(strategy, "cluster_resolver", None) or getattr(strategy, "_cluster_resolver", None)
+    if resolver is None:
+        raise ModelError(f"{type(strategy).__name__} has no cluster_resolver; placement needs a "
+                         "tf.distribute.ParameterServerStrategy")
+    return Cluster.from_cluster_spec(resolver.cluster_spec(), **rates)
+
+
+def _check_strategy(strategy: Any) -> None:
+    import tensorflow as tf
+
+    if not isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
+        raise ModelError(f"placement needs a tf.distribute.ParameterServerStrategy, got {type(strategy).__name__}")
+
+
+def _ps_anchors(strategy: Any, tasks: set[int]) -> dict[int, Any]:
+    """One tiny variable on each PS task in ``tasks``, created through the strategy's round-robin."""
+    import tensorflow as tf
+
+    anchors: dict[int, Any] = {}
+    num_ps = strategy.extended._num_ps if hasattr(strategy.extended, "_num_ps") else max(tasks) + 1
+    with strategy.scope():
+        for _ in range(max(num_ps, 1)):
+            v = tf.Variable(0, trainable=False, name="ralp_anchor", dtype=tf.int32)
+            spec = tf.DeviceSpec.from_string(v.device)
+            anchors.setdefault(int(spec.task or 0), v)
+    missing = tasks - set(anchors)
+    if missing:
+        raise PlanError(f"plan uses PS task(s) {sorted(missing)} but the strategy has {num_ps} PS task(s)")
+    return anchors
+
+
+def _placed_build(layer: Any, strategy: Any, anchor: Any) -> None:
+    original = layer.build
+
+    @functools.wraps(original)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        with strategy.extended.colocate_vars_with(anchor):
+            return original(*args, **kwargs)
+
+    layer.build = build
+
+
+def _ps_call(call: Callable[..., Any], device: str) -> Callable[..., Any]:
+    """Wrap a layer's ``call`` so its forward and gradient ops both run on ``device``."""
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        flat_in = tf.nest.flatten(inputs)
+
+        @tf.custom_gradient
+        def block(*xs: Any) -> Any:
+            with tf.device(device), tf.GradientTape(watch_accessed_variables=True) as tape:
+                for x in xs:
+                    if x.dtype.is_floating:
+                        tape.watch(x)
+                y = call(tf.nest.pack_sequence_as(inputs, list(xs)), *args, **kwargs)
+            flat_y = tf.nest.flatten(y)
+
+            def grad(*dys: Any, variables: Any = None) -> Any:
+                variables = list(variables or [])
+                float_idx = [i for i, x in enumerate(xs) if x.dtype.is_floating]
+                with tf.device(device):
+                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables,
+                                          output_gradients=list(dys),
+                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                input_grads: list[Any] = [None] * len(xs)
+                for i, g in zip(float_idx, grads[:len(float_idx)]):
+                    input_grads[i] = g
+                return input_grads, list(grads[len(float_idx):])
+
+            return y, grad
+
+        with tf.device(device):
+            return block(*flat_in)
+
+    return wrapped
+
+
+def _gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with tf.device(f"/device:{device_type}:0"):
+            return call(*args, **kwargs)
+
+    return wrapped
+
+
+def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True) -> Any:
+    """A placed copy of ``model`` under ``strategy`` (see the module docstring).
+
+    The copy has the same layer names and, with ``copy_weights``, the same weights. Raises
+    PlanError for unknown layers/devices, ModelError for models that cannot be placed.
+    """
+    import tf_keras
+
+    check_tf_keras_model(model)
+    _check_strategy(strategy)
+    if not isinstance(plan, Plan):
+        raise PlanError(f"place() takes a ralp_tf.Plan, got {type(plan).__name__}; build one with "
+                        "Plan(placements={...}) or Plan.from_json(text)")
+    cluster = cluster_of(strategy)
+    plan.validate(model, cluster)
+    ps_layers = plan.ps_layers()
+    by_name = {l.name: l for l in model.layers}
+    for name in ps_layers:
+        kind_layer = by_name[name]
+        if type(kind_layer).__name__ == "InputLayer":
+            raise PlanError(f"layer {name!r} is a model input; inputs stay on the workers")
+    anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
+
+    def clone_layer(layer: Any) -> Any:
+        new = layer.__class__.from_config(layer.get_config())
+        if layer.name in ps_layers:
+            _placed_build(new, strategy, anchors[ps_layers[layer.name]])
+        return new
+
+    with strategy.scope():
+        placed = tf_keras.models.clone_model(model, clone_function=clone_layer)
+        if copy_weights:
+            placed.set_weights(model.get_weights())
+    for layer in placed.layers:
+        if "build" in layer.__dict__:
+            del layer.build  # the colocation wrapper was only needed while building
+        dev = plan.placements.get(layer.name)
+        if dev is None:
+            continue
+        d = parse_device(dev)
+        if d.is_ps:
+            layer.call = _ps_call(layer.call, d.canonical())
+        elif d.device_type == "GPU":
+            layer.call = _gpu_call(layer.call, "GPU")
+    placed.ralp_plan = plan
+    _check_variable_homes(placed, ps_layers)
+    return placed
+
+
+def _check_variable_homes(model: Any, ps_layers: dict[str, int]) -> None:
+    import tensorflow as tf
+
+    for layer in model.layers:
+        k = ps_layers.get(layer.name)
+        if k is None:
+            continue
+        for v in layer.weights:
+            spec = tf.DeviceSpec.from_string(v.device)
+            if spec.job != "ps" or int(spec.task or 0) != k:
+                raise PlanError(f"variable {v.name} of layer {layer.name!r} landed on {v.device}, not PS task {k}; "
+                                "build the model from a config-serialisable layer so it can be re-created")
+
+
+def unplace(model: Any) -> Any:
+    """A single-machine copy of a (placed) model: same architecture and weights, no device pins,
+    no strategy. Use it to save, export or serve a model trained with placement."""
+    import tf_keras
+
+    check_tf_keras_model(model)
+    clone = tf_keras.models.clone_model(model, clone_function=lambda l: l.__class__.from_config(l.get_config()))
+    clone.set_weights(model.get_weights())
+    return clone
+
+
+def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05
+                     ) -> tuple[Plan, Analysis | None]:
+    """Resolve a policy ("ralp", "ps"/"none", a Plan, or a PlacementPolicy) to a Plan."""
+    if isinstance(policy, Plan):
+        return policy, None
+    if isinstance(policy, str):
+        if policy == "ralp":
+            analysis = analyze(prof, cluster, min_speedup=min_speedup)
+            return analysis.plan, analysis
+        if policy in ("ps", "none", "stock"):
+            return Plan(placements={}, policy="ps"), None
+        raise PlanError(f"unknown placement policy {policy!r}; use 'ralp', 'ps', a ralp_tf.Plan, or an object "
+                        "with plan(profile, cluster) such as a scheduler solver")
+    if hasattr(policy, "plan") and callable(policy.plan):
+        plan = policy.plan(prof, cluster)
+        if not isinstance(plan, Plan):
+            raise PlanError(f"{type(policy).__name__}.plan() returned {type(plan).__name__}, not a ralp_tf.Plan")
+        return plan, None
+    raise PlanError(f"placement policy {policy!r} is not 'ralp', 'ps', a Plan, or an object with plan()")
+
+
+def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 32, bandwidth: Any = None,
+              flops: Any = None, min_speedup: float = 1.05) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: ``@placement(policy)`` on a model-building function returns a placed model.
+
+    The strategy is ``strategy`` or the one whose scope is active when the function is called.
+    ``batch_size`` (per worker), ``bandwidth`` and ``flops`` feed the planner's cost model. The
+    returned model carries ``ralp_plan`` and, for "ralp", ``ralp_analysis``.
+    """
+
+    def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(build)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            import tensorflow as tf
+
+            strat = strategy or (tf.distribute.get_strategy() if tf.distribute.has_strategy() else None)
+            if strat is None:
+                raise ModelError("@ralp_tf.placement needs a ParameterServerStrategy: pass strategy=... or call "
+                                 "the decorated function inside `with strategy.scope():`")
+            _check_strategy(strat)
+            base = build(*args, **kwargs)
+            check_tf_keras_model(base)
+            rates: dict[str, Any] = {}
+            if bandwidth is not None:
+                rates["bandwidth"] = bandwidth
+            if flops is not None:
+                rates["flops"] = flops
+            cluster = cluster_of(strat, **rates)
+            prof = profile(base, batch_size=batch_size)
+            plan, analysis = plan_with_policy(policy, prof, cluster, min_speedup=min_speedup)
+            placed = place(base, plan, strat)
+            placed.ralp_analysis = analysis
+            return placed
+
+        return wrapper
+
+    return decorate

@@ -1,0 +1,167 @@
+"""Training jobs on a ParameterServerStrategy cluster: stock or placed, measured.
+
+:func:`train` runs one job with a custom loop driven by ``ClusterCoordinator`` on synthetic
+data created on the workers (so no input data crosses the network), and returns a
+:class:`RunResult`: measured steps/s, bytes per step between each pair of tasks (when the
+tasks' endpoints are given), per-step losses, and the cost model's predictions.
+
+:func:`compare` runs stock PSS and RALP on the same LocalCluster one after the other. Every
+step is scheduled as one closure; "bytes per step" is total bytes between workers and PS tasks
+divided by the number of closures (worker steps).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ralp_tf.cluster import Cluster
+from ralp_tf.costmodel import estimate
+from ralp_tf.errors import ValidationError
+from ralp_tf.models import resolve_model, synthetic_batch
+from ralp_tf.plan import Plan
+from ralp_tf.placement import cluster_of, place, plan_with_policy
+from ralp_tf.profile import profile
+from ralp_tf.traffic import Endpoint, TrafficMeter, per_step
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunResult:
+    policy: str
+    steps: int
+    batch_size: int
+    steps_per_s: float
+    samples_per_s: float
+    final_loss: float
+    losses: list[float]
+    bytes_per_step: float | None
+    bytes_between: dict[str, float]
+    predicted_bytes_per_step: float
+    predicted_step_s: float
+    measured_step_s: float
+    plan: dict[str, Any]
+    analysis: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _loss_fn(model: Any) -> Callable[[Any, Any], Any]:
+    import tensorflow as tf
+    import tf_keras
+
+    if int(model.outputs[0].shape[-1]) == 1:
+        return lambda y, logits: tf.reduce_mean(tf_keras.losses.binary_crossentropy(y, logits, from_logits=True))
+    return lambda y, logits: tf.reduce_mean(
+        tf_keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+
+
+def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
+          warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
+          endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,
+          on_step: Callable[[int], None] | None = None, coordinator: Any = None) -> RunResult:
+    """Train ``build_model`` for ``steps`` measured steps (after ``warmup_steps``) on ``strategy``.
+
+    ``policy`` is "ps" (stock), "ralp", a Plan, or a placement policy object. ``cluster`` gives
+    the rates the planner and the predictions use (default: from the strategy).
+    ``on_step(i)`` is called after scheduling each measured step (fault injection, progress).
+    """
+    import tensorflow as tf
+    import tf_keras
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValidationError(f"steps must be a positive integer, got {steps!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}; pass e.g. 32")
+    builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
+    cluster = cluster or cluster_of(strategy)
+    tf_keras.utils.set_random_seed(seed)
+    base = builder()
+    prof = profile(base, batch_size=batch_size)
+    plan, analysis = plan_with_policy(policy, prof, cluster)
+    plan.validate(prof, cluster)
+    model = place(base, plan, strategy)
+    with strategy.scope():
+        optimizer = tf_keras.optimizers.SGD(learning_rate)
+    loss_fn = _loss_fn(base)
+    x, y = synthetic_batch(base, batch_size, seed=seed)
+    coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+
+    def dataset_fn() -> Any:
+        return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+    per_worker = coordinator.create_per_worker_dataset(dataset_fn)
+    iterator = iter(per_worker)
+
+    @tf.function
+    def train_step(it: Any) -> Any:
+        def replica_fn(batch: Any) -> Any:
+            xb, yb = batch
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return strategy.run(replica_fn, args=(next(it),))
+
+    losses: list[Any] = []
+    for _ in range(warmup_steps):
+        losses.append(coordinator.schedule(train_step, args=(iterator,)))
+    coordinator.join()
+    meter = TrafficMeter(endpoints) if endpoints else None
+    if meter:
+        meter.start()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        losses.append(coordinator.schedule(train_step, args=(iterator,)))
+        if on_step:
+            on_step(i)
+    coordinator.join()
+    elapsed = time.perf_counter() - t0
+    delta = meter.stop() if meter else {}
+    values = [float(np.asarray(r.fetch())) for r in losses]
+    pred = estimate(prof, cluster, plan)
+    bytes_per_step = meter.total(("worker", "ps")) / steps if meter else None
+    return RunResult(
+        policy=plan.policy if not isinstance(policy, str) else policy, steps=steps, batch_size=batch_size,
+        steps_per_s=steps / elapsed, samples_per_s=steps * batch_size / elapsed, final_loss=values[-1],
+        losses=values, bytes_per_step=bytes_per_step, bytes_between=per_step(delta, steps) if meter else {},
+        predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
+        measured_step_s=elapsed / steps * cluster.num_workers, plan=plan.to_dict(),
+        analysis=analysis.report() if analysis else None)
+
+
+def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 2, ps: int = 1, steps: int = 30,
+            batch_size: int = 32, bandwidth: Any = None, flops: Any = None, policies: Sequence[Any] = ("ps", "ralp"),
+            seed: int = 0, log_dir: str | None = None) -> dict[str, RunResult]:
+    """Run each policy on one LocalCluster (real task processes) and measure it."""
+    import tensorflow as tf
+
+    from ralp_tf.launch import LocalCluster
+    from ralp_tf.traffic import cluster_endpoints
+
+    rates: dict[str, Any] = {}
+    if bandwidth is not None:
+        rates["bandwidth"] = bandwidth
+    if flops is not None:
+        rates["flops"] = flops
+    results: dict[str, RunResult] = {}
+    with LocalCluster(workers=workers, ps=ps, log_dir=log_dir) as lc:
+        strategy = lc.strategy()
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        cluster = lc.cluster(**rates)
+        for policy in policies:
+            name = policy if isinstance(policy, str) else getattr(policy, "policy", type(policy).__name__)
+            log.info("running %s on %s", name, cluster.describe())
+            results[str(name)] = train(strategy, model, policy=policy, steps=steps, batch_size=batch_size,
+                                       seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
+                                       coordinator=coordinator)
+            lc.check_alive()
+    return results
