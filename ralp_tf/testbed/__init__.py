@@ -1,0 +1,53 @@
+"""Emulated multi-host clusters for benchmarks (the core ralp_tf modules never import this package).
+
+* :class:`Testbed` (root): one network namespace per task, joined by veth pairs to a bridge in a
+  switch namespace, links capped both ways with ``tc tbf``, exact wire-byte counts.
+* :class:`LoopbackTestbed`: the same API on 127.0.0.1 with no caps, for machines where namespaces
+  are not allowed.
+* :func:`make_testbed`: the namespace testbed where possible, else the loopback one.
+* :func:`cleanup_stale`: remove what a crashed run left behind.
+
+Both testbeds fit ``ralp_tf.launch.LocalCluster``'s launcher protocol: ``host(task) -> str`` and
+``popen(task, argv, env, stdout, stderr) -> subprocess.Popen``.
+
+Example::
+
+    from ralp_tf.testbed import Testbed, bytes_delta
+    with Testbed(["worker0", "ps0"], bandwidth="1gbit") as tb:
+        server = tb.popen("ps0", [sys.executable, "server.py", "--port", "2222"])
+        before = tb.link_bytes()
+        tb.run("worker0", [sys.executable, "client.py", tb.address("ps0", 2222)], check=True)
+        print(bytes_delta(tb.link_bytes(), before))
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from ralp_tf.testbed.base import (BaseTestbed, TestbedConfigError, TestbedError, TestbedInterrupted,
+                                  bytes_delta, max_tasks_for_memory)
+from ralp_tf.testbed.loopback import LoopbackTestbed
+from ralp_tf.testbed.netns import Testbed, cleanup_stale, netns_support
+
+__all__ = ["BaseTestbed", "Testbed", "LoopbackTestbed", "TestbedError", "TestbedConfigError",
+           "TestbedInterrupted", "bytes_delta", "cleanup_stale", "make_testbed", "netns_support",
+           "max_tasks_for_memory"]
+
+_log = logging.getLogger(__name__)
+
+
+def make_testbed(task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
+                 loopback_fallback: bool = True, **kwargs: Any) -> BaseTestbed:
+    """A :class:`Testbed` when this process may create namespaces, otherwise (with
+    ``loopback_fallback``) a :class:`LoopbackTestbed` that runs uncapped and logs a warning naming
+    the reason. Without ``loopback_fallback`` the reason is raised as :class:`TestbedError`.
+    Check ``.emulated`` on the result to know which one you got."""
+    ok, why = netns_support()
+    if ok:
+        return Testbed(task_names, bandwidth, **kwargs)
+    if not loopback_fallback:
+        raise TestbedError(why)
+    _log.warning("%s; falling back to LoopbackTestbed: links are uncapped and byte counts are TCP payload",
+                 why)
+    kwargs = {k: v for k, v in kwargs.items() if k in ("prefix", "mem_per_task_gib", "term_grace_s")}
+    return LoopbackTestbed(task_names, bandwidth, ignore_bandwidth=True, **kwargs)

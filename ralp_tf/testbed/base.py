@@ -1,0 +1,412 @@
+"""What every testbed shares: errors, input validation, process tracking, teardown guarantees.
+
+A testbed is a context manager. Entering it builds the emulated cluster; leaving it (normally,
+by exception, by Ctrl-C, or by SIGTERM/SIGHUP turned into :class:`TestbedInterrupted`) kills
+every process it started and removes everything it created. A watchdog process (the reaper)
+does the same if the owner dies without a chance to clean up (SIGKILL, OOM kill).
+"""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import IO, Any, Mapping, Sequence
+
+from ralp_tf.cluster import format_bandwidth, parse_bandwidth
+from ralp_tf.errors import ClusterConfigError, RalpError
+from ralp_tf.testbed import _nsops
+
+TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
+PREFIX = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+#: Resident memory one TensorFlow task needs (import + a CIFAR-size model + gRPC buffers).
+DEFAULT_MEM_PER_TASK_GIB = 1.0
+_REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
+
+Redirect = "int | IO[Any] | None"
+
+
+class TestbedError(RalpError, RuntimeError):
+    """The emulated cluster cannot be built, used or torn down; the message says why and what to do."""
+
+    __test__ = False  # not a pytest test class
+
+
+class TestbedConfigError(TestbedError, ClusterConfigError):
+    """Bad testbed input: task names, bandwidth, subnet, prefix, delay, size of the cluster."""
+
+
+class TestbedInterrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived while a testbed was open (raised like Ctrl-C, so teardown runs)."""
+
+
+def validate_tasks(task_names: Sequence[str]) -> list[str]:
+    """Check task names: non-empty list of unique lowercase identifiers like ``worker0``, ``ps0``."""
+    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
+        raise TestbedConfigError(f"task_names must be a list of names like ['worker0', 'worker1', 'ps0'], "
+                                 f"got {task_names!r}")
+    names = list(task_names)
+    if not names:
+        raise TestbedConfigError("a testbed needs at least one task name, e.g. ['worker0', 'ps0']")
+    for n in names:
+        if not isinstance(n, str) or not TASK_NAME.match(n):
+            raise TestbedConfigError(f"bad task name {n!r}: use 1-24 characters, a lowercase letter then "
+                                     "lowercase letters, digits or '_' (e.g. 'chief', 'worker0', 'ps0')")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TestbedConfigError(f"duplicate task names {dup}; each task needs its own name")
+    return names
+
+
+def validate_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not PREFIX.match(prefix):
+        raise TestbedConfigError(f"bad prefix {prefix!r}: use 1-12 lowercase letters/digits starting with a "
+                                 "letter (it names the namespaces '<prefix>-<task>')")
+    return prefix
+
+
+def validate_bandwidth(bandwidth: str | float | int | None) -> float:
+    """Bits per second (``math.inf`` for uncapped), with a testbed-specific error for bad input."""
+    try:
+        return parse_bandwidth(bandwidth)
+    except ClusterConfigError as exc:
+        raise TestbedConfigError(f"{exc} (testbed link rate)") from None
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (bytes); a large number if it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 50
+
+
+def max_tasks_for_memory(mem_per_task_gib: float) -> int:
+    """How many TF tasks fit in the memory available now, at ``mem_per_task_gib`` each."""
+    if not mem_per_task_gib or mem_per_task_gib <= 0:
+        return 1 << 30
+    return max(int(available_memory_bytes() / (mem_per_task_gib * 2**30)), 0)
+
+
+def check_capacity(n_tasks: int, mem_per_task_gib: float, address_limit: int, address_what: str) -> None:
+    """Raise :class:`TestbedConfigError` naming the limit if ``n_tasks`` do not fit."""
+    if n_tasks > address_limit:
+        raise TestbedConfigError(f"{n_tasks} tasks do not fit: {address_what} holds at most {address_limit}; "
+                                 "use fewer tasks or a larger subnet")
+    limit = max_tasks_for_memory(mem_per_task_gib)
+    if n_tasks > limit:
+        avail = available_memory_bytes() / 2**30
+        raise TestbedConfigError(
+            f"{n_tasks} tasks need about {n_tasks * mem_per_task_gib:.1f} GiB ({mem_per_task_gib:g} GiB per "
+            f"TensorFlow task) but {avail:.1f} GiB is available: this machine holds at most {limit} tasks. "
+            "Use fewer tasks, or pass mem_per_task_gib= if your tasks are smaller")
+
+
+def _lock_dir() -> str:
+    d = "/run/ralp_tf" if os.geteuid() == 0 else os.path.join(tempfile.gettempdir(), f"ralp_tf-{os.getuid()}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+class PrefixLock:
+    """An exclusive flock on ``<lockdir>/testbed-<prefix>.lock``: one live testbed per prefix per machine.
+
+    The reaper inherits the descriptor, so the lock stays held until a dead owner is cleaned up.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.path = os.path.join(_lock_dir(), f"testbed-{prefix}.lock")
+        self.fd: int | None = None
+
+    def acquire(self, wait_s: float = 30.0) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    try:
+                        owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+                    except OSError:
+                        owner = "unknown"
+                    os.close(fd)
+                    raise TestbedError(f"another live testbed (pid {owner}) holds {self.path}; wait for it to "
+                                       "finish or use a different prefix=") from None
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+
+class BaseTestbed:
+    """Process tracking and teardown shared by :class:`~ralp_tf.testbed.Testbed` and
+    :class:`~ralp_tf.testbed.LoopbackTestbed`.
+
+    Subclasses implement ``_build()``, ``_destroy()``, ``host()``, ``_wrap(task, argv)`` and
+    ``link_bytes()``.
+    """
+
+    #: True when links are emulated (namespaces, caps); False on plain loopback.
+    emulated: bool = False
+    #: What :meth:`link_bytes` counts: ``"wire"`` (L2 frames, exact) or a weaker kind.
+    bytes_kind: str = "unavailable"
+
+    def __init__(self, task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
+                 prefix: str = "ralptb", term_grace_s: float = 5.0) -> None:
+        self.tasks: list[str] = validate_tasks(task_names)
+        self.bandwidth_bps: float = validate_bandwidth(bandwidth)
+        self.prefix: str = validate_prefix(prefix)
+        self.term_grace_s = term_grace_s
+        self._procs: list[tuple[str, subprocess.Popen]] = []
+        self._lock = PrefixLock(self.prefix)
+        self._reaper: subprocess.Popen | None = None
+        self._open = False
+        self._closing = threading.Lock()
+        self._old_handlers: dict[int, Any] = {}
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "BaseTestbed":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def start(self) -> "BaseTestbed":
+        """Build the cluster (idempotent). On any failure, what was built is removed before raising."""
+        if self._open:
+            return self
+        self._lock.acquire()
+        try:
+            self._install_signal_handlers()
+            self._open = True
+            atexit.register(self.close)
+            self._start_reaper()
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Kill every process started here (SIGTERM to its process group, SIGKILL after
+        ``term_grace_s``), remove everything built, release the prefix. Idempotent; signals are
+        deferred while it runs so a second Ctrl-C cannot interrupt the teardown."""
+        if not self._closing.acquire(blocking=False):
+            return
+        try:
+            if not self._open:
+                return
+            deferred = self._block_signals()
+            try:
+                self._kill_processes()
+                self._destroy()
+            finally:
+                self._open = False
+                self._stop_reaper()
+                self._lock.release()
+                atexit.unregister(self.close)
+                self._restore_signal_handlers()
+                self._unblock_signals(deferred)
+        finally:
+            self._closing.release()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    # ---- processes ---------------------------------------------------------------------------
+
+    def _check_task(self, task: str) -> None:
+        if task not in self.tasks:
+            raise TestbedConfigError(f"unknown task {task!r}; this testbed has {self.tasks}")
+        if not self._open:
+            raise TestbedError("the testbed is not running; use it as `with Testbed(...) as tb:` or call start()")
+
+    def _wrap(self, task: str, argv: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def popen(self, task: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              stdout: Any = None, stderr: Any = None, *, stdin: Any = subprocess.DEVNULL,
+              cwd: str | None = None, text: bool = False) -> subprocess.Popen:
+        """Start ``argv`` as task ``task`` (inside its namespace on an emulated testbed).
+
+        The process gets its own session and process group; teardown signals the whole group, so
+        its children go too. ``env`` replaces the environment (``None``: inherit). The returned
+        Popen's pid is the command itself (``ip netns exec`` execs it).
+        """
+        self._check_task(task)
+        argv = [str(a) for a in argv]
+        if not argv:
+            raise TestbedConfigError("popen needs a command, e.g. [sys.executable, 'script.py']")
+        proc = subprocess.Popen(self._wrap(task, argv), env=None if env is None else dict(env), stdout=stdout,
+                                stderr=stderr, stdin=stdin, cwd=cwd, start_new_session=True,
+                                text=text)
+        self._procs.append((task, proc))
+        self._tell_reaper(f"pgid {proc.pid}")
+        return proc
+
+    def run(self, task: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+            timeout: float | None = 60.0, check: bool = False, input: str | None = None,
+            cwd: str | None = None) -> subprocess.CompletedProcess:
+        """Run ``argv`` as ``task`` to completion, capturing text stdout/stderr.
+
+        On timeout the process group is killed and :class:`TestbedError` is raised; with
+        ``check`` a non-zero exit raises :class:`TestbedError` with the output tail.
+        """
+        proc = self.popen(task, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, cwd=cwd,
+                          text=True)
+        try:
+            out, err = proc.communicate(input=input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _nsops.killpg_quiet(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise TestbedError(f"{argv[0]!r} on task {task!r} did not finish within {timeout} s; killed it") from None
+        result = subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
+        if check and proc.returncode != 0:
+            raise TestbedError(f"{' '.join(map(str, argv))!r} on task {task!r} exited {proc.returncode}: "
+                               f"{(err or out)[-2000:]}")
+        return result
+
+    def processes(self) -> list[tuple[str, subprocess.Popen]]:
+        """(task, Popen) of every process started so far, in start order."""
+        return list(self._procs)
+
+    def _kill_processes(self) -> None:
+        live = [p for _, p in self._procs if p.poll() is None]
+        for p in live:
+            _nsops.killpg_quiet(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.term_grace_s
+        for p in live:
+            try:
+                p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                pass
+        # SIGKILL whatever is left of each group and session (children that ignored SIGTERM).
+        for _, p in self._procs:
+            _nsops.killpg_quiet(p.pid, signal.SIGKILL)
+            _nsops.kill_pids(_nsops.session_pids(p.pid), signal.SIGKILL, wait_s=2)
+            try:
+                p.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                pass
+
+    # ---- reaper ------------------------------------------------------------------------------
+
+    def _start_reaper(self) -> None:
+        fd = self._lock.fd
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-S", _REAPER], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=None, start_new_session=True, pass_fds=(fd,) if fd is not None else (), text=True)
+
+    def _tell_reaper(self, line: str) -> None:
+        if self._reaper is not None and self._reaper.stdin is not None:
+            try:
+                self._reaper.stdin.write(line + "\n")
+                self._reaper.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
+
+    def _stop_reaper(self) -> None:
+        if self._reaper is None:
+            return
+        self._tell_reaper("done")
+        try:
+            if self._reaper.stdin:
+                self._reaper.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._reaper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._reaper.kill()
+            self._reaper.wait()
+        self._reaper = None
+
+    # ---- signals -----------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers; atexit and the reaper still cover us
+
+        def handler(signum: int, frame: Any) -> None:
+            raise TestbedInterrupted(f"signal {signal.Signals(signum).name}")
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old = signal.getsignal(sig)
+            if old in (signal.SIG_DFL, None):
+                self._old_handlers[sig] = old
+                signal.signal(sig, handler)
+
+    def _restore_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        self._old_handlers.clear()
+
+    @staticmethod
+    def _block_signals() -> set[int]:
+        if threading.current_thread() is not threading.main_thread():
+            return set()
+        sigs = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+        return sigs
+
+    @staticmethod
+    def _unblock_signals(sigs: set[int]) -> None:
+        if sigs:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+
+    # ---- description -------------------------------------------------------------------------
+
+    def host(self, task: str) -> str:
+        raise NotImplementedError
+
+    def address(self, task: str, port: int) -> str:
+        """``host:port`` of ``task`` (for TF_CONFIG / ClusterSpec)."""
+        return f"{self.host(task)}:{int(port)}"
+
+    def link_bytes(self) -> dict[str, dict[str, int]]:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary: kind, tasks with hosts, bandwidth, what bytes are counted."""
+        return {"kind": type(self).__name__, "emulated": self.emulated, "bytes_kind": self.bytes_kind,
+                "bandwidth": format_bandwidth(self.bandwidth_bps) if not math.isinf(self.bandwidth_bps)
+                else "uncapped",
+                "tasks": {t: self.host(t) for t in self.tasks} if self._open else list(self.tasks)}
+
+    def _build(self) -> None:
+        raise NotImplementedError
+
+    def _destroy(self) -> None:
+        raise NotImplementedError
+
+
+def bytes_delta(after: Mapping[str, Mapping[str, int]], before: Mapping[str, Mapping[str, int]]
+                ) -> dict[str, dict[str, int]]:
+    """``after - before`` for two :meth:`link_bytes` snapshots, per task and direction."""
+    return {t: {k: int(after[t][k]) - int(before.get(t, {}).get(k, 0)) for k in after[t]} for t in after}

@@ -1,0 +1,101 @@
+"""The fallback testbed: every task on 127.0.0.1, no caps, no root needed.
+
+Same API as :class:`~ralp_tf.testbed.Testbed` so benchmarks run unchanged where namespaces are not
+allowed (containers without CAP_SYS_ADMIN, unprivileged users). What it cannot do:
+
+* cap bandwidth (``bandwidth_bps`` is always ``math.inf``; asking for a cap raises unless
+  ``ignore_bandwidth=True``);
+* give every task its own address: all tasks share 127.0.0.1, so tasks need distinct ports
+  (:meth:`LoopbackTestbed.free_port`);
+* count wire bytes: :meth:`LoopbackTestbed.link_bytes` sums the kernel's per-socket TCP payload
+  counters (``ss -ti``: ``bytes_sent``/``bytes_received``) of the *live* TCP sockets of each
+  task's processes. Headers are not included and sockets already closed are missed; hence
+  ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``.
+"""
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import socket
+import subprocess
+from typing import Sequence
+
+from ralp_tf.testbed import _nsops
+from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, TestbedConfigError, TestbedError,
+                                  check_capacity)
+
+_USERS = re.compile(r"pid=(\d+)")
+_SENT = re.compile(r"\bbytes_sent:(\d+)")
+_RECV = re.compile(r"\bbytes_received:(\d+)")
+
+
+class LoopbackTestbed(BaseTestbed):
+    """All tasks on loopback; see the module docstring for what differs from :class:`Testbed`."""
+
+    emulated = False
+    bytes_kind = "tcp_payload_live_sockets"
+    bytes_exact = False
+
+    def __init__(self, task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
+                 prefix: str = "ralptb", mem_per_task_gib: float = DEFAULT_MEM_PER_TASK_GIB,
+                 ignore_bandwidth: bool = False, term_grace_s: float = 5.0, **_ignored: object) -> None:
+        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s)
+        if not math.isinf(self.bandwidth_bps):
+            if not ignore_bandwidth:
+                raise TestbedConfigError(
+                    f"the loopback testbed cannot cap links (asked for {bandwidth!r}); use the namespace Testbed "
+                    "(root), or pass bandwidth=None / ignore_bandwidth=True to run uncapped")
+            self.requested_bandwidth_bps = self.bandwidth_bps
+            self.bandwidth_bps = math.inf
+        check_capacity(len(self.tasks), mem_per_task_gib, 1000, "the loopback testbed")
+
+    def _build(self) -> None:
+        pass
+
+    def _destroy(self) -> None:
+        pass
+
+    def _wrap(self, task: str, argv: list[str]) -> list[str]:
+        return argv
+
+    def host(self, task: str) -> str:
+        """Always ``127.0.0.1``."""
+        if task not in self.tasks:
+            raise TestbedConfigError(f"unknown task {task!r}; this testbed has {self.tasks}")
+        return "127.0.0.1"
+
+    @staticmethod
+    def free_port() -> int:
+        """A TCP port free on 127.0.0.1 right now (tasks share the address, so ports must differ)."""
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def link_bytes(self) -> dict[str, dict[str, int]]:
+        """Per task, TCP payload bytes sent (``tx``) and received (``rx``) on the live sockets of
+        the processes it started (and their children). Not wire bytes; see the module docstring."""
+        if not self._open:
+            raise TestbedError("the testbed is not running")
+        if shutil.which("ss") is None:
+            raise TestbedError("loopback byte counts need 'ss' (iproute2); install it or ignore link_bytes()")
+        owner: dict[int, str] = {}
+        for task, proc in self._procs:
+            for pid in _nsops.session_pids(proc.pid):
+                owner[pid] = task
+        out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=False).stdout
+        counts = {t: {"tx": 0, "rx": 0} for t in self.tasks}
+        lines = out.splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith((" ", "\t")):
+                continue
+            info = lines[i + 1] if i + 1 < len(lines) and lines[i + 1].startswith((" ", "\t")) else ""
+            pids = {int(p) for p in _USERS.findall(line)}
+            tasks = {owner[p] for p in pids if p in owner}
+            if len(tasks) != 1:
+                continue
+            task = tasks.pop()
+            m_s, m_r = _SENT.search(info), _RECV.search(info)
+            counts[task]["tx"] += int(m_s.group(1)) if m_s else 0
+            counts[task]["rx"] += int(m_r.group(1)) if m_r else 0
+        return counts

@@ -1,0 +1,222 @@
+"""The graph-rewriting pass on a live ParameterServerStrategy (in-process cluster: 1 worker, 2 PS).
+
+Pins what users rely on: variables, forward ops and gradient ops of PS-placed layers live on
+the planned PS task; placement does not change the math (losses, gradients, trained weights).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ralp_tf import models
+from ralp_tf.errors import ModelError, PlanError
+from ralp_tf.plan import Plan
+from ralp_tf.placement import place, placement, unplace
+
+PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
+PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
+PLAN = Plan({"flatten": PS1, "fc1": PS1, "fc2": PS0, "logits": PS1}, policy="test")
+BATCH = 8
+
+
+def _loss(y, logits):  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+    import tf_keras
+
+    return tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+
+
+def _base():  # type: ignore[no-untyped-def]
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(3)
+    return models.small_cnn(fc=64)
+
+
+def test_variables_live_together_on_the_planned_ps_task(inprocess) -> None:  # type: ignore[no-untyped-def]
+    _, strategy, _ = inprocess
+    placed = place(_base(), PLAN, strategy)
+    for layer in placed.layers:
+        want = PLAN.placements.get(layer.name)
+        for v in layer.weights:
+            if want:
+                assert v.device == want, (layer.name, v.name, v.device)
+            else:
+                assert "/job:ps/" in v.device  # stock PSS round-robin
+    assert placed.ralp_plan is PLAN
+
+
+def test_forward_and_gradient_ops_run_on_the_ps(inprocess) -> None:  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+
+    _, strategy, _ = inprocess
+    placed = place(_base(), PLAN, strategy)
+    x, y = models.synthetic_batch(placed, BATCH)
+
+    @tf.function
+    def step(x, y):  # type: ignore[no-untyped-def]
+        with tf.GradientTape() as tape:
+            loss = _loss(y, placed(x, training=True))
+        return tape.gradient(loss, placed.trainable_variables)
+
+    graph = step.get_concrete_function(tf.TensorSpec(x.shape, tf.float32), tf.TensorSpec(y.shape, tf.int32)).graph
+    seen_forward, seen_grad = set(), set()
+    colocated = {"ReadVariableOp", "Placeholder", "NoOp"}
+    for op in graph.get_operations():
+        parts = op.name.split("/")
+        is_grad = parts[0] == "gradient_tape"
+        scope = parts[1:] if is_grad else parts
+        if len(scope) < 3 or scope[0] != placed.name or op.type in colocated:
+            continue
+        layer = scope[1]
+        want = PLAN.placements.get(layer)
+        if want is None:
+            assert "/job:ps" not in op.device, (op.name, op.device)
+            continue
+        assert op.device == want, (op.name, op.type, op.device)
+        (seen_grad if is_grad else seen_forward).add(layer)
+    assert seen_forward == set(PLAN.placements)
+    assert {"fc1", "fc2", "logits"} <= seen_grad
+    matmul_grads = [op for op in graph.get_operations()
+                    if op.name.startswith(f"gradient_tape/{placed.name}/fc1/") and op.type == "MatMul"]
+    assert matmul_grads and all(op.device == PS1 for op in matmul_grads)
+
+
+def test_loss_and_gradients_equal_the_unplaced_model(inprocess) -> None:  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+
+    _, strategy, coordinator = inprocess
+    base = _base()
+    placed = place(base, PLAN, strategy)
+    x, y = models.synthetic_batch(base, BATCH)
+
+    @tf.function
+    def step(x, y):  # type: ignore[no-untyped-def]
+        with tf.GradientTape() as tape:
+            loss = _loss(y, placed(x, training=True))
+        return loss, tape.gradient(loss, placed.trainable_variables)
+
+    loss_placed, grads_placed = coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch()
+    with tf.GradientTape() as tape:
+        loss = _loss(y, base(x, training=True))
+    grads = tape.gradient(loss, base.trainable_variables)
+    assert float(loss_placed) == pytest.approx(float(loss), rel=1e-6, abs=1e-6)
+    for g, gp in zip(grads, grads_placed):
+        np.testing.assert_allclose(gp, g.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_per_step_losses_equal_the_unplaced_model(inprocess) -> None:  # type: ignore[no-untyped-def]
+    """Custom loop, one worker (fixed update order), same seed and data: same losses each step."""
+    import tensorflow as tf
+    import tf_keras
+
+    _, strategy, coordinator = inprocess
+    base = _base()
+    reference = tf_keras.models.clone_model(base)
+    reference.set_weights(base.get_weights())
+    placed = place(base, PLAN, strategy)
+    with strategy.scope():
+        opt = tf_keras.optimizers.SGD(0.05)
+    ref_opt = tf_keras.optimizers.SGD(0.05)
+    batches = [models.synthetic_batch(base, BATCH, seed=s % 2) for s in range(8)]
+
+    @tf.function
+    def step(x, y):  # type: ignore[no-untyped-def]
+        def replica_fn(x, y):  # type: ignore[no-untyped-def]
+            with tf.GradientTape() as tape:
+                loss = _loss(y, placed(x, training=True))
+            grads = tape.gradient(loss, placed.trainable_variables)
+            opt.apply_gradients(zip(grads, placed.trainable_variables))
+            return loss
+
+        return strategy.run(replica_fn, args=(x, y))
+
+    placed_losses = [float(coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch())
+                     for x, y in batches]
+    ref_losses = []
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            loss = _loss(y, reference(x, training=True))
+        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables))
+        ref_losses.append(float(loss))
+    np.testing.assert_allclose(placed_losses, ref_losses, rtol=1e-5, atol=1e-6)
+    assert placed_losses[-2:] < placed_losses[:2]
+
+
+def test_fit_trains_the_placed_model_like_the_unplaced_one(inprocess) -> None:  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+    import tf_keras
+
+    _, strategy, _ = inprocess
+    base = _base()
+    reference = tf_keras.models.clone_model(base)
+    reference.set_weights(base.get_weights())
+    placed = place(base, PLAN, strategy)
+    x, y = models.synthetic_batch(base, BATCH, seed=7)
+    with strategy.scope():
+        placed.compile(tf_keras.optimizers.SGD(0.05),
+                       tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    reference.compile(tf_keras.optimizers.SGD(0.05), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def dataset_fn(_ctx=None):  # type: ignore[no-untyped-def]
+        return tf.data.Dataset.from_tensors((x, y)).repeat()
+
+    history = placed.fit(tf_keras.utils.experimental.DatasetCreator(dataset_fn), epochs=1, steps_per_epoch=3,
+                         verbose=0)
+    reference.fit(dataset_fn(), epochs=1, steps_per_epoch=3, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    for a, b in zip(placed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for v in placed.get_layer("fc1").weights:
+        assert v.device == PS1
+
+
+def test_decorator_policies(inprocess) -> None:  # type: ignore[no-untyped-def]
+    _, strategy, _ = inprocess
+
+    @placement("ralp", batch_size=BATCH, bandwidth="1gbit")
+    def build():  # type: ignore[no-untyped-def]
+        return models.small_cnn()
+
+    with strategy.scope():
+        m = build()
+    assert m.ralp_plan.is_split and "fc1" in m.ralp_plan.ps_layers()
+    assert "Decision: split" in m.ralp_analysis.report()
+
+    given = placement(PLAN, strategy=strategy)(_base)()
+    assert given.ralp_plan is PLAN
+
+    class AllHeadOnPs0:
+        def plan(self, profile, cluster):  # type: ignore[no-untyped-def]
+            return Plan({l.name: cluster.ps_device(0) for l in profile.layers if l.kind == "dense"}, policy="custom")
+
+    custom = placement(AllHeadOnPs0(), strategy=strategy)(_base)()
+    assert custom.get_layer("fc2").kernel.device == PS0
+    stock = placement("ps", strategy=strategy)(_base)()
+    assert not stock.ralp_plan.is_split
+
+
+def test_errors(inprocess) -> None:  # type: ignore[no-untyped-def]
+    import tensorflow as tf
+
+    _, strategy, _ = inprocess
+    with pytest.raises(PlanError, match="not in the model"):
+        place(_base(), Plan({"fc9": PS0}), strategy)
+    with pytest.raises(PlanError, match="not in the cluster"):
+        place(_base(), Plan({"fc1": "/job:ps/replica:0/task:2/device:CPU:0"}), strategy)
+    with pytest.raises(ModelError, match="ParameterServerStrategy"):
+        place(_base(), PLAN, tf.distribute.OneDeviceStrategy("/cpu:0"))
+    with pytest.raises(ModelError, match="needs a ParameterServerStrategy"):
+        placement("ralp")(_base)()
+    with pytest.raises(PlanError, match="unknown placement policy"):
+        placement("fastest", strategy=strategy)(_base)()
+
+
+def test_unplace_gives_a_pin_free_copy(inprocess) -> None:  # type: ignore[no-untyped-def]
+    _, strategy, _ = inprocess
+    base = _base()
+    placed = place(base, PLAN, strategy)
+    single = unplace(placed)
+    x, _ = models.synthetic_batch(base, BATCH)
+    np.testing.assert_allclose(single(x).numpy(), base(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert all("/job:ps" not in v.device for v in single.weights)

@@ -1,0 +1,146 @@
+"""The profiler: layers, kinds, parameter bytes, FLOPs and activations, on the shapes users give it."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import ralp_tf
+from ralp_tf import models
+from ralp_tf.errors import KerasVersionError, ModelError, ValidationError
+from ralp_tf.profile import ModelProfile, profile
+
+
+@pytest.fixture(scope="module")
+def alexnet_profile() -> ModelProfile:
+    return profile(models.alexnet_cifar(), batch_size=32)
+
+
+def test_alexnet_parameters_and_order(alexnet_profile: ModelProfile) -> None:
+    p = alexnet_profile
+    assert p.param_bytes == 35_855_178 * 4
+    assert sum(l.param_bytes for l in p.layers if l.kind == "conv") == 2_251_584 * 4
+    assert p.names[:3] == ["image", "conv1", "pool1"]
+    assert p.names[-4:] == ["flatten", "fc1", "fc2", "logits"]
+    assert p.layer("flatten").output_bytes == 4096 * 4
+    assert p.layer("fc1").inbound == ("flatten",)
+    assert p.is_chain()
+
+
+def test_vgg16_parameters() -> None:
+    p = profile(models.vgg16_cifar(), batch_size=32)
+    assert p.param_bytes == 33_638_218 * 4
+    assert sum(l.param_bytes for l in p.layers if l.kind == "conv") == 14_714_688 * 4
+    assert p.layer("flatten").output_bytes == 512 * 4
+
+
+def test_analytic_flops(alexnet_profile: ModelProfile) -> None:
+    conv1 = alexnet_profile.layer("conv1")
+    assert conv1.flops_source == "analytic"
+    assert conv1.flops == 2 * 3 * 3 * 3 * 64 * 32 * 32
+    fc1 = alexnet_profile.layer("fc1")
+    assert fc1.flops == 2 * 4096 * 4096 + 4096
+
+
+def test_skip_connections_resnet() -> None:
+    p = profile(models.resnet_cifar(), batch_size=8)
+    assert not p.is_chain()
+    add = p.layer("s1b1_add")
+    assert set(add.inbound) == {"stem_relu", "s1b1_bn2"}
+    for l in p.layers:  # topological: every producer comes first
+        assert all(p.index(u) < p.index(l.name) for u in l.inbound)
+    assert p.layer("stem_bn").kind == "normalization"
+    assert p.layer("stem_bn").trainable_param_bytes == 2 * 16 * 4  # gamma, beta; moving stats are not trainable
+    assert p.layer("stem_bn").param_bytes == 4 * 16 * 4
+    assert p.layer("s1b1_add").flops > 0  # TF's FLOP counter
+
+
+def test_two_input_embedding_model() -> None:
+    import tf_keras as k
+
+    a = k.Input((5,), dtype="int32", name="user")
+    b = k.Input((5,), dtype="int32", name="item")
+    ea = k.layers.Embedding(1000, 16, name="user_emb")(a)
+    eb = k.layers.Embedding(500, 16, name="item_emb")(b)
+    x = k.layers.Concatenate(name="cat")([k.layers.Flatten(name="fa")(ea), k.layers.Flatten(name="fb")(eb)])
+    out = k.layers.Dense(1, name="out")(x)
+    p = profile(k.Model([a, b], out), batch_size=4)
+    assert p.layer("user_emb").kind == "embedding"
+    assert p.layer("user_emb").param_bytes == 1000 * 16 * 4
+    assert p.layer("user_emb").output_bytes == 5 * 16 * 4
+    assert set(p.layer("cat").inbound) == {"fa", "fb"}
+    assert [l.name for l in p.layers if l.kind == "input"] == ["user", "item"] or \
+        {l.name for l in p.layers if l.kind == "input"} == {"user", "item"}
+
+
+def test_sequential_and_measure() -> None:
+    p = profile(models.small_cnn(), batch_size=4, measure=True)
+    assert p.layers[0].kind == "input"
+    assert all(l.measured_seconds and l.measured_seconds > 0 for l in p.compute_layers)
+
+
+def test_json_round_trip(alexnet_profile: ModelProfile) -> None:
+    again = ModelProfile.from_json(alexnet_profile.to_json())
+    assert again == alexnet_profile
+    assert json.loads(alexnet_profile.to_json())["layers"][1]["name"] == "conv1"
+
+
+def test_with_batch_size(alexnet_profile: ModelProfile) -> None:
+    assert alexnet_profile.with_batch_size(64).batch_size == 64
+    with pytest.raises(ValidationError, match="batch_size"):
+        alexnet_profile.with_batch_size(0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "32", True])
+def test_bad_batch_size(bad: object) -> None:
+    with pytest.raises(ValidationError, match="batch_size must be a positive integer"):
+        profile(models.small_cnn(), batch_size=bad)  # type: ignore[arg-type]
+
+
+def test_keras3_model_is_refused_with_the_fix() -> None:
+    keras = pytest.importorskip("keras")
+    if not keras.__version__.startswith("3"):
+        pytest.skip("Keras 3 not installed")
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(KerasVersionError, match="tf_keras"):
+        profile(m)
+
+
+def test_custom_layer_is_other_with_warning() -> None:
+    import tensorflow as tf
+    import tf_keras as k
+
+    class Scale(k.layers.Layer):
+        def call(self, x: tf.Tensor) -> tf.Tensor:
+            return x * 2.0
+
+    inp = k.Input((8,))
+    out = k.layers.Dense(2, name="d")(Scale(name="scale")(inp))
+    with pytest.warns(UserWarning, match="no registered kind"):
+        p = profile(k.Model(inp, out))
+    assert p.layer("scale").kind == "other"
+    ralp_tf.register_layer_kind("Scale", "activation")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert profile(k.Model(inp, out)).layer("scale").kind == "activation"
+
+
+def test_subclassed_and_unbuilt_models_are_refused() -> None:
+    import tf_keras as k
+
+    class Sub(k.Model):
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return x
+
+    with pytest.raises(ModelError, match="subclassed"):
+        profile(Sub())
+    with pytest.raises(ModelError, match="not built"):
+        profile(k.Sequential([k.layers.Dense(3)]))
+
+
+def test_summary_lists_every_layer(alexnet_profile: ModelProfile) -> None:
+    text = alexnet_profile.summary()
+    assert all(name in text for name in alexnet_profile.names)
+    assert np.isclose(alexnet_profile.flops, sum(l.flops for l in alexnet_profile.layers))
