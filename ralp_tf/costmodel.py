@@ -25,6 +25,9 @@ each model output to the loss, computed on the worker), ``b * a_u`` crosses forw
 same again backward when a gradient flows into u (u is floating point and has trainable
 parameters at or before it). Each (tensor, destination device) pair is counted once.
 
+**Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
+data with (measured gRPC dispatch and framing).
+
 **Step time** of one worker step with no contention:
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + 8 * (down + up) / min(B_w, B_ps)``
 (pull, compute and push happen one after another). With N asynchronous workers the cluster
@@ -49,6 +52,9 @@ from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profile import LayerProfile, ModelProfile
 
 WORKER = "worker"
+#: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
+#: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
+STEP_OVERHEAD_BYTES = 8_000
 #: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
 _INDEX_BYTES = 4
 
@@ -196,6 +202,9 @@ def estimate(profile: ModelProfile, cluster: Cluster,
             add(where[u.name], dst, nbytes)
             if grad_flows[u.name] and u.kind != "input":
                 add(dst, where[u.name], nbytes)
+    for ps_key in {k for pair in traffic for k in pair if k != WORKER}:
+        add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2)
+        add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2)
     # Compute.
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     ps_s: dict[str, float] = {}

@@ -6,7 +6,7 @@ import pytest
 from ralp_tf import models
 from ralp_tf.analyzer import analyze, candidate_splits, plan_for
 from ralp_tf.cluster import Cluster
-from ralp_tf.costmodel import estimate, estimate_allreduce, ring_allreduce_bytes
+from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import PlanError
 from ralp_tf.profile import ModelProfile, profile
 
@@ -20,14 +20,14 @@ def profiles() -> dict[str, ModelProfile]:
 def test_stock_ps_moves_every_weight_twice(profiles: dict[str, ModelProfile]) -> None:
     p = profiles["alexnet_cifar"]
     e = estimate(p, Cluster.local(2, 1))
-    assert e.bytes_per_step == 2 * p.param_bytes + 2 * 32 * 10 * 4 * 0  # logits stay on the worker
-    assert e.bytes_between[("ps:0", "worker")] == p.param_bytes
+    assert e.bytes_per_step == 2 * p.param_bytes + STEP_OVERHEAD_BYTES  # logits stay on the worker
+    assert e.bytes_between[("ps:0", "worker")] == p.param_bytes + STEP_OVERHEAD_BYTES / 2
 
 
 def test_round_robin_over_two_ps(profiles: dict[str, ModelProfile]) -> None:
     p = profiles["alexnet_cifar"]
     e = estimate(p, Cluster.local(2, 2))
-    assert e.bytes_per_step == 2 * p.param_bytes
+    assert e.bytes_per_step == 2 * p.param_bytes + 2 * STEP_OVERHEAD_BYTES
     assert e.bytes_between[("ps:0", "worker")] > 0 and e.bytes_between[("ps:1", "worker")] > 0
 
 
@@ -37,7 +37,7 @@ def test_ralp_alexnet_bound_is_about_15x(profiles: dict[str, ModelProfile]) -> N
     plan = plan_for(p, c, ["flatten", "fc1", "fc2", "logits"])
     e = estimate(p, c, plan)
     conv = sum(l.param_bytes for l in p.layers if l.kind == "conv")
-    assert e.bytes_per_step == 2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4
+    assert e.bytes_per_step == 2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4 + STEP_OVERHEAD_BYTES
     assert 14.5 < 2 * p.param_bytes / e.bytes_per_step < 15.5
 
 

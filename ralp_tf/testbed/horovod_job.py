@@ -1,0 +1,156 @@
+"""Horovod (gloo) baseline: the rank script and its launcher across testbed namespaces.
+
+Rank script (started by ``horovodrun``; tf_keras only, because with Keras 3 Horovod silently
+stops averaging gradients)::
+
+    TF_USE_LEGACY_KERAS=1 horovodrun --gloo -np 2 -H 10.231.0.1:1,10.231.0.2:1 \\
+        python -m ralp_tf.testbed.horovod_job --model alexnet_cifar --batch 32 --steps 10
+
+Each rank trains ``--model`` on one fixed synthetic batch of ``--batch`` samples with
+``hvd.DistributedOptimizer(SGD)`` (weights broadcast from rank 0 first), times ``--steps``
+steps after ``--warmup``, and prints ``RALP_JOB result {...}`` with its samples/s, step times,
+final loss and the sha256 of its final weights.
+
+Launcher: :func:`run_horovod` runs that across a :class:`~ralp_tf.testbed.Testbed` (an ``ssh``
+stand-in enters the target address's namespace; the testbed's per-namespace hosts file maps the
+machine hostname to the namespace's own address) or a :class:`~ralp_tf.testbed.LoopbackTestbed`
+(``-H localhost:N``), and returns one record whose ``valid`` is false unless every rank
+finished with identical weights.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from typing import Any, Sequence
+
+from ralp_tf.testbed import jobs
+
+STRATEGY = "horovod"
+
+
+def horovod_available() -> tuple[bool, str]:
+    """(True, "") if Horovod is installed in this interpreter's environment (no TF import)."""
+    if importlib.util.find_spec("horovod") is None:
+        return False, ("Horovod is not installed; run `make horovod` (scripts/install_horovod.sh builds it "
+                       "with gloo and caches the wheel)")
+    return True, ""
+
+
+# ------------------------------------------------------------------------------------------
+# rank side
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="One Horovod rank (see module docstring).")
+    jobs.add_job_args(ap)
+    args = ap.parse_args(argv)
+    jobs.check_job_args(args)
+    tf = jobs.setup_tf(args)
+    import tf_keras
+    import horovod.tensorflow.keras as hvd
+
+    from ralp_tf.models import resolve_model, synthetic_batch
+
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    model = resolve_model(args.model)()
+    if not type(model).__module__.startswith("tf_keras"):
+        raise SystemExit("horovod_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1); with Keras 3 Horovod "
+                         "does not average gradients")
+    x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
+    opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr))
+    model.compile(optimizer=opt, loss=jobs.loss_fn(model))
+    ds = tf.data.Dataset.from_tensors((x, y)).repeat()
+    timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
+    model.fit(ds, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0,
+              callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), timer])
+    jobs.report(STRATEGY, rank, size, args, timer, model, x, y, hostname=os.uname().nodename)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# launcher side
+
+
+def _write_standin(tb: Any, workers: Sequence[str], folder: str) -> str:
+    """Create ``folder/ssh`` (the stand-in) and its host map; returns the folder for PATH."""
+    mapping = {}
+    for t in workers:
+        mapping[tb.host(t)] = tb.netns(t)
+        mapping[t] = tb.netns(t)
+    map_path = os.path.join(folder, "hosts.json")
+    with open(map_path, "w") as f:
+        json.dump(mapping, f)
+    script = os.path.join(folder, "ssh")
+    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ssh_standin.py")
+    with open(script, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" -S "{standin}" "{map_path}" "$@"\n')
+    os.chmod(script, os.stat(script).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return folder
+
+
+def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | None = None, *,
+                batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01,
+                intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
+                log_path: str | None = None, start_timeout: int = 120) -> dict[str, Any]:
+    """Train ``model`` with Horovod/gloo, one rank per task in ``workers`` (default: the testbed's
+    tasks named ``worker*``), and return the summary record (see :func:`jobs.summarize`).
+
+    ``horovodrun`` itself runs in the first worker's namespace. Never raises for a failed or
+    hung job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``. Raises
+    :class:`~ralp_tf.testbed.TestbedError` if Horovod is not installed.
+    """
+    from ralp_tf.testbed.base import TestbedConfigError, TestbedError
+
+    ok, why = horovod_available()
+    if not ok:
+        raise TestbedError(why)
+    workers = list(workers) if workers is not None else [t for t in tb.tasks if t.startswith("worker")]
+    if not workers:
+        raise TestbedConfigError(f"no workers: pass workers=, or name tasks 'worker0', 'worker1', ... "
+                                 f"(testbed tasks: {tb.tasks})")
+    for t in workers:
+        if t not in tb.tasks:
+            raise TestbedConfigError(f"unknown worker task {t!r}; testbed tasks: {tb.tasks}")
+    n = len(workers)
+    args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
+            "intra_threads": intra_threads or None, "inter_threads": inter_threads or None}
+    tmp = tempfile.mkdtemp(prefix="ralp_hvd_")
+    try:
+        env = jobs.base_env({"HOROVOD_LOG_LEVEL": "warning"})
+        horovodrun = [sys.executable, "-m", "horovod.runner.launch", "--gloo", "-np", str(n),
+                      "--start-timeout", str(start_timeout)]
+        if tb.emulated:
+            _write_standin(tb, workers, tmp)
+            env["PATH"] = tmp + os.pathsep + os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+            horovodrun += ["-H", ",".join(f"{tb.host(t)}:1" for t in workers), "--network-interface", "eth0"]
+        else:
+            horovodrun += ["-H", f"localhost:{n}"]
+        cmd = horovodrun + [sys.executable, "-m", "ralp_tf.testbed.horovod_job"] + jobs.job_argv(args)
+        meter = jobs.LinkMeter(tb)
+        proc = tb.popen(workers[0], cmd, env=env, stdout=-1, stderr=-2, text=True, cwd=os.getcwd())
+        watcher = jobs.JobWatcher([("horovodrun", proc)], on_mark=meter, log_path=log_path)
+        finished = watcher.wait(timeout)
+        if not finished:
+            from ralp_tf.testbed import _nsops
+
+            _nsops.killpg_quiet(proc.pid, 9)
+            if tb.emulated:  # ranks started through the stand-in live in other sessions
+                for t in workers:
+                    _nsops.kill_pids(_nsops.netns_pids(tb.netns(t)), 9, wait_s=2)
+            proc.wait()
+            watcher.wait(10)
+        return jobs.summarize(STRATEGY, n, args, watcher, meter, {"horovodrun": proc.returncode},
+                              not finished, tb)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Shared pieces of the baseline training jobs (Horovod, MultiWorkerMirroredStrategy).
+
+Two halves:
+
+* **rank side** (runs inside each training process, imports TensorFlow lazily): argument
+  parsing, the model and its synthetic batch, a step timer, the weight checksum and the one
+  JSON result line;
+* **launcher side** (runs in the benchmark process, never imports TensorFlow): streaming the
+  tasks' output, snapshotting the testbed's link counters when rank 0 starts and ends its timed
+  steps, and folding the ranks' results into one record with ``valid``.
+
+Protocol between them: the rank prints lines ``RALP_JOB <kind> <json>`` with kind ``start``
+(rank 0, after the warm-up steps), ``end`` (rank 0, after the timed steps) and ``result`` (every
+rank, at exit). Lines may carry a prefix (``horovodrun`` adds ``[1,0]<stdout>:``).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import math
+import os
+import subprocess
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+MARK = "RALP_JOB"
+
+# ------------------------------------------------------------------------------------------
+# rank side
+
+
+def emit(kind: str, **data: Any) -> None:
+    """Print one protocol line (flushed at once, so the launcher sees it when it happens)."""
+    print(f"{MARK} {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+
+
+def add_job_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", default="alexnet_cifar", help="built-in name (ralp_tf.models) or module:function")
+    ap.add_argument("--batch", type=int, default=32, help="batch per worker (global batch = batch x workers)")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (graph tracing, connections)")
+    ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
+    ap.add_argument("--seed", type=int, default=0, help="weights seed (same on every rank); data seed is seed+rank")
+    ap.add_argument("--intra-threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
+    ap.add_argument("--inter-threads", type=int, default=0, help="TF inter-op threads (0: TF default)")
+
+
+def check_job_args(args: argparse.Namespace) -> None:
+    from ralp_tf.errors import ValidationError
+
+    for name in ("batch", "steps", "warmup"):
+        if getattr(args, name) < (0 if name == "warmup" else 1):
+            raise ValidationError(f"--{name} must be positive, got {getattr(args, name)}")
+    if args.warmup < 1:
+        raise ValidationError("--warmup must be at least 1 (the first step traces the graph)")
+
+
+def setup_tf(args: argparse.Namespace) -> Any:
+    """Import TensorFlow with tf_keras (``TF_USE_LEGACY_KERAS=1``), apply thread settings and the seed."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    if args.intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    if args.inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    tf.keras.utils.set_random_seed(args.seed)
+    return tf
+
+
+def make_timer(warmup: int, steps: int, emit_marks: bool) -> Any:
+    """A tf_keras callback timing the steps after ``warmup`` (wall clock between batch ends)."""
+    import tf_keras
+
+    class StepTimer(tf_keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.step_times: list[float] = []
+            self.start = self.end = None
+            self._prev = None
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            now = time.perf_counter()
+            if batch == warmup - 1:
+                self.start = self._prev = now
+                if emit_marks:
+                    emit("start", t=time.time())
+            elif batch >= warmup:
+                self.step_times.append(now - self._prev)
+                self._prev = now
+                if batch == warmup + steps - 1:
+                    self.end = now
+                    if emit_marks:
+                        emit("end", t=time.time())
+
+    return StepTimer()
+
+
+def weights_checksum(model: Any) -> tuple[str, float]:
+    """(sha256 of all weights' float32 bytes in order, their sum): equal hashes = identical weights."""
+    import numpy as np
+
+    h = hashlib.sha256()
+    total = 0.0
+    for w in model.get_weights():
+        a = np.ascontiguousarray(w, dtype=np.float32)
+        h.update(a.tobytes())
+        total += float(a.sum(dtype=np.float64))
+    return h.hexdigest(), total
+
+
+def loss_fn(model: Any) -> Any:
+    import tf_keras
+
+    n_out = int(model.outputs[0].shape[-1])
+    if n_out == 1:
+        return tf_keras.losses.BinaryCrossentropy(from_logits=True)
+    return tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def report(strategy: str, rank: int, size: int, args: argparse.Namespace, timer: Any, model: Any,
+           x: Any, y: Any, **extra: Any) -> dict[str, Any]:
+    """Emit the ``result`` line of this rank and return it."""
+    checksum, wsum = weights_checksum(model)
+    loss = float(loss_fn(model)(y, model(x, training=False)))
+    elapsed = (timer.end - timer.start) if timer.start is not None and timer.end is not None else None
+    result = {
+        "strategy": strategy, "rank": rank, "size": size, "model": args.model, "batch_per_worker": args.batch,
+        "global_batch": args.batch * size, "steps": args.steps, "warmup": args.warmup,
+        "elapsed_s": elapsed, "step_times_s": [round(t, 6) for t in timer.step_times],
+        "samples_per_s": (args.batch * size * args.steps / elapsed) if elapsed else None,
+        "final_loss": loss, "weights_sha256": checksum, "weights_sum": wsum, **extra,
+    }
+    emit("result", **result)
+    return result
+
+
+# ------------------------------------------------------------------------------------------
+# launcher side
+
+
+def parse_line(line: str) -> tuple[str, dict[str, Any]] | None:
+    """``(kind, data)`` if ``line`` carries a protocol message, else None."""
+    i = line.find(MARK + " ")
+    if i < 0:
+        return None
+    parts = line[i + len(MARK) + 1:].strip().split(" ", 1)
+    if len(parts) != 2:
+        return None
+    try:
+        return parts[0], json.loads(parts[1])
+    except json.JSONDecodeError:
+        return None
+
+
+class JobWatcher:
+    """Reads the merged stdout/stderr of several processes on threads: keeps a tail per process,
+    collects ``result`` messages, and calls ``on_mark(kind)`` for rank 0's ``start``/``end``."""
+
+    def __init__(self, procs: Sequence[tuple[str, subprocess.Popen]], on_mark: Callable[[str], None] | None = None,
+                 tail_lines: int = 60, log_path: str | None = None) -> None:
+        self.procs = list(procs)
+        self.on_mark = on_mark
+        self.tails = {label: collections.deque(maxlen=tail_lines) for label, _ in self.procs}
+        self.results: list[dict[str, Any]] = []
+        self.marks: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._log = open(log_path, "a") if log_path else None
+        self._threads = [threading.Thread(target=self._pump, args=(label, p), daemon=True) for label, p in self.procs]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, label: str, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            with self._lock:
+                self.tails[label].append(line)
+                if self._log:
+                    self._log.write(f"[{label}] {line}\n")
+            msg = parse_line(line)
+            if msg is None:
+                continue
+            kind, data = msg
+            with self._lock:
+                if kind == "result":
+                    self.results.append(data)
+                elif kind in ("start", "end") and kind not in self.marks:
+                    self.marks[kind] = time.monotonic()
+                    if self.on_mark:
+                        self.on_mark(kind)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait for every process to exit; False on timeout (the caller kills them)."""
+        deadline = time.monotonic() + timeout
+        for _, p in self.procs:
+            try:
+                p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                return False
+        for t in self._threads:
+            t.join(timeout=5)
+        if self._log:
+            self._log.close()
+        return True
+
+    def tail_text(self, n: int = 30) -> str:
+        with self._lock:
+            return "\n".join(f"[{label}] {line}" for label, tail in self.tails.items() for line in list(tail)[-n:])
+
+
+class LinkMeter:
+    """Snapshots ``tb.link_bytes()`` at rank 0's ``start`` and ``end`` marks (if the testbed counts)."""
+
+    def __init__(self, tb: Any) -> None:
+        self.tb = tb
+        self.snaps: dict[str, dict[str, dict[str, int]]] = {}
+
+    def __call__(self, kind: str) -> None:
+        if getattr(self.tb, "emulated", False):
+            try:
+                self.snaps[kind] = self.tb.link_bytes()
+            except Exception:  # counting is best effort; the job result stays valid without it
+                pass
+
+    def delta(self) -> dict[str, dict[str, int]] | None:
+        if "start" in self.snaps and "end" in self.snaps:
+            from ralp_tf.testbed.base import bytes_delta
+
+            return bytes_delta(self.snaps["end"], self.snaps["start"])
+        return None
+
+
+def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatcher, meter: LinkMeter,
+              returncodes: dict[str, int | None], timed_out: bool, testbed: Any) -> dict[str, Any]:
+    """One record for the run: rank 0's figures, every rank's checksum, ``valid`` and, if not,
+    ``invalid_reason`` and ``log_tail``."""
+    results = sorted(watcher.results, key=lambda r: r.get("rank", 0))
+    reasons = []
+    if timed_out:
+        reasons.append("timed out")
+    bad_rc = {k: v for k, v in returncodes.items() if v != 0}
+    if bad_rc:
+        reasons.append(f"non-zero exit: {bad_rc}")
+    ranks = sorted(r.get("rank") for r in results)
+    if ranks != list(range(size)):
+        reasons.append(f"results from ranks {ranks}, expected 0..{size - 1}")
+    sums = {r.get("weights_sha256") for r in results}
+    if len(sums) > 1:
+        reasons.append("ranks ended with different weights (gradients were not averaged)")
+    r0 = results[0] if results else {}
+    elapsed = max((r["elapsed_s"] for r in results if r.get("elapsed_s")), default=None)
+    steps = int(args.get("steps", 0))
+    global_batch = int(args.get("batch", 0)) * size
+    link = meter.delta()
+    bytes_total = sum(v["tx"] for v in link.values()) if link else None
+    if results and not elapsed:
+        reasons.append("no timed steps were recorded")
+    out = {
+        "strategy": strategy, "model": args.get("model"), "workers": size, "batch_per_worker": args.get("batch"),
+        "global_batch": global_batch, "steps": steps,
+        "samples_per_s": global_batch * steps / elapsed if elapsed else None,
+        "measured_step_s": elapsed / steps if elapsed and steps else None,
+        "step_times_s": r0.get("step_times_s"),
+        "final_loss": {r["rank"]: r.get("final_loss") for r in results},
+        "weights_sha256": {r["rank"]: r.get("weights_sha256") for r in results},
+        "bytes_per_step": bytes_total / steps if bytes_total is not None and steps else None,
+        "link_bytes": link,
+        "testbed": testbed.describe() if testbed is not None else None,
+        "valid": not reasons,
+    }
+    if reasons:
+        out["invalid_reason"] = "; ".join(reasons)
+        out["log_tail"] = watcher.tail_text()
+    return out
+
+
+def job_argv(args: dict[str, Any]) -> list[str]:
+    """Command-line flags for a rank script from a dict of job arguments."""
+    out = []
+    for k, v in args.items():
+        if v is None:
+            continue
+        out += [f"--{k.replace('_', '-')}", str(v)]
+    return out
+
+
+def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for rank processes: tf_keras on, TF logging quiet, ralp_tf importable."""
+    env = dict(os.environ)
+    env["TF_USE_LEGACY_KERAS"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.update(extra or {})
+    return env
+
+
+def is_finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

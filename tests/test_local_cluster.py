@@ -1,0 +1,110 @@
+"""Real task processes: loopback binding, readiness, measured traffic vs the cost model, no orphans."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ralp_tf.errors import ClusterConfigError
+from ralp_tf.launch import LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _listening(pids: list[int]) -> list[tuple[str, int]]:
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        if any(f"pid={p}," in line for p in pids):
+            local = line.split()[3]
+            host, port = local.rsplit(":", 1)
+            found.append((host, int(port)))
+    return found
+
+
+def test_tasks_bind_loopback_only_and_die_on_exit(tmp_path: Path) -> None:
+    with LocalCluster(workers=1, ps=1, log_dir=tmp_path) as lc:
+        pids = lc.pids()
+        assert all(_alive(p) for p in pids)
+        listening = _listening(pids)
+        ports = {t.port for t in lc.tasks}
+        assert ports <= {port for _, port in listening}
+        for host, port in listening:
+            assert host in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]"), f"port {port} bound on {host}"
+        assert all(a.startswith("127.0.0.1:") for addrs in lc.cluster_spec_dict.values() for a in addrs)
+        assert (tmp_path / "ps-0.log").read_text().count("RALP_TF_TASK_READY") == 1
+    time.sleep(0.2)
+    assert not any(_alive(p) for p in pids)
+
+
+def test_bad_shapes_are_refused() -> None:
+    with pytest.raises(ClusterConfigError, match="workers"):
+        LocalCluster(workers=0)
+    with pytest.raises(ClusterConfigError, match="more than one machine holds"):
+        LocalCluster(workers=40, ps=1)
+
+
+def test_non_loopback_bind_needs_asking_and_warns() -> None:
+    with pytest.warns(UserWarning, match="unauthenticated"):
+        LocalCluster(workers=1, ps=1, bind_address="0.0.0.0")
+
+
+def test_exception_midway_leaves_no_task_alive() -> None:
+    proc = subprocess.run([sys.executable, str(REPO / "tests/scripts/crash_midway.py")], capture_output=True,
+                          text=True, timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode != 0
+    assert "injected failure" in proc.stderr
+    pids = json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("{")))["pids"]
+    time.sleep(0.5)
+    assert pids and not any(_alive(p) for p in pids)
+
+
+def test_parent_killed_takes_its_tasks_with_it() -> None:
+    code = ("import json, time\nfrom ralp_tf.launch import LocalCluster\n"
+            "lc = LocalCluster(workers=1, ps=1).start()\nprint(json.dumps(lc.pids()), flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        pids = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+        assert all(_alive(p) for p in pids)
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        proc.kill()
+
+
+def test_run_compare_measures_bytes_the_cost_model_predicts() -> None:
+    """`ralp-tf run --compare --json` on real processes: RALP moves far fewer bytes, as predicted."""
+    proc = subprocess.run([str(Path(sys.executable).with_name("ralp-tf")), "run", "--model", "small_cnn",
+                           "--workers", "2", "--ps", "1", "--steps", "10", "--batch-size", "32", "--compare",
+                           "--json"], capture_output=True, text=True, timeout=400, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert set(out) == {"baseline", "ralp"}
+    for key in ("bytes_per_step", "predicted_bytes_per_step", "steps_per_s", "final_loss"):
+        assert key in out["baseline"] and key in out["ralp"]
+    base, ralp = out["baseline"], out["ralp"]
+    assert base["bytes_per_step"] == pytest.approx(base["predicted_bytes_per_step"], rel=0.10)
+    assert ralp["bytes_per_step"] == pytest.approx(ralp["predicted_bytes_per_step"], rel=0.10)
+    assert base["bytes_per_step"] / ralp["bytes_per_step"] > 20
+    assert set(ralp["plan"]["placements"]) >= {"fc1", "fc2", "logits"}
