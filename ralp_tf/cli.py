@@ -41,6 +41,13 @@ def _nonneg_int(text: str) -> int:
     return value
 
 
+def _fault(text: str) -> tuple[str, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in ("worker", "ps") or not parts[1].isdigit() or not parts[2].isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not JOB:INDEX:STEP, e.g. worker:1:10 or ps:0:17")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
 def _bandwidth(text: str) -> float:
     from ralp_tf.cluster import parse_bandwidth
 
@@ -80,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
+    r.add_argument("--warmup-steps", type=_nonneg_int, default=3, help="unmeasured steps first (default 3)")
+    r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
+    r.add_argument("--checkpoint-every", type=_positive_int, default=10, help="steps between checkpoints")
+    r.add_argument("--inject-fault", type=_fault, default=None, metavar="JOB:INDEX:STEP",
+                   help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
     r.set_defaults(func=cmd_run)
 
     try:
@@ -142,14 +154,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         policies = [Plan.load(args.policy)]
     results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
-                      policies=policies, seed=args.seed, log_dir=args.log_dir, **_rates(args))
+                      policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
+                      checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
+                      fault=args.inject_fault, **_rates(args))
     out = {}
     for name, r in results.items():
         key = "baseline" if name == "ps" else name
         entry = {"bytes_per_step": r.bytes_per_step, "predicted_bytes_per_step": r.predicted_bytes_per_step,
                  "steps_per_s": r.steps_per_s, "final_loss": r.final_loss,
                  "samples_per_s": r.samples_per_s, "predicted_step_s": r.predicted_step_s,
-                 "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between}
+                 "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
+                 "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
+                 "restored_weights_checksum": r.restored_weights_checksum,
+                 "final_weights_checksum": r.final_weights_checksum, "losses": r.losses}
         if name != "ps":
             entry["plan"] = r.plan
         out[key] = entry

@@ -21,7 +21,7 @@ import numpy as np
 
 from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import estimate
-from ralp_tf.errors import ValidationError
+from ralp_tf.errors import ClusterRuntimeError, ValidationError
 from ralp_tf.models import resolve_model, synthetic_batch
 from ralp_tf.plan import Plan
 from ralp_tf.placement import cluster_of, place, plan_with_policy
@@ -29,6 +29,7 @@ from ralp_tf.profile import profile
 from ralp_tf.traffic import Endpoint, TrafficMeter, per_step
 
 log = logging.getLogger(__name__)
+DEFAULT_CHECKPOINT_EVERY = 10
 
 
 @dataclasses.dataclass
@@ -47,6 +48,10 @@ class RunResult:
     measured_step_s: float
     plan: dict[str, Any]
     analysis: str | None = None
+    total_steps: int = 0
+    resumed_from_step: int | None = None
+    restored_weights_checksum: float | None = None
+    final_weights_checksum: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -65,12 +70,18 @@ def _loss_fn(model: Any) -> Callable[[Any, Any], Any]:
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
           warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
           endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,
-          on_step: Callable[[int], None] | None = None, coordinator: Any = None) -> RunResult:
-    """Train ``build_model`` for ``steps`` measured steps (after ``warmup_steps``) on ``strategy``.
+          on_step: Callable[[int], None] | None = None, coordinator: Any = None,
+          checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY) -> RunResult:
+    """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is "ps" (stock), "ralp", a Plan, or a placement policy object. ``cluster`` gives
     the rates the planner and the predictions use (default: from the strategy).
-    ``on_step(i)`` is called after scheduling each measured step (fault injection, progress).
+    ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress).
+
+    With ``checkpoint_dir``, model, optimizer and the step counter are saved every
+    ``checkpoint_every`` steps; a rerun with the same directory restores the latest checkpoint
+    and trains only the remaining steps, so a failure loses at most ``checkpoint_every - 1``
+    steps. A task failure raises ClusterRuntimeError naming the last checkpoint.
     """
     import tensorflow as tf
     import tf_keras
@@ -79,6 +90,9 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         raise ValidationError(f"steps must be a positive integer, got {steps!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}; pass e.g. 32")
+    if checkpoint_dir and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                           or checkpoint_every < 1):
+        raise ValidationError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
     builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
     cluster = cluster or cluster_of(strategy)
     tf_keras.utils.set_random_seed(seed)
@@ -111,37 +125,83 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
 
         return strategy.run(replica_fn, args=(next(it),))
 
+    step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="ralp_step")
+    manager = None
+    resumed_from = None
+    restored_checksum = None
+    if checkpoint_dir:
+        ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
+        manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=3)
+        if manager.latest_checkpoint:
+            ckpt.restore(manager.latest_checkpoint)
+            resumed_from = int(step_var.numpy())
+            restored_checksum = weights_checksum(model)
+            log.info("resumed from %s (step %d)", manager.latest_checkpoint, resumed_from)
+    total = warmup_steps + steps
+    done = int(step_var.numpy())
     losses: list[Any] = []
-    for _ in range(warmup_steps):
-        losses.append(coordinator.schedule(train_step, args=(iterator,)))
-    coordinator.join()
     meter = TrafficMeter(endpoints) if endpoints else None
-    if meter:
-        meter.start()
-    t0 = time.perf_counter()
-    for i in range(steps):
-        losses.append(coordinator.schedule(train_step, args=(iterator,)))
-        if on_step:
-            on_step(i)
-    coordinator.join()
-    elapsed = time.perf_counter() - t0
+    measured_from = max(done, warmup_steps)
+    measured = total - measured_from
+    t0 = elapsed = 0.0
+    try:
+        while done < total:
+            if done == measured_from:
+                if meter:
+                    meter.start()
+                t0 = time.perf_counter()
+            boundary = measured_from if done < measured_from else total
+            if manager and checkpoint_every:
+                boundary = min(boundary, (done // checkpoint_every + 1) * checkpoint_every)
+            for i in range(done, boundary):
+                losses.append(coordinator.schedule(train_step, args=(iterator,)))
+                if on_step:
+                    on_step(i)
+            coordinator.join()
+            done = boundary
+            if manager:
+                step_var.assign(done)
+                manager.save(checkpoint_number=done)
+        elapsed = time.perf_counter() - t0
+        values = [float(np.asarray(r.fetch())) for r in losses]
+    except (tf.errors.OpError, RuntimeError) as exc:
+        last = f"step {int(step_var.numpy())} in {checkpoint_dir}" if manager and manager.latest_checkpoint else "none"
+        raise ClusterRuntimeError(
+            f"training stopped near step {done} because a cluster task failed or became unreachable "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Last checkpoint: {last}. "
+            + ("Rerun the same command to resume from it." if manager else
+               "Pass a checkpoint directory (--checkpoint-dir) so a rerun can resume.")) from None
     delta = meter.stop() if meter else {}
-    values = [float(np.asarray(r.fetch())) for r in losses]
     pred = estimate(prof, cluster, plan)
-    bytes_per_step = meter.total(("worker", "ps")) / steps if meter else None
+    measured = max(measured, 1)
+    bytes_per_step = meter.total(("worker", "ps")) / measured if meter else None
     return RunResult(
-        policy=plan.policy if not isinstance(policy, str) else policy, steps=steps, batch_size=batch_size,
-        steps_per_s=steps / elapsed, samples_per_s=steps * batch_size / elapsed, final_loss=values[-1],
-        losses=values, bytes_per_step=bytes_per_step, bytes_between=per_step(delta, steps) if meter else {},
+        policy=plan.policy if not isinstance(policy, str) else policy, steps=measured, batch_size=batch_size,
+        steps_per_s=measured / elapsed if elapsed else 0.0,
+        samples_per_s=measured * batch_size / elapsed if elapsed else 0.0,
+        final_loss=values[-1] if values else float("nan"), losses=values, bytes_per_step=bytes_per_step,
+        bytes_between=per_step(delta, measured) if meter else {},
         predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
-        measured_step_s=elapsed / steps * cluster.num_workers, plan=plan.to_dict(),
-        analysis=analysis.report() if analysis else None)
+        measured_step_s=elapsed / measured * cluster.num_workers, plan=plan.to_dict(),
+        analysis=analysis.report() if analysis else None, total_steps=done, resumed_from_step=resumed_from,
+        restored_weights_checksum=restored_checksum, final_weights_checksum=weights_checksum(model))
+
+
+def weights_checksum(model: Any) -> float:
+    """Sum of every weight, in float64: equal models give equal sums (a cheap fingerprint)."""
+    return float(sum(np.asarray(w, dtype=np.float64).sum() for w in model.get_weights()))
 
 
 def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 2, ps: int = 1, steps: int = 30,
             batch_size: int = 32, bandwidth: Any = None, flops: Any = None, policies: Sequence[Any] = ("ps", "ralp"),
-            seed: int = 0, log_dir: str | None = None) -> dict[str, RunResult]:
-    """Run each policy on one LocalCluster (real task processes) and measure it."""
+            seed: int = 0, log_dir: str | None = None, checkpoint_dir: str | None = None,
+            checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
+            fault: tuple[str, int, int] | None = None) -> dict[str, RunResult]:
+    """Run each policy on one LocalCluster (real task processes) and measure it.
+
+    With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
+    ``(job, index, step)`` kills that task after scheduling that step (fault injection).
+    """
     import tensorflow as tf
 
     from ralp_tf.launch import LocalCluster
@@ -160,8 +220,24 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
         for policy in policies:
             name = policy if isinstance(policy, str) else getattr(policy, "policy", type(policy).__name__)
             log.info("running %s on %s", name, cluster.describe())
-            results[str(name)] = train(strategy, model, policy=policy, steps=steps, batch_size=batch_size,
-                                       seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
-                                       coordinator=coordinator)
-            lc.check_alive()
+            ckpt = None
+            if checkpoint_dir:
+                ckpt = os.path.join(checkpoint_dir, str(name)) if len(policies) > 1 else checkpoint_dir
+
+            def on_step(i: int) -> None:
+                if fault and i == fault[2] and lc.task(fault[0], fault[1]).alive():
+                    log.warning("fault injection: killing %s:%d after step %d", *fault)
+                    lc.kill(fault[0], fault[1])
+
+            try:
+                results[str(name)] = train(strategy, model, policy=policy, steps=steps, batch_size=batch_size,
+                                           seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
+                                           coordinator=coordinator, checkpoint_dir=ckpt,
+                                           checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
+                                           on_step=on_step if fault else None)
+            except ClusterRuntimeError as exc:
+                dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
+                raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None
+            if not fault:
+                lc.check_alive()
     return results

@@ -212,11 +212,35 @@ def test_errors(inprocess) -> None:  # type: ignore[no-untyped-def]
         placement("fastest", strategy=strategy)(_base)()
 
 
-def test_unplace_gives_a_pin_free_copy(inprocess) -> None:  # type: ignore[no-untyped-def]
+def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Train with placement, then save/load on a single machine: same predictions, no device pins."""
+    import tensorflow as tf
+    import tf_keras
+
     _, strategy, _ = inprocess
     base = _base()
     placed = place(base, PLAN, strategy)
+    x, y = models.synthetic_batch(base, BATCH, seed=5)
+    with strategy.scope():
+        placed.compile(tf_keras.optimizers.SGD(0.1), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    placed.fit(tf_keras.utils.experimental.DatasetCreator(
+        lambda _ctx=None: tf.data.Dataset.from_tensors((x, y)).repeat()), epochs=1, steps_per_epoch=2, verbose=0)
     single = unplace(placed)
-    x, _ = models.synthetic_batch(base, BATCH)
-    np.testing.assert_allclose(single(x).numpy(), base(x).numpy(), rtol=1e-5, atol=1e-6)
     assert all("/job:ps" not in v.device for v in single.weights)
+    expected = single.predict(x, verbose=0)
+    # the trained weights differ from the initial ones, and survive the copy
+    assert not np.allclose(expected, base.predict(x, verbose=0))
+
+    saved_dir = str(tmp_path / "savedmodel")
+    single.save(saved_dir, save_format="tf")
+    loaded = tf_keras.models.load_model(saved_dir)
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
+    graph_devices = {op.device for f in tf.saved_model.load(saved_dir).signatures.values()
+                     for op in f.graph.get_operations()}
+    assert not any("/job:" in d for d in graph_devices)
+
+    weights_file = str(tmp_path / "model.weights.h5")
+    single.save_weights(weights_file)
+    fresh = models.small_cnn(fc=64)
+    fresh.load_weights(weights_file)
+    np.testing.assert_allclose(fresh.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
