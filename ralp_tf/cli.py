@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         scheduler_cli = None
     if scheduler_cli is not None and hasattr(scheduler_cli, "register"):
         scheduler_cli.register(sub)
+    from ralp_tf import soak
+
+    soak.register(sub)
     try:
         from ralp_tf import bench as bench_cli
     except ImportError:
@@ -220,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    if args.command == "run":
+    if args.command in ("run", "soak", "bench"):
         _reexec_with_loopback_shim(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
