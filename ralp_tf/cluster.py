@@ -153,8 +153,11 @@ class Cluster:
                                      "names to address lists")
         task = tf_config.get("task")
         if task is not None:
-            if not isinstance(task, Mapping) or "type" not in task:
+            if not isinstance(task, Mapping) or not isinstance(task.get("type"), str):
                 raise ClusterConfigError("TF_CONFIG 'task' must be an object like {\"type\": \"worker\", \"index\": 0}")
+            index = task.get("index", 0)
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ClusterConfigError(f"TF_CONFIG task index must be an integer >= 0, got {index!r}")
             if task["type"] not in tf_config["cluster"] and task["type"] != "chief":
                 raise ClusterConfigError(f"TF_CONFIG task type {task['type']!r} is not a job of its cluster "
                                          f"({', '.join(tf_config['cluster'])})")

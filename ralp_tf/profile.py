@@ -163,19 +163,39 @@ class LayerProfile:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LayerProfile":
-        fields = {f.name for f in dataclasses.fields(cls)}
+        """Read one layer; raise ValidationError naming the field on any malformed value."""
+        if not isinstance(d, Mapping):
+            raise ValidationError(f"a layer profile is a JSON object, got {type(d).__name__}")
         missing = {"name", "kind", "param_bytes", "flops", "output_bytes", "inbound"} - set(d)
         if missing:
-            raise ValidationError(f"layer profile lacks field(s) {sorted(missing)}")
-        kw = {k: v for k, v in d.items() if k in fields}
-        kw.setdefault("class_name", kw["kind"])
-        kw.setdefault("trainable_param_bytes", kw["param_bytes"])
-        kw.setdefault("var_bytes", [kw["param_bytes"]] if kw["param_bytes"] else [])
-        kw.setdefault("flops_source", "given")
-        kw["var_bytes"] = tuple(int(x) for x in kw["var_bytes"])
-        kw["inbound"] = tuple(kw["inbound"])
-        kw["output_shape"] = tuple(kw.get("output_shape", ()))
-        return cls(**kw)
+            raise ValidationError(f"layer profile {d.get('name', '?')!r} lacks field(s) {sorted(missing)}")
+        name = d["name"]
+        if not isinstance(name, str) or not name:
+            raise ValidationError(f"layer profile 'name' must be a non-empty string, got {name!r}")
+        if not isinstance(d["kind"], str) or d["kind"] not in LAYER_KINDS:
+            raise ValidationError(f"layer {name!r}: kind {d['kind']!r} is not one of {', '.join(LAYER_KINDS)}")
+        param_bytes = _nonneg(d, "param_bytes", name, int)
+        kw: dict[str, Any] = {
+            "name": name, "kind": d["kind"], "class_name": str(d.get("class_name", d["kind"])),
+            "param_bytes": param_bytes,
+            "trainable_param_bytes": _nonneg(d, "trainable_param_bytes", name, int, default=param_bytes),
+            "flops": _nonneg(d, "flops", name, float), "flops_source": str(d.get("flops_source", "given")),
+            "output_bytes": _nonneg(d, "output_bytes", name, int),
+        }
+        var_bytes = d.get("var_bytes", [param_bytes] if param_bytes else [])
+        inbound = d["inbound"]
+        shape = d.get("output_shape", [])
+        if not isinstance(var_bytes, list) or not all(_is_count(v) for v in var_bytes):
+            raise ValidationError(f"layer {name!r}: 'var_bytes' must be a list of byte counts")
+        if not isinstance(inbound, list) or not all(isinstance(u, str) for u in inbound):
+            raise ValidationError(f"layer {name!r}: 'inbound' must be a list of layer names")
+        if not isinstance(shape, list) or not all(v is None or _is_count(v) for v in shape):
+            raise ValidationError(f"layer {name!r}: 'output_shape' must be a list of sizes")
+        measured = d.get("measured_seconds")
+        if measured is not None:
+            measured = _nonneg(d, "measured_seconds", name, float)
+        return cls(var_bytes=tuple(int(v) for v in var_bytes), inbound=tuple(inbound), output_shape=tuple(shape),
+                   measured_seconds=measured, **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,16 +265,35 @@ class ModelProfile:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ModelProfile":
-        if not isinstance(d, Mapping) or "layers" not in d:
+        """Read a profile; raise ValidationError naming the problem on malformed input."""
+        if not isinstance(d, Mapping) or not isinstance(d.get("layers"), list):
             raise ValidationError("a model profile is a JSON object with a 'layers' list")
         layers = tuple(LayerProfile.from_dict(l) for l in d["layers"])
-        outputs = tuple(d.get("outputs") or (layers[-1].name,) if layers else ())
-        return cls(model_name=str(d.get("model_name", "model")), batch_size=int(d.get("batch_size", 1)),
-                   layers=layers, outputs=outputs)
+        names = [l.name for l in layers]
+        if len(set(names)) != len(names):
+            raise ValidationError("model profile has duplicate layer names")
+        seen: set[str] = set()
+        for l in layers:
+            unknown = [u for u in l.inbound if u not in seen]
+            if unknown:
+                raise ValidationError(f"layer {l.name!r} reads {unknown} which do not come before it; list layers in "
+                                      "topological order and name only existing layers in 'inbound'")
+            seen.add(l.name)
+        outputs = d.get("outputs") or ([layers[-1].name] if layers else [])
+        if not isinstance(outputs, list) or not all(isinstance(o, str) and o in seen for o in outputs):
+            raise ValidationError("model profile 'outputs' must list names of its layers")
+        batch = d.get("batch_size", 1)
+        _check_batch_size(batch)
+        return cls(model_name=str(d.get("model_name", "model")), batch_size=int(batch), layers=layers,
+                   outputs=tuple(outputs))
 
     @classmethod
-    def from_json(cls, text: str) -> "ModelProfile":
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str | bytes) -> "ModelProfile":
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
+            raise ValidationError(f"model profile is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
 
     def summary(self) -> str:
         """A fixed-width table of the profile."""
@@ -264,6 +303,19 @@ class ModelProfile:
                         f"{l.flops / 1e6:>13.2f} {l.output_bytes / 1e3:>13.2f}")
         rows.append(f"{'total':<24} {'':<13} {self.param_bytes / 1e6:>10.3f} {self.flops / 1e6:>13.2f}")
         return "\n".join(rows)
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _nonneg(d: Mapping[str, Any], key: str, layer: str, kind: type, default: Any = None) -> Any:
+    v = d.get(key, default)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 and v == v and v != float("inf")
+    if not ok or (kind is int and not float(v).is_integer()):
+        raise ValidationError(f"layer {layer!r}: {key!r} must be a non-negative {'integer' if kind is int else 'number'}"
+                              f", got {v!r}")
+    return kind(v)
 
 
 def _check_batch_size(batch_size: Any) -> None:

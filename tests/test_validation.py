@@ -1,0 +1,194 @@
+"""Every input kind is validated in one place and fails with the documented error type and a
+readable message: a table of malformed inputs, and property-based mutation of valid JSON."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ralp_tf.cluster import Cluster
+from ralp_tf.errors import ClusterConfigError, ModelError, PlanError, ValidationError
+from ralp_tf.models import resolve_model
+from ralp_tf.plan import Plan
+from ralp_tf.profile import ModelProfile
+
+RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
+
+VALID_PLAN = {"format": "ralp_tf.plan/1", "policy": "ralp",
+              "placements": {"conv1": "/job:worker/device:CPU:0", "fc1": "/job:ps/replica:0/task:0/device:CPU:0"},
+              "provisioning": {"worker": 2, "ps": 1}, "notes": {"cut": "fc1"}}
+VALID_TF_CONFIG = {"cluster": {"worker": ["h1:2222", "h2:2222"], "ps": ["h3:2222"]},
+                   "task": {"type": "worker", "index": 0}}
+VALID_PROFILE = {"model_name": "m", "batch_size": 8, "outputs": ["fc"], "layers": [
+    {"name": "x", "kind": "input", "param_bytes": 0, "flops": 0, "output_bytes": 64, "inbound": []},
+    {"name": "fc", "kind": "dense", "param_bytes": 640, "flops": 320, "output_bytes": 40, "inbound": ["x"],
+     "var_bytes": [600, 40], "output_shape": [10]}]}
+
+
+def _profile_with(**layer_changes: Any) -> str:
+    doc = copy.deepcopy(VALID_PROFILE)
+    doc["layers"][1].update(layer_changes)
+    return json.dumps(doc)
+
+
+# (kind, reader, input, error type, message fragment)
+MALFORMED: list[tuple[str, Callable[[Any], Any], Any, type, str]] = [
+    ("plan", Plan.from_json, "{", PlanError, "not valid JSON"),
+    ("plan", Plan.from_json, "[]", PlanError, "JSON object"),
+    ("plan", Plan.from_json, '{"policy": "ralp"}', PlanError, "lacks 'placements'"),
+    ("plan", Plan.from_json, '{"placements": []}', PlanError, "must be an object"),
+    ("plan", Plan.from_json, '{"placements": {"fc": 3}}', PlanError, "not a full TF device string"),
+    ("plan", Plan.from_json, '{"placements": {"fc": "/job:ps/device:CPU:0"}}', PlanError, "names no PS task"),
+    ("plan", Plan.from_json, '{"placements": {"fc": "/job:worker/device:TPU:0"}}', PlanError, "device string"),
+    ("plan", Plan.from_json, '{"placements": {"": "/job:worker/device:CPU:0"}}', PlanError, "non-empty string"),
+    ("plan", Plan.from_json, '{"placements": {}, "provisioning": {"ps": 1.5}}', PlanError, "provisioning"),
+    ("plan", Plan.from_json, '{"placements": {}, "policy": 7}', PlanError, "'policy' must be a string"),
+    ("plan", Plan.from_json, '{"placements": {}, "notes": []}', PlanError, "'notes' must be an object"),
+    ("plan", Plan.from_json, '{"placements": {}, "format": "ralp_tf.plan/0"}', PlanError, "not supported"),
+    ("plan", Plan.from_json, '{"placements": {}, "pickle": "x"}', PlanError, "unknown field"),
+    ("tf_config", Cluster.from_tf_config, "not json", ClusterConfigError, "not valid JSON"),
+    ("tf_config", Cluster.from_tf_config, "[1]", ClusterConfigError, "'cluster' object"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {}}', ClusterConfigError, "mapping of job name"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"worker": "h:1"}}', ClusterConfigError, "must list"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"worker": ["h:port"]}}', ClusterConfigError, "host:port"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"worker": [5]}}', ClusterConfigError, "host:port"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"boss": ["h:1"]}}', ClusterConfigError, "unknown job"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"worker": ["h:1"]}, "task": "w"}', ClusterConfigError,
+     "'task' must be an object"),
+    ("tf_config", Cluster.from_tf_config, '{"cluster": {"worker": ["h:1"]}, "task": {"type": "ps"}}',
+     ClusterConfigError, "not a job of its cluster"),
+    ("profile", ModelProfile.from_json, "{}", ValidationError, "'layers' list"),
+    ("profile", ModelProfile.from_json, _profile_with(kind="lstm"), ValidationError, "kind 'lstm'"),
+    ("profile", ModelProfile.from_json, _profile_with(param_bytes=-4), ValidationError, "non-negative"),
+    ("profile", ModelProfile.from_json, _profile_with(flops="many"), ValidationError, "'flops'"),
+    ("profile", ModelProfile.from_json, _profile_with(inbound=["y"]), ValidationError, "do not come before"),
+    ("profile", ModelProfile.from_json, _profile_with(var_bytes="640"), ValidationError, "var_bytes"),
+    ("profile", ModelProfile.from_json, _profile_with(name="x"), ValidationError, "duplicate"),
+    ("model_ref", resolve_model, "", ValidationError, "built-in name"),
+    ("model_ref", resolve_model, "alexnet", ValidationError, "unknown model"),
+    ("model_ref", resolve_model, "os:system; rm", ValidationError, "malformed"),
+    ("model_ref", resolve_model, "no_such_pkg_xyz:build", ValidationError, "cannot import"),
+    ("model_ref", resolve_model, "json:no_such_function", ValidationError, "has no function"),
+    ("bandwidth", lambda s: Cluster.local(2, 1, bandwidth=s), "10 gigs", ClusterConfigError, "cannot parse"),
+    ("bandwidth", lambda s: Cluster.local(2, 1, bandwidth=s), "-5mbit", ClusterConfigError, "bandwidth"),
+]
+
+
+@pytest.mark.parametrize("kind, reader, text, error, message", MALFORMED,
+                         ids=[f"{m[0]}-{i}" for i, m in enumerate(MALFORMED)])
+def test_malformed_input_gets_the_documented_error(kind: str, reader: Callable[[Any], Any], text: Any,
+                                                   error: type, message: str) -> None:
+    with pytest.raises(error) as info:
+        reader(text)
+    assert message in str(info.value)
+    assert isinstance(info.value, ValidationError)
+    tb = info.traceback
+    assert all("/tensorflow/" not in str(entry.path) and "/numpy/" not in str(entry.path) for entry in tb)
+
+
+CLI_MALFORMED = [
+    (["plan", "--model", "alexnet_cifar", "--ps", "-1"], "must be >= 0"),
+    (["plan", "--model", "alexnet_cifar", "--bandwidth", "1 gigabit"], "cannot parse bandwidth"),
+    (["run", "--inject-fault", "ps:zero:3"], "JOB:INDEX:STEP"),
+    (["run", "--checkpoint-every", "0"], "must be >= 1"),
+    (["plan", "--model", "ralp_tf.models:missing_fn"], "has no function"),
+]
+
+
+@pytest.mark.parametrize("argv, message", CLI_MALFORMED)
+def test_malformed_cli_arguments(argv: list[str], message: str) -> None:
+    proc = subprocess.run([RALP_TF, *argv], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_table_is_large_enough() -> None:
+    assert len(MALFORMED) + len(CLI_MALFORMED) >= 25
+
+
+# ---------------------------------------------------------------------------------- property-based
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**12) | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3),
+    max_leaves=8)
+
+
+def _paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, prefix + (k,))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, prefix + (i,))
+    return out
+
+
+@st.composite
+def mutations(draw: Any, valid: Any) -> Any:
+    doc = copy.deepcopy(valid)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(doc)))
+        if not path:
+            doc = draw(JSON_VALUES) if draw(st.booleans()) else doc
+            continue
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        op = draw(st.sampled_from(["replace", "delete", "insert"]))
+        if op == "replace":
+            parent[path[-1]] = draw(JSON_VALUES)
+        elif op == "delete":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(max_size=8))] = draw(JSON_VALUES)
+        else:
+            parent.insert(path[-1], draw(JSON_VALUES))
+    return doc
+
+
+def _accepts_or_documented_error(reader: Callable[[str], Any], doc: Any) -> None:
+    try:
+        reader(json.dumps(doc))
+    except ValidationError as exc:
+        assert str(exc)
+    # anything else (TypeError, KeyError, AttributeError...) fails the test
+
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                    derandomize=True)
+
+
+@SETTINGS
+@given(mutations(VALID_PLAN))
+def test_plan_reader_accepts_or_raises_plan_error(doc: Any) -> None:
+    _accepts_or_documented_error(Plan.from_json, doc)
+
+
+@SETTINGS
+@given(mutations(VALID_TF_CONFIG))
+def test_tf_config_reader_accepts_or_raises_cluster_config_error(doc: Any) -> None:
+    _accepts_or_documented_error(Cluster.from_tf_config, doc)
+
+
+@SETTINGS
+@given(mutations(VALID_PROFILE))
+def test_profile_reader_accepts_or_raises_validation_error(doc: Any) -> None:
+    _accepts_or_documented_error(ModelProfile.from_json, doc)
+
+
+def test_no_unsafe_deserialisers_in_the_code() -> None:
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("ralp_tf", "scheduler"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text()
+            for banned in ("pickle.load", "yaml.load(", "eval(", "exec(", "marshal.load"):
+                assert banned not in text, f"{path} uses {banned}"
