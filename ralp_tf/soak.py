@@ -57,14 +57,13 @@ def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, samp
 
         def sample(i: int) -> None:
             if i % sample_every == 0 or i == steps - 1:
+                coordinator.join()  # sample completed steps, not merely scheduled ones
                 samples.append({"step": i, "time": time.time(),
                                 "tasks": {t.name: task_resources(t.pid) for t in lc.tasks}})
 
         t0 = time.perf_counter()
         result = train(strategy, model, policy="ralp", steps=steps, warmup_steps=0, batch_size=batch_size,
                        coordinator=coordinator, on_step=sample)
-        coordinator.join()
-        sample(steps - 1)
         elapsed = time.perf_counter() - t0
     warm = next(s for s in samples if s["step"] >= warmup)
     last = samples[-1]
