@@ -241,3 +241,53 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             if not fault:
                 lc.check_alive()
     return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ralp_tf.train --cluster JSON --model NAME --policy ps|ralp|PLAN.json ...``
+
+    Runs one measured job as the coordinator of an already running cluster (e.g. tasks started
+    by a testbed inside network namespaces) and prints its RunResult as one JSON object.
+    Bytes are not measured here (the caller counts them on the links).
+    """
+    import argparse
+    import json
+    import sys
+
+    import tensorflow as tf
+
+    from ralp_tf.errors import RalpError
+
+    p = argparse.ArgumentParser(prog="python -m ralp_tf.train")
+    p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
+    p.add_argument("--model", default="alexnet_cifar")
+    p.add_argument("--policy", default="ralp", help="ps, ralp, or a plan JSON file")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup-steps", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
+    p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        spec = json.loads(args.cluster)
+        rates: dict[str, Any] = {}
+        if args.bandwidth:
+            rates["bandwidth"] = args.bandwidth
+        if args.flops:
+            rates["flops"] = args.flops
+        cluster = Cluster.from_dict(spec, **rates)
+        policy: Any = args.policy if args.policy in ("ps", "ralp") else Plan.load(args.policy)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
+                       batch_size=args.batch_size, seed=args.seed, cluster=cluster)
+    except (RalpError, json.JSONDecodeError) as exc:
+        print(f"ralp_tf.train: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
