@@ -71,12 +71,15 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
           endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,
           on_step: Callable[[int], None] | None = None, coordinator: Any = None,
-          checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY) -> RunResult:
+          checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+          on_measure: Callable[[str], None] | None = None) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is "ps" (stock), "ralp", a Plan, or a placement policy object. ``cluster`` gives
     the rates the planner and the predictions use (default: from the strategy).
-    ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress).
+    ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
+    ``on_measure("start")`` / ``on_measure("end")`` when the measured window opens and closes
+    (an outside byte counter snapshots its links then).
 
     With ``checkpoint_dir``, model, optimizer and the step counter are saved every
     ``checkpoint_every`` steps; a rerun with the same directory restores the latest checkpoint
@@ -147,6 +150,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     try:
         while done < total:
             if done == measured_from:
+                if on_measure:
+                    on_measure("start")
                 if meter:
                     meter.start()
                 t0 = time.perf_counter()
@@ -163,6 +168,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
                 step_var.assign(done)
                 manager.save(checkpoint_number=done)
         elapsed = time.perf_counter() - t0
+        if on_measure:
+            on_measure("end")
         values = [float(np.asarray(r.fetch())) for r in losses]
     except (tf.errors.OpError, RuntimeError) as exc:
         last = f"step {int(step_var.numpy())} in {checkpoint_dir}" if manager and manager.latest_checkpoint else "none"
@@ -268,7 +275,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
     p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--emit-marks", action="store_true",
+                   help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
+
+    def mark(kind: str, **data: Any) -> None:
+        print(f"RALP_JOB {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+
     try:
         spec = json.loads(args.cluster)
         rates: dict[str, Any] = {}
@@ -281,11 +294,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
-                       batch_size=args.batch_size, seed=args.seed, cluster=cluster)
+                       batch_size=args.batch_size, seed=args.seed, cluster=cluster,
+                       on_measure=mark if args.emit_marks else None)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.train: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result.to_dict()))
+    if args.emit_marks:
+        mark("result", **result.to_dict())
+    else:
+        print(json.dumps(result.to_dict()))
     return 0
 
 
