@@ -6,7 +6,7 @@
 * every task listens on 127.0.0.1 on a free port. TF's gRPC server always binds the wildcard
   address, so tasks run with an ``LD_PRELOAD`` shim (``ralp_tf/_native``) that rewrites wildcard
   binds to loopback. ``bind_address="0.0.0.0"`` (explicit) skips the shim and warns that the
-  server is unauthenticated;
+  server is unauthenticated. With a custom ``launcher`` the launcher decides where tasks listen;
 * ``start()`` returns once every task accepts connections, or raises ``ClusterRuntimeError``
   with the log tail of the task that died or timed out;
 * each task's stdout/stderr go to ``log_dir/<job>-<index>.log``;
@@ -139,8 +139,11 @@ class LocalCluster:
                                      "(each TF task needs ~0.5-1 GB); use at most 32 tasks")
         self.num_workers, self.num_ps = workers, ps
         self.bind_address = bind_address
-        if bind_address not in ("127.0.0.1", "localhost"):
+        if launcher is None and bind_address not in ("127.0.0.1", "localhost"):
             warnings.warn(UNAUTHENTICATED_WARNING.format(addr=bind_address), stacklevel=2)
+        # A custom launcher (e.g. a testbed's private network namespaces) owns isolation; the
+        # loopback shim would make its tasks unreachable from the other namespaces.
+        self._loopback_only = launcher is None and bind_address in ("127.0.0.1", "localhost")
         self.launcher: Launcher = launcher or LoopbackLauncher(bind_address)
         self._own_log_dir = log_dir is None
         self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="ralp_tf_cluster_"))
@@ -189,7 +192,7 @@ class LocalCluster:
         env = dict(os.environ)
         env.update(self.extra_env)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-        if self.bind_address in ("127.0.0.1", "localhost"):
+        if self._loopback_only:
             env = loopback_env(env)
         argv = [sys.executable, "-m", "ralp_tf._task", "--cluster", json.dumps(spec), "--job", job,
                 "--index", str(index), "--parent-pid", str(os.getpid())]
@@ -210,7 +213,8 @@ class LocalCluster:
                 if not t.alive():
                     raise ClusterRuntimeError(f"task {t.job}:{t.index} exited with code {t.proc.returncode} "
                                               f"before it was ready; its log ({t.log_path}) ends:\n{t.log_tail()}")
-                if "RALP_TF_TASK_READY" in t.log_tail(200) and _accepts(t.address):
+                reachable = _accepts(t.address) if isinstance(self.launcher, LoopbackLauncher) else True
+                if "RALP_TF_TASK_READY" in t.log_tail(200) and reachable:
                     pending.remove(t)
             if pending and time.monotonic() > deadline:
                 t = pending[0]
