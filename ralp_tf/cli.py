@@ -199,6 +199,9 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
     for r in results.values():
         if r.analysis:
             print(r.analysis)
+    print("The analyzer plans for the link rate given (--bandwidth, default 1gbit). This run is on loopback, where "
+          "the network is not the bottleneck: compare the byte counts here, and use `ralp-tf bench` for "
+          "capped links.")
 
 
 def _reexec_with_loopback_shim(argv: Sequence[str]) -> None:
