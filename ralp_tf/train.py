@@ -72,7 +72,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,
           on_step: Callable[[int], None] | None = None, coordinator: Any = None,
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
-          on_measure: Callable[[str], None] | None = None) -> RunResult:
+          on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
+          compute_scale: float = 1.0) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is "ps" (stock), "ralp", a Plan, or a placement policy object. ``cluster`` gives
@@ -80,6 +81,10 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
     ``on_measure("start")`` / ``on_measure("end")`` when the measured window opens and closes
     (an outside byte counter snapshots its links then).
+
+    With ``measure_compute`` the planner and the predictions use each layer's measured
+    forward+backward time on this machine (``profile(measure=True)``) times ``compute_scale``
+    (e.g. the number of tasks that share the cores during training) instead of FLOP rates.
 
     With ``checkpoint_dir``, model, optimizer and the step counter are saved every
     ``checkpoint_every`` steps; a rerun with the same directory restores the latest checkpoint
@@ -100,7 +105,11 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     cluster = cluster or cluster_of(strategy)
     tf_keras.utils.set_random_seed(seed)
     base = builder()
-    prof = profile(base, batch_size=batch_size)
+    prof = profile(base, batch_size=batch_size, measure=measure_compute)
+    if measure_compute and compute_scale != 1.0:
+        prof = dataclasses.replace(prof, layers=tuple(
+            dataclasses.replace(l, measured_seconds=None if l.measured_seconds is None
+                                else l.measured_seconds * compute_scale) for l in prof.layers))
     plan, analysis = plan_with_policy(policy, prof, cluster)
     plan.validate(prof, cluster)
     model = place(base, plan, strategy)
@@ -275,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
     p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--measure-compute", action="store_true",
+                   help="plan and predict with measured layer times instead of FLOP rates")
+    p.add_argument("--compute-scale", type=float, default=1.0,
+                   help="multiply measured layer times by this (tasks sharing the cores)")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
@@ -295,7 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
-                       on_measure=mark if args.emit_marks else None)
+                       on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
+                       compute_scale=args.compute_scale)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.train: error: {exc}", file=sys.stderr)
         return 2

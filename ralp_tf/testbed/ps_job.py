@@ -1,0 +1,98 @@
+"""ParameterServerStrategy runs (stock, RALP or any plan) on a testbed, measured like the baselines.
+
+:func:`run_ps` starts the PS and worker tasks as a :class:`ralp_tf.launch.LocalCluster` whose
+launcher is the testbed (each task in its own namespace), runs the coordinator
+(``python -m ralp_tf.train --emit-marks``) as task ``chief``, snapshots the links' wire bytes
+when the measured window opens and closes, and returns one record with the same keys as the
+Horovod and MultiWorkerMirroredStrategy records.
+
+Units, shared by every strategy: a *global step* is ``workers x batch`` samples (one
+synchronous step of a ring; ``workers`` worker steps of PSS). ``bytes_per_step`` is total wire
+bytes on all links per global step; ``measured_step_s`` and ``predicted_step_s`` are seconds per
+global step; ``samples_per_s`` is what compares across strategies.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from ralp_tf.testbed import jobs
+
+
+def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, workers: int = 2, ps: int = 1,
+           batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
+           measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
+           log_dir: str | None = None) -> dict[str, Any]:
+    """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path). Never raises for a failed
+    job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``."""
+    from ralp_tf.launch import LocalCluster
+    from ralp_tf.testbed import _nsops
+
+    jobs.check_model_name(model)
+    need = [f"worker{i}" for i in range(workers)] + [f"ps{i}" for i in range(ps)] + ["chief"]
+    missing = [t for t in need if t not in tb.tasks]
+    if missing:
+        from ralp_tf.testbed.base import TestbedConfigError
+
+        raise TestbedConfigError(f"testbed lacks task(s) {missing} for {workers} workers and {ps} PS")
+    cores = os.cpu_count() or 1
+    scale = compute_scale if compute_scale is not None else max(1.0, workers / cores)
+    steps_total = steps * workers  # worker steps: `steps` global steps
+    args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "policy": policy}
+    meter = jobs.LinkMeter(tb)
+    record_strategy = "ralp" if policy == "ralp" else ("ps" if policy == "ps" else "plan")
+    with LocalCluster(workers=workers, ps=ps, launcher=tb, log_dir=log_dir, env=jobs.base_env()) as lc:
+        cmd = [sys.executable, "-m", "ralp_tf.train", "--cluster", json.dumps(lc.cluster_spec_dict),
+               "--model", model, "--policy", policy, "--steps", str(steps_total),
+               "--warmup-steps", str(warmup * workers), "--batch-size", str(batch), "--emit-marks",
+               "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
+                                                    _rate_text(tb.bandwidth_bps))]
+        if measure_compute:
+            cmd += ["--measure-compute", "--compute-scale", str(scale)]
+        proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
+        watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
+                                  log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
+        finished = watcher.wait(timeout)
+        if not finished:
+            _nsops.killpg_quiet(proc.pid, 9)
+            proc.wait()
+            watcher.wait(10)
+        dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
+        tails = "\n".join(f"--- {t.job}:{t.index}\n{t.log_tail(15)}" for t in lc.tasks if not t.alive())
+    result = watcher.results[-1] if watcher.results else {}
+    reasons = []
+    if not finished:
+        reasons.append("timed out")
+    if proc.returncode not in (0, None) or not result:
+        reasons.append(f"coordinator exited {proc.returncode}")
+    if dead:
+        reasons.append(f"task(s) died: {', '.join(dead)}")
+    link = meter.delta()
+    global_steps = steps
+    bytes_total = sum(v["tx"] for v in link.values()) if link else None
+    measured_step_s = result.get("measured_step_s")
+    out = {
+        "strategy": record_strategy, "model": model, "workers": workers, "ps": ps, "batch_per_worker": batch,
+        "global_batch": batch * workers, "steps": global_steps,
+        "samples_per_s": result.get("samples_per_s"),
+        "measured_step_s": measured_step_s,
+        "predicted_step_s": result.get("predicted_step_s"),
+        "predicted_bytes_per_step": (result["predicted_bytes_per_step"] * workers
+                                     if result.get("predicted_bytes_per_step") is not None else None),
+        "bytes_per_step": bytes_total / global_steps if bytes_total is not None else None,
+        "link_bytes": link, "final_loss": result.get("final_loss"), "plan": result.get("plan"),
+        "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
+        "testbed": tb.describe(), "valid": not reasons,
+    }
+    if reasons:
+        out["invalid_reason"] = "; ".join(reasons)
+        out["log_tail"] = watcher.tail_text() + ("\n" + tails if tails else "")
+    return out
+
+
+def _rate_text(bps: float) -> str:
+    from ralp_tf.cluster import format_bandwidth
+
+    return format_bandwidth(bps)
