@@ -24,7 +24,10 @@ if ! command -v "$PY" >/dev/null 2>&1 && [ ! -x "$PY" ]; then
     echo "install_horovod: python '$PY' not found; pass the venv python, e.g. .venv/bin/python" >&2
     exit 2
 fi
-PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")"
+case "$PY" in
+    */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;;
+    *) PY="$(command -v "$PY")" ;;
+esac
 BIN="$(dirname "$PY")"
 
 check_import() {

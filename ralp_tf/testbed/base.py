@@ -167,6 +167,7 @@ class BaseTestbed:
     ``link_bytes()``.
     """
 
+    __test__ = False  # not a pytest test class
     #: True when links are emulated (namespaces, caps); False on plain loopback.
     emulated: bool = False
     #: What :meth:`link_bytes` counts: ``"wire"`` (L2 frames, exact) or a weaker kind.

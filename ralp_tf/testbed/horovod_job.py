@@ -111,6 +111,7 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
     ok, why = horovod_available()
     if not ok:
         raise TestbedError(why)
+    jobs.check_model_name(model)
     workers = list(workers) if workers is not None else [t for t in tb.tasks if t.startswith("worker")]
     if not workers:
         raise TestbedConfigError(f"no workers: pass workers=, or name tasks 'worker0', 'worker1', ... "
@@ -136,7 +137,7 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
         meter = jobs.LinkMeter(tb)
         proc = tb.popen(workers[0], cmd, env=env, stdout=-1, stderr=-2, text=True, cwd=os.getcwd())
         watcher = jobs.JobWatcher([("horovodrun", proc)], on_mark=meter, log_path=log_path)
-        finished = watcher.wait(timeout)
+        finished = watcher.wait(timeout, expected_results=n)
         if not finished:
             from ralp_tf.testbed import _nsops
 

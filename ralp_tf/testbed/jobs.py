@@ -169,7 +169,8 @@ class JobWatcher:
         self.results: list[dict[str, Any]] = []
         self.marks: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._log = open(log_path, "a") if log_path else None
+        self._log = open(log_path, "a", buffering=1) if log_path else None
+        self.lingered: list[str] = []
         self._threads = [threading.Thread(target=self._pump, args=(label, p), daemon=True) for label, p in self.procs]
         for t in self._threads:
             t.start()
@@ -194,18 +195,42 @@ class JobWatcher:
                     if self.on_mark:
                         self.on_mark(kind)
 
-    def wait(self, timeout: float) -> bool:
-        """Wait for every process to exit; False on timeout (the caller kills them)."""
+    def wait(self, timeout: float, expected_results: int | None = None, linger_s: float = 20.0) -> bool:
+        """Wait for every process to exit; False on timeout (the caller kills them).
+
+        With ``expected_results``: once that many ``result`` lines are in, processes still running
+        ``linger_s`` later are SIGKILLed and recorded in :attr:`lingered` (a worker whose peers
+        exited can hang in TF's shutdown); that is not a failure of the run.
+        """
+        import signal as _signal
+
+        from ralp_tf.testbed import _nsops
+
         deadline = time.monotonic() + timeout
-        for _, p in self.procs:
-            try:
-                p.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
+        all_in_at = None
+        while True:
+            if all(p.poll() is not None for _, p in self.procs):
+                break
+            now = time.monotonic()
+            if now >= deadline:
                 return False
+            with self._lock:
+                complete = expected_results is not None and len(self.results) >= expected_results
+            if complete and all_in_at is None:
+                all_in_at = now
+            if all_in_at is not None and now - all_in_at >= linger_s:
+                for label, p in self.procs:
+                    if p.poll() is None:
+                        self.lingered.append(label)
+                        _nsops.killpg_quiet(p.pid, _signal.SIGKILL)
+                        p.wait()
+                break
+            time.sleep(0.1)
         for t in self._threads:
             t.join(timeout=5)
         if self._log:
             self._log.close()
+            self._log = None
         return True
 
     def tail_text(self, n: int = 30) -> str:
@@ -214,18 +239,18 @@ class JobWatcher:
 
 
 class LinkMeter:
-    """Snapshots ``tb.link_bytes()`` at rank 0's ``start`` and ``end`` marks (if the testbed counts)."""
+    """Snapshots ``tb.link_bytes()`` at rank 0's ``start`` and ``end`` marks. On a namespace testbed
+    these are wire bytes; on loopback, TCP payload of live sockets (``testbed.bytes_kind`` says which)."""
 
     def __init__(self, tb: Any) -> None:
         self.tb = tb
         self.snaps: dict[str, dict[str, dict[str, int]]] = {}
 
     def __call__(self, kind: str) -> None:
-        if getattr(self.tb, "emulated", False):
-            try:
-                self.snaps[kind] = self.tb.link_bytes()
-            except Exception:  # counting is best effort; the job result stays valid without it
-                pass
+        try:
+            self.snaps[kind] = self.tb.link_bytes()
+        except Exception:  # counting is best effort; the job result stays valid without it
+            pass
 
     def delta(self) -> dict[str, dict[str, int]] | None:
         if "start" in self.snaps and "end" in self.snaps:
@@ -243,7 +268,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
     reasons = []
     if timed_out:
         reasons.append("timed out")
-    bad_rc = {k: v for k, v in returncodes.items() if v != 0}
+    bad_rc = {k: v for k, v in returncodes.items() if v != 0 and k not in watcher.lingered}
     if bad_rc:
         reasons.append(f"non-zero exit: {bad_rc}")
     ranks = sorted(r.get("rank") for r in results)
@@ -270,13 +295,25 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         "weights_sha256": {r["rank"]: r.get("weights_sha256") for r in results},
         "bytes_per_step": bytes_total / steps if bytes_total is not None and steps else None,
         "link_bytes": link,
+        "bytes_kind": getattr(testbed, "bytes_kind", None),
         "testbed": testbed.describe() if testbed is not None else None,
         "valid": not reasons,
     }
+    if watcher.lingered:
+        out["note"] = f"killed after reporting (hung at exit): {watcher.lingered}"
     if reasons:
         out["invalid_reason"] = "; ".join(reasons)
         out["log_tail"] = watcher.tail_text()
     return out
+
+
+def check_model_name(model: str) -> None:
+    """Reject unknown built-in model names before starting any process (``module:function``
+    references are resolved by the ranks, so user code never runs in the launcher)."""
+    from ralp_tf.models import resolve_model
+
+    if not isinstance(model, str) or ":" not in model:
+        resolve_model(model)  # raises ValidationError naming the built-in models
 
 
 def job_argv(args: dict[str, Any]) -> list[str]:

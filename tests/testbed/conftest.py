@@ -1,0 +1,35 @@
+"""Fixtures for the testbed tests.
+
+Tests that build namespaces need root and iproute2; they are skipped (with the reason) otherwise
+(see tbhelpers.needs_netns). Every test uses its own namespace prefix starting with ``tbt`` and
+the autouse fixture checks that no namespace with that prefix is left behind.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ralp_tf.testbed import _nsops
+from tbhelpers import tbt_namespaces
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers():
+    """Fail a test that leaves a ``tbt*`` namespace behind (and remove it)."""
+    yield
+    left = tbt_namespaces()
+    if left:
+        for n in left:
+            _nsops.delete_netns(n)
+        pytest.fail(f"namespaces left behind: {left}")
+
+
+@pytest.fixture
+def child_env():
+    """Environment for child Python processes: ralp_tf importable, unbuffered output."""
+    env = dict(os.environ)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

@@ -1,0 +1,58 @@
+"""Baseline jobs across namespaces: Horovod (skipped unless built: `make horovod`) and
+MultiWorkerMirroredStrategy. Both must end with identical weights on every rank (`valid`)."""
+from __future__ import annotations
+
+import pytest
+
+from ralp_tf.errors import ValidationError
+from ralp_tf.testbed import Testbed
+from ralp_tf.testbed.horovod_job import horovod_available
+from ralp_tf.testbed.jobs import parse_line
+from tbhelpers import needs_netns
+
+_hvd, _hvd_why = horovod_available()
+
+
+def test_protocol_lines_survive_prefixes():
+    assert parse_line('[1,0]<stdout>:RALP_JOB result {"rank": 0}') == ("result", {"rank": 0})
+    assert parse_line("plain log line") is None
+
+
+def _check(r, strategy):
+    assert r["valid"], r.get("invalid_reason", "") + "\n" + r.get("log_tail", "")
+    assert r["strategy"] == strategy and r["workers"] == 2 and r["global_batch"] == 32
+    assert len(set(r["weights_sha256"].values())) == 1 and len(r["weights_sha256"]) == 2
+    assert r["samples_per_s"] > 0 and len(r["step_times_s"]) == 4
+    # small_cnn has ~0.4M parameters: a 2-worker ring sends about one model copy per worker per step.
+    assert 1.0e6 < r["bytes_per_step"] < 6.0e6, r["bytes_per_step"]
+    return r
+
+
+@needs_netns
+@pytest.mark.skipif(not _hvd, reason=_hvd_why)
+def test_horovod_across_namespaces():
+    from ralp_tf.testbed.horovod_job import run_horovod
+
+    with Testbed(["worker0", "worker1"], "1gbit", prefix="tbthvd") as tb:
+        r = run_horovod(tb, "small_cnn", batch=16, steps=4, warmup=2, timeout=240)
+    _check(r, "horovod")
+
+
+@needs_netns
+def test_mwms_ring_across_namespaces():
+    from ralp_tf.testbed.mwms_job import run_mwms
+
+    with Testbed(["worker0", "worker1"], "1gbit", prefix="tbtmwms") as tb:
+        r = run_mwms(tb, "small_cnn", batch=16, steps=4, warmup=2, timeout=240)
+    _check(r, "allreduce")
+
+
+@needs_netns
+def test_failed_job_is_invalid_with_log_tail():
+    from ralp_tf.testbed.mwms_job import run_mwms
+
+    with Testbed(["worker0", "worker1"], None, prefix="tbtbad") as tb:
+        with pytest.raises(ValidationError, match="unknown model"):
+            run_mwms(tb, "no_such_model")
+        r = run_mwms(tb, "ralp_tf.models:no_such_builder", batch=4, steps=2, warmup=1, timeout=120)
+    assert not r["valid"] and "non-zero exit" in r["invalid_reason"] and "no_such_builder" in r["log_tail"]
