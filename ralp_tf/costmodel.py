@@ -91,6 +91,16 @@ def transfer_seconds(nbytes: float, bandwidth_bps: float) -> float:
     return 8.0 * nbytes / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
 
 
+#: Ethernet + IPv4 + TCP (with timestamps) headers per full 1448-byte segment: wire = payload x 1.0456
+#: (measured on the testbed's veth links with offloads off).
+WIRE_OVERHEAD = 66 / 1448
+
+
+def wire_bytes(payload_bytes: float) -> float:
+    """Bytes on the wire (Ethernet frames) for ``payload_bytes`` of TCP payload in full segments."""
+    return payload_bytes * (1.0 + WIRE_OVERHEAD)
+
+
 def ps_sync_bytes(param_bytes: float) -> float:
     """Bytes one worker moves per step to keep ``param_bytes`` of dense variables in sync with the
     PS tasks: the weights pulled plus the gradients pushed."""
