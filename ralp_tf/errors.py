@@ -1,4 +1,8 @@
 """The exceptions ralp_tf raises for bad input. Every message names the problem and the fix."""
+from __future__ import annotations
+
+import json
+from typing import Any
 
 
 class RalpError(Exception):
@@ -27,3 +31,11 @@ class KerasVersionError(ModelError, TypeError):
 
 class ClusterRuntimeError(RalpError, RuntimeError):
     """A local cluster task failed to start or died."""
+
+
+def parse_json(text: str | bytes, error: type[ValidationError], what: str) -> Any:
+    """``json.loads(text)``, raising ``error`` ("<what> is not valid JSON: ...") on malformed text."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
+        raise error(f"{what} is not valid JSON: {exc}") from None

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ralp_tf.errors import PlanError
+from ralp_tf.errors import PlanError, parse_json
 
 _DEVICE = re.compile(
     r"^/job:(?P<job>[a-z_]+)(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
@@ -176,11 +176,7 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Plan":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-            raise PlanError(f"plan is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, PlanError, "plan"))
 
     def save(self, path: str) -> None:
         with open(path, "w") as f:

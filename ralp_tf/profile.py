@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ralp_tf.errors import KerasVersionError, ModelError, ValidationError
+from ralp_tf.errors import KerasVersionError, ModelError, ValidationError, parse_json
 
 log = logging.getLogger(__name__)
 
@@ -289,11 +289,7 @@ class ModelProfile:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "ModelProfile":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-            raise ValidationError(f"model profile is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, ValidationError, "model profile"))
 
     def summary(self) -> str:
         """A fixed-width table of the profile."""
