@@ -1,0 +1,39 @@
+"""scheduler: HeterPS-style placement of layers on heterogeneous resources.
+
+Build a :class:`Problem` (layers x resource types, constraints, HeterPS cost and provisioning)
+from a ralp_tf profile, or load a workload (:func:`scheduler.workloads.load_workload`), then
+solve it with any solver; all share ``solve(problem) -> Schedule`` and ralp_tf's placement
+policy protocol ``plan(profile, cluster) -> Plan``::
+
+    import scheduler
+    problem = scheduler.load_workload("ctr_dnn")
+    schedule = scheduler.Exact().solve(problem)
+    plan = scheduler.RL(throughput=500).plan(profile, cluster)
+
+TensorFlow is imported only by the BO and RL solvers (lazily).
+"""
+from scheduler.base import Solver
+from scheduler.bayesopt import BayesOpt
+from scheduler.catalogs import CLOUD, catalog_from_cluster, get_catalog
+from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, ProblemError, SchedulerError,
+                              SolverNotApplicableError, WorkloadError)
+from scheduler.exact import Exact
+from scheduler.greedy import Greedy
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import Catalog, Constraints, Problem, ResourceType
+from scheduler.ralp import RALP
+from scheduler.random_search import RandomSearch
+from scheduler.rl import RL, LSTMPolicy
+from scheduler.schedule import Schedule
+from scheduler.workloads import load_workload
+
+SOLVERS: dict[str, type[Solver]] = {
+    "exact": Exact, "ralp": RALP, "greedy": Greedy, "random": RandomSearch, "bo": BayesOpt, "rl": RL,
+}
+
+__all__ = [
+    "BayesOpt", "CLOUD", "Catalog", "CatalogError", "Constraints", "Exact", "Greedy", "InfeasibleError",
+    "LSTMPolicy", "MaxLoadProblem", "MemoryLimitError", "Problem", "ProblemError", "RALP", "RL", "RandomSearch",
+    "ResourceType", "SOLVERS", "Schedule", "SchedulerError", "Solver", "SolverNotApplicableError", "WorkloadError",
+    "catalog_from_cluster", "get_catalog", "load_workload",
+]

@@ -244,3 +244,16 @@ def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_p
     fresh = models.small_cnn(fc=64)
     fresh.load_weights(weights_file)
     np.testing.assert_allclose(fresh.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_decorator_applies_a_scheduler_solver(inprocess) -> None:  # type: ignore[no-untyped-def]
+    """`placement(policy=<scheduler solver>)`: the solver's Plan is applied on the live cluster."""
+    import scheduler
+
+    _, strategy, _ = inprocess
+    model = placement(scheduler.Exact(), strategy=strategy, batch_size=BATCH)(_base)()
+    plan = model.ralp_plan
+    assert plan.placements, "the solver returned an empty plan"
+    for name, k in plan.ps_layers().items():
+        for v in model.get_layer(name).weights:
+            assert v.device == f"/job:ps/replica:0/task:{k}/device:CPU:0"

@@ -1,0 +1,68 @@
+"""The one solver interface: ``solve(problem) -> Schedule``, plus ralp_tf's placement-policy
+protocol ``plan(profile, cluster) -> Plan``.
+
+A solver subclass implements ``_solve(problem) -> (assignment, notes)`` (one choice index per
+decision); :meth:`Solver.solve` times it and asks the problem to price it. Every problem kind
+(:class:`scheduler.problem.Problem`, :class:`scheduler.maxload.MaxLoadProblem`) offers the
+same small surface: ``num_decisions``, ``num_choices``, ``allowed``, ``evaluate``,
+``objective``, ``penalized``, ``random_assignments``, ``encode_dim``/``decode`` and
+``make_schedule``.
+"""
+from __future__ import annotations
+
+import abc
+import time
+from typing import Any
+
+import numpy as np
+
+from ralp_tf.cluster import Cluster
+from ralp_tf.plan import Plan
+from ralp_tf.profile import ModelProfile
+from scheduler.problem import Catalog, Constraints, Problem
+from scheduler.schedule import Schedule
+
+
+class Solver(abc.ABC):
+    """Base class of every solver.
+
+    ``throughput`` / ``budget`` / ``catalog`` are used only by :meth:`plan`, which builds the
+    problem itself (``catalog=None``: derived from the cluster's tasks).
+    """
+
+    name = "solver"
+
+    def __init__(self, *, throughput: float | None = None, budget: float | None = None,
+                 catalog: Catalog | None = None, seed: int = 0) -> None:
+        self.throughput = throughput
+        self.budget = budget
+        self.catalog = catalog
+        self.seed = int(seed)
+
+    @abc.abstractmethod
+    def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """Return ``(assignment, notes)``."""
+
+    def solve(self, problem: Any) -> Schedule:
+        """Solve ``problem``; the Schedule's ``solve_seconds`` is this call's wall time."""
+        t0 = time.perf_counter()
+        assignment, notes = self._solve(problem)
+        seconds = time.perf_counter() - t0
+        return problem.make_schedule(np.asarray(assignment, dtype=np.int64), self.name, seconds, notes)
+
+    # ----------------------------------------------------------------- ralp_tf policy protocol
+    def problem_for(self, profile: ModelProfile, cluster: Cluster) -> Problem:
+        from scheduler.catalogs import catalog_from_cluster
+
+        catalog = self.catalog or catalog_from_cluster(cluster)
+        return Problem.from_profile(profile, catalog, Constraints(self.throughput or 0.0, self.budget))
+
+    def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
+        """Placement policy for ``ralp_tf.placement(policy=...)``: solve the profile on the
+        cluster's resource types; the Plan is validated against ``profile`` and ``cluster``."""
+        problem = self.problem_for(profile, cluster)
+        schedule = self.solve(problem)
+        return schedule.to_plan().validate(profile, cluster)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seed={self.seed})"

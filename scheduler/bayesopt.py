@@ -1,0 +1,118 @@
+r"""Bayesian optimisation: a tensorflow-probability Gaussian process with expected improvement.
+
+The search space is the problem's continuous encoding ``x in [0,1]^d`` (``encode_dim`` /
+``decode``: one coordinate per layer for HeterPS problems, one per cut point for max-load
+problems). The GP models ``y = log(penalized score)`` with a Matern-5/2 kernel (amplitude,
+length scale and noise fitted by maximising the marginal likelihood with Adam each round).
+The next point maximises expected improvement over ``y* = min y`` among candidates (uniform
+samples and Gaussian perturbations of the best points):
+``EI(x) = (y* - mu(x)) Phi(z) + sigma(x) phi(z)``, ``z = (y* - mu(x)) / sigma(x)``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from scheduler.base import Solver
+
+
+class BayesOpt(Solver):
+    name = "bo"
+
+    def __init__(self, evaluations: int = 60, initial: int = 12, candidates: int = 2000, fit_steps: int = 50,
+                 time_limit_s: float = 60.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.evaluations = int(evaluations)
+        self.initial = int(initial)
+        self.candidates = int(candidates)
+        self.fit_steps = int(fit_steps)
+        self.time_limit_s = float(time_limit_s)
+
+    def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        import tensorflow as tf
+        import tensorflow_probability as tfp
+
+        tfd, psd = tfp.distributions, tfp.math.psd_kernels
+        rng = np.random.default_rng(self.seed)
+        tf.random.set_seed(self.seed)
+        d = problem.encode_dim()
+        t0 = time.perf_counter()
+        X: list[np.ndarray] = []
+        y: list[float] = []
+        best_key, best_a = (math.inf, math.inf), None
+
+        def observe(x: np.ndarray) -> None:
+            nonlocal best_key, best_a
+            a = problem.decode(x)
+            obj = problem.objective(a)
+            X.append(x)
+            y.append(math.log(problem.penalized(a)))
+            key = (obj, y[-1])
+            if key < best_key:
+                best_key, best_a = key, a
+
+        # Initial design: random segmentations where the problem can encode them, else uniform points.
+        n0 = min(self.initial, self.evaluations)
+        if hasattr(problem, "encode"):
+            for a in problem.random_assignments(rng, n0):
+                observe(problem.encode(a))
+        else:
+            for _ in range(n0):
+                observe(rng.random(d))
+        amp = tf.Variable(0.0, dtype=tf.float64)
+        ls = tf.Variable(math.log(0.3 * math.sqrt(d)), dtype=tf.float64)
+        noise = tf.Variable(-4.0, dtype=tf.float64)
+        import tf_keras
+
+        opt = tf_keras.optimizers.Adam(learning_rate=0.05)
+        params = [amp, ls, noise]
+
+        def kernel() -> Any:
+            return psd.MaternFiveHalves(amplitude=tf.exp(amp), length_scale=tf.exp(ls))
+
+        @tf.function(reduce_retracing=True)
+        def fit(xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
+            def loss() -> tf.Tensor:
+                gp = tfd.GaussianProcess(kernel(), index_points=xs, observation_noise_variance=tf.exp(noise) + 1e-6)
+                return -gp.log_prob(ys)
+            for _ in tf.range(self.fit_steps):
+                with tf.GradientTape() as tape:
+                    value = loss()
+                opt.apply_gradients(zip(tape.gradient(value, params), params))
+            return loss()
+
+        @tf.function(reduce_retracing=True)
+        def predict(xs: tf.Tensor, ys: tf.Tensor, cand: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            post = tfd.GaussianProcessRegressionModel(kernel(), index_points=cand, observation_index_points=xs,
+                                                      observations=ys,
+                                                      observation_noise_variance=tf.exp(noise) + 1e-6)
+            return post.mean(), post.stddev()
+
+        rounds = 0
+        while len(y) < self.evaluations and time.perf_counter() - t0 < self.time_limit_s:
+            xs = tf.constant(np.array(X), dtype=tf.float64)
+            ys_np = np.array(y)
+            mu0, sd0 = ys_np.mean(), ys_np.std() + 1e-9
+            ys = tf.constant((ys_np - mu0) / sd0, dtype=tf.float64)
+            fit(xs, ys)
+            top = np.array(X)[np.argsort(y)[:3]]
+            local = top[rng.integers(0, len(top), self.candidates // 2)] + \
+                rng.normal(0, 0.08, (self.candidates // 2, d)) * (rng.random((self.candidates // 2, d)) < 0.3)
+            cand = np.clip(np.vstack([rng.random((self.candidates - len(local), d)), local]), 0, 1)
+            mu, sd = predict(xs, ys, tf.constant(cand, dtype=tf.float64))
+            mu, sd = mu.numpy(), np.maximum(sd.numpy(), 1e-9)
+            z = (((min(y) - mu0) / sd0) - mu) / sd
+            ei = (((min(y) - mu0) / sd0) - mu) * _norm_cdf(z) + sd * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+            observe(cand[int(np.argmax(ei))])
+            rounds += 1
+        return best_a, {"evaluations": len(y), "bo_rounds": rounds,
+                        "length_scale": float(np.exp(ls.numpy())), "amplitude": float(np.exp(amp.numpy()))}
+
+
+def _norm_cdf(z: np.ndarray) -> np.ndarray:
+    from math import erf
+
+    return 0.5 * (1.0 + np.vectorize(erf)(z / math.sqrt(2.0)))

@@ -1,0 +1,114 @@
+"""``ralp-tf schedule`` and ``ralp-tf compare-schedulers``.
+
+:func:`register` adds both subcommands to an argparse ``subparsers`` object; each handler
+returns an exit code (0 ok, 2 bad input, 3 infeasible). ``python -m scheduler.cli`` runs them
+stand-alone.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ralp_tf.errors import ValidationError
+
+
+def _solver(name: str, args: argparse.Namespace) -> Any:
+    import scheduler
+
+    cls = scheduler.SOLVERS[name]
+    kw: dict[str, Any] = {"seed": args.seed}
+    if name == "rl":
+        kw["train_seconds"] = args.rl_seconds
+    return cls(**kw)
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """Solve one workload with one solver; print the Schedule (JSON with --json)."""
+    from scheduler.catalogs import get_catalog
+    from scheduler.errors import InfeasibleError
+    from scheduler.workloads import load_workload
+
+    try:
+        problem = load_workload(args.workload, catalog=get_catalog(args.catalog), throughput=args.throughput,
+                                budget=args.budget)
+        schedule = _solver(args.solver, args).solve(problem)
+    except InfeasibleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.plan_out and schedule.objective_name == "cost":
+        schedule.to_plan().save(args.plan_out)
+    if args.json:
+        print(json.dumps(schedule.to_dict(), indent=2))
+    else:
+        print(schedule.summary())
+        for st in schedule.stages:
+            print(f"  {st['layers'][0]} .. {st['layers'][1]} ({st['num_layers']} layers): {st['units']} x {st['type']}"
+                  f", {st['rate']:.4g} samples/s" if st.get("rate") is not None else "")
+        if schedule.objective_name == "cost":
+            print("TF_CONFIG cluster:", json.dumps(schedule.tf_config_cluster()))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Every solver on every built-in and shared workload; JSON, Markdown table and PNG chart."""
+    from scheduler.compare import run_comparison
+
+    try:
+        run_comparison(out_dir=args.out_dir, rl_seconds=args.rl_seconds, pretrain_seconds=args.pretrain_seconds,
+                       workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick,
+                       log=print)
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``schedule`` and ``compare-schedulers`` to an argparse subparsers object."""
+    from scheduler import SOLVERS
+    from scheduler.catalogs import CATALOGS
+
+    p = subparsers.add_parser("schedule", help="place a workload's layers on heterogeneous resources (HeterPS)",
+                              description="Solve one workload with one solver and print the schedule.")
+    p.add_argument("--workload", required=True,
+                   help="built-in name (alexnet, vgg16, resnet, ctr_dnn, matchnet, word2vec_nce), a shared "
+                        "dnn-partitioning name (bert24_inference, ...) or a JSON path")
+    p.add_argument("--solver", required=True, choices=sorted(SOLVERS))
+    p.add_argument("--throughput", type=float, default=None,
+                   help="minimum samples/s (default: 25%% of the best achievable, HeterPS workloads)")
+    p.add_argument("--budget", type=float, default=None, help="maximum $/hour of all units")
+    p.add_argument("--catalog", default="cloud", choices=sorted(CATALOGS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget (seconds)")
+    p.add_argument("--plan-out", default=None, help="also write the ralp_tf Plan JSON here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_schedule)
+
+    c = subparsers.add_parser("compare-schedulers", help="run every solver on every workload; table and chart",
+                              description="Writes results/schedulers.json, schedulers.md and schedulers.png.")
+    c.add_argument("--out-dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
+    c.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget per workload")
+    c.add_argument("--pretrain-seconds", type=float, default=90.0,
+                   help="RL training budget per fold of the generalisation test")
+    c.add_argument("--workloads", nargs="*", default=None, help="subset of workloads")
+    c.add_argument("--solvers", nargs="*", default=None, help="subset of solvers")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--quick", action="store_true", help="small budgets (a smoke run)")
+    c.set_defaults(func=cmd_compare)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scheduler.cli")
+    sub = ap.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = ap.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

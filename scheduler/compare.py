@@ -1,0 +1,274 @@
+"""``compare-schedulers``: every solver on every built-in and shared workload.
+
+Writes ``<out>/results/schedulers.json`` (every row and the summaries), ``<out>/schedulers.md``
+(the table) and ``<out>/schedulers.png`` (the chart). Each row: objective, ratio to the exact
+optimum, whether the constraint was met, solve time and, for RL, inference time per
+decision. The generalisation test trains one policy per fold on half of the built-in
+workloads and applies it, with no retraining, to the other half. Shared workloads also get
+the gap to the published optimum.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from scheduler.errors import SolverNotApplicableError
+from scheduler.workloads import BUILTIN_WORKLOADS, builtin_problem, dnn_partitioning
+
+SOLVER_ORDER = ("exact", "ralp", "greedy", "random", "bo", "rl")
+COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "random": "tab:red", "bo": "tab:purple",
+          "rl": "tab:brown"}
+#: Generalisation folds: train on one half of the built-ins, apply to the other.
+FOLDS = ((("alexnet", "resnet", "matchnet"), ("vgg16", "ctr_dnn", "word2vec_nce")),
+         (("vgg16", "ctr_dnn", "word2vec_nce"), ("alexnet", "resnet", "matchnet")))
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _make(name: str, seed: int, rl_seconds: float, quick: bool) -> Any:
+    import scheduler
+
+    if name == "rl":
+        return scheduler.RL(train_seconds=rl_seconds, seed=seed)
+    if name == "random":
+        return scheduler.RandomSearch(samples=300 if quick else 2000, seed=seed)
+    if name == "bo":
+        return scheduler.BayesOpt(evaluations=20 if quick else 60, seed=seed)
+    return scheduler.SOLVERS[name](seed=seed)
+
+
+def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_seconds: float = 45.0,
+                   pretrain_seconds: float = 90.0, workloads: Sequence[str] | None = None,
+                   solvers: Sequence[str] | None = None, seed: int = 0, quick: bool = False,
+                   log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Run the comparison and write the three outputs; returns the JSON document."""
+    from scheduler.exact import Exact
+    from scheduler.rl import RL
+
+    if quick:
+        rl_seconds, pretrain_seconds = min(rl_seconds, 5.0), min(pretrain_seconds, 10.0)
+    solvers = [s for s in SOLVER_ORDER if solvers is None or s in solvers]
+    shared = dnn_partitioning.shared_workloads()
+    names = list(workloads) if workloads else list(BUILTIN_WORKLOADS) + list(shared)
+    rows: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    for wname in names:
+        if wname in BUILTIN_WORKLOADS:
+            problem = builtin_problem(wname)
+            kind = "heterps"
+        elif wname in shared:
+            problem = dnn_partitioning.load(shared[wname])
+            kind = "maxload"
+        else:
+            from scheduler.workloads import load_workload
+
+            problem = load_workload(wname)
+            kind = "maxload" if problem.objective_name == "max_load" else "heterps"
+        exact = Exact().solve(problem)
+        opt = exact.objective
+        published = dnn_partitioning.PUBLISHED_OPTIMUM.get(wname)
+        for sname in solvers:
+            if sname == "exact":
+                sch = exact
+            else:
+                try:
+                    sch = _make(sname, seed, rl_seconds, quick).solve(problem)
+                except SolverNotApplicableError as exc:
+                    rows.append({"workload": wname, "kind": kind, "solver": sname, "applicable": False,
+                                 "reason": str(exc).split(";")[0]})
+                    log(f"{wname:<20} {sname:<7} n/a")
+                    continue
+            row = {
+                "workload": wname, "kind": kind, "solver": sname, "applicable": True,
+                "objective_name": sch.objective_name, "objective": sch.objective,
+                "ratio_to_exact": sch.objective / opt if math.isfinite(sch.objective) and opt > 0 else None,
+                "constraint_met": sch.constraint_met, "exact_constraint_met": exact.constraint_met,
+                "solve_seconds": sch.solve_seconds, "throughput": sch.throughput, "units": sch.units,
+                "decision_ms": sch.notes.get("decision_ms"), "train_iterations": sch.notes.get("iterations"),
+                "policy_ratio_to_exact": (sch.notes["policy_objective"] / opt
+                                          if sch.notes.get("policy_objective") is not None and opt > 0 else None),
+                "min_throughput": getattr(problem, "constraints", None) and problem.constraints.min_throughput,
+                "decisions": problem.num_decisions,
+            }
+            if published is not None:
+                row["published_optimum"] = published
+                row["ratio_to_published"] = sch.objective / published if math.isfinite(sch.objective) else None
+            if kind == "maxload":
+                row["result"] = sch.result
+            rows.append(row)
+            log(f"{wname:<20} {sname:<7} {sch.objective_name} {_fmt(sch.objective, 6):>12} "
+                f"ratio {_fmt(row['ratio_to_exact'], 5):>7} met {sch.constraint_met!s:<5} "
+                f"{sch.solve_seconds:7.2f} s" + (f"  {row['decision_ms']:.3f} ms/decision"
+                                                 if row["decision_ms"] is not None else ""))
+    # Generalisation: train on one half of the built-ins, apply to the other with no retraining.
+    general: list[dict[str, Any]] = []
+    if "rl" in solvers and not workloads:
+        for f, (train, test) in enumerate(FOLDS):
+            t0 = time.perf_counter()
+            solver = RL.pretrain([builtin_problem(n) for n in train], seconds=pretrain_seconds, seed=seed,
+                                 train_seconds=0.0, samples=16)
+            train_s = time.perf_counter() - t0
+            for n in test:
+                problem = builtin_problem(n)
+                sch = solver.solve(problem)
+                opt = Exact().solve(problem).objective
+                general.append({"fold": f, "trained_on": list(train), "workload": n, "objective": sch.objective,
+                                "ratio_to_exact": sch.objective / opt if math.isfinite(sch.objective) else None,
+                                "constraint_met": sch.constraint_met, "pretrain_seconds": train_s,
+                                "pretrain_iterations": solver.pretrain_info["iterations"],
+                                "apply_seconds": sch.solve_seconds, "decision_ms": sch.notes.get("decision_ms")})
+                log(f"generalisation fold {f}: {n:<14} ratio {_fmt(general[-1]['ratio_to_exact'], 5)} "
+                    f"(trained {train_s:.0f} s on {', '.join(train)}, applied in {sch.solve_seconds:.2f} s)")
+    summary = _summary(rows, general)
+    doc = {"generated_by": "ralp-tf compare-schedulers", "rl_seconds": rl_seconds,
+           "pretrain_seconds": pretrain_seconds, "seed": seed, "quick": quick,
+           "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}",
+           "total_seconds": time.perf_counter() - t_start, "rows": rows, "generalisation": general,
+           "summary": summary}
+    out = Path(out_dir)
+    (out / "results").mkdir(parents=True, exist_ok=True)
+    from scheduler.schedule import _clean
+
+    (out / "results" / "schedulers.json").write_text(json.dumps(_clean(doc), indent=1))
+    (out / "schedulers.md").write_text(markdown(doc))
+    plot(doc, out / "schedulers.png")
+    log(f"wrote {out / 'results' / 'schedulers.json'}, {out / 'schedulers.md'}, {out / 'schedulers.png'}")
+    return doc
+
+
+def _summary(rows: list[dict[str, Any]], general: list[dict[str, Any]]) -> dict[str, Any]:
+    s: dict[str, Any] = {}
+    for kind in ("heterps", "maxload"):
+        per: dict[str, list[float]] = {}
+        for r in rows:
+            if r["kind"] == kind and r.get("applicable"):
+                v = r["ratio_to_exact"]
+                per.setdefault(r["solver"], []).append(v if v is not None else math.inf)
+        s[kind] = {k: {"mean_ratio": float(np.mean(v)), "max_ratio": float(np.max(v)), "n": len(v)}
+                   for k, v in per.items()}
+    rl = [r for r in rows if r["solver"] == "rl" and r.get("applicable")]
+    s["rl_max_decision_ms"] = max((r["decision_ms"] for r in rl if r["decision_ms"] is not None), default=None)
+    s["rl_max_train_seconds"] = max((r["solve_seconds"] for r in rl), default=None)
+    s["rl_meets_constraint_when_exact_does"] = all(r["constraint_met"] or not r["exact_constraint_met"] for r in rl)
+    heter = [r for r in rl if r["kind"] == "heterps"]
+    s["rl_heterps_max_ratio"] = max((r["ratio_to_exact"] or math.inf for r in heter), default=None)
+    best_pub = {}
+    for r in rows:
+        if r.get("ratio_to_published") is not None:
+            best_pub[r["workload"]] = min(best_pub.get(r["workload"], math.inf), r["ratio_to_published"])
+    s["best_ratio_to_published"] = best_pub
+    s["rl_ratio_to_published"] = {r["workload"]: r.get("ratio_to_published") for r in rl if "published_optimum" in r}
+    s["generalisation_max_ratio"] = max((g["ratio_to_exact"] or math.inf for g in general), default=None)
+    return s
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table kept in benchmarks/schedulers.md."""
+    lines = ["# Scheduler comparison", "",
+             f"Generated by `ralp-tf compare-schedulers` (RL training budget {doc['rl_seconds']:g} s per workload, "
+             f"seed {doc['seed']}{', quick' if doc['quick'] else ''}) on {doc['machine']}; "
+             f"{doc['total_seconds']:.0f} s in all. Built-in workloads minimise the HeterPS cost "
+             "($ per million samples) under a throughput constraint (25% of the best achievable); shared "
+             "dnn-partitioning workloads minimise max-load. Ratio = objective / exact optimum (1 is optimal; "
+             "the exact optimum of a max-load workload is the best contiguous split).", "",
+             "RL's ratio is after its local polish; the column 'RL policy only' is the best placement the "
+             "trained policy itself produced, before the polish.", "",
+             "| workload | solver | objective | ratio to exact | RL policy only | constraint met | solve s | "
+             "RL ms/decision | ratio to published |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        if not r.get("applicable"):
+            lines.append(f"| {r['workload']} | {r['solver']} | n/a | — | — | — | — | — | — |")
+            continue
+        lines.append(f"| {r['workload']} | {r['solver']} | {_fmt(r['objective'], 6)} | "
+                     f"{_fmt(r['ratio_to_exact'], 5)} | {_fmt(r.get('policy_ratio_to_exact'), 5)} | "
+                     f"{'yes' if r['constraint_met'] else 'NO'} | "
+                     f"{r['solve_seconds']:.2f} | {_fmt(r['decision_ms'], 3)} | "
+                     f"{_fmt(r.get('ratio_to_published'), 5)} |")
+    s = doc["summary"]
+    lines += ["", "## Summary", "", "| problem kind | solver | mean ratio to exact | worst ratio |", "|---|---|---|---|"]
+    for kind in ("heterps", "maxload"):
+        for solver, v in s.get(kind, {}).items():
+            lines.append(f"| {kind} | {solver} | {_fmt(v['mean_ratio'], 5)} | {_fmt(v['max_ratio'], 5)} |")
+    lines += ["", f"- RL worst ratio on built-in workloads: {_fmt(s['rl_heterps_max_ratio'], 5)}",
+              f"- RL meets the constraint whenever the optimum does: {s['rl_meets_constraint_when_exact_does']}",
+              f"- RL inference, worst workload: {_fmt(s['rl_max_decision_ms'], 3)} ms per decision",
+              f"- RL training, longest: {_fmt(s['rl_max_train_seconds'], 3)} s per workload",
+              f"- Best solver vs published optimum: " + ", ".join(
+                  f"{k} {_fmt(v, 5)}" for k, v in s["best_ratio_to_published"].items()),
+              f"- RL vs published optimum: " + ", ".join(
+                  f"{k} {_fmt(v, 5)}" for k, v in s["rl_ratio_to_published"].items())]
+    if doc["generalisation"]:
+        lines += ["", "## Generalisation (policy trained on other workloads, applied with no retraining)", "",
+                  "| fold | trained on | applied to | ratio to exact | constraint met | apply s |", "|---|---|---|---|---|---|"]
+        for g in doc["generalisation"]:
+            lines.append(f"| {g['fold']} | {', '.join(g['trained_on'])} | {g['workload']} | "
+                         f"{_fmt(g['ratio_to_exact'], 5)} | {'yes' if g['constraint_met'] else 'NO'} | "
+                         f"{g['apply_seconds']:.2f} |")
+        lines.append(f"\nWorst generalisation ratio: {_fmt(s['generalisation_max_ratio'], 5)}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """Bar charts: ratio to the exact optimum per workload and solver; RL ms per decision."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in doc["rows"] if r.get("applicable")]
+    kinds = [k for k in ("heterps", "maxload") if any(r["kind"] == k for r in rows)]
+    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(6 * len(kinds) + 4, 4.8), squeeze=False)
+    titles = {"heterps": "Built-in workloads: cost / exact optimum\n(hatched: constraint missed)",
+              "maxload": "dnn-partitioning: max-load / exact contiguous optimum"}
+    for ax, kind in zip(axes[0], kinds):
+        wl = list(dict.fromkeys(r["workload"] for r in rows if r["kind"] == kind))
+        sol = [s for s in SOLVER_ORDER if any(r["solver"] == s and r["kind"] == kind for r in rows)]
+        w = 0.8 / max(len(sol), 1)
+        for i, s in enumerate(sol):
+            vals, missed = [], []
+            for name in wl:
+                r = next((r for r in rows if r["workload"] == name and r["solver"] == s), None)
+                v = r["ratio_to_exact"] if r else None
+                vals.append(min(v, 3.0) if v is not None else 3.0)
+                missed.append(v is None)
+            xs = np.arange(len(wl)) + (i - (len(sol) - 1) / 2) * w
+            bars = ax.bar(xs, vals, w, label=s, color=COLORS.get(s))
+            for bar, m in zip(bars, missed):
+                if m:
+                    bar.set_hatch("//")
+                    bar.set_alpha(0.35)
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.axhline(1.03, color="grey", lw=0.8, ls="--", label="+3%")
+        ax.set_xticks(np.arange(len(wl)))
+        ax.set_xticklabels(wl, rotation=30, ha="right")
+        ax.set_ylabel("objective / exact optimum (capped at 3; lower is better)")
+        ax.set_ylim(0.9, 3.05)
+        ax.set_title(titles[kind])
+        ax.legend(fontsize=8)
+    ax = axes[0][-1]
+    rl = [r for r in rows if r["solver"] == "rl" and r["decision_ms"] is not None]
+    ax.bar([r["workload"] for r in rl], [r["decision_ms"] for r in rl], color=COLORS["rl"], label="RL inference")
+    ax.axhline(2.0, color="red", ls="--", lw=0.8, label="2 ms target")
+    ax.set_ylabel("ms per layer decision")
+    ax.set_title("RL inference time per decision")
+    ax.tick_params(axis="x", rotation=30)
+    for lab in ax.get_xticklabels():
+        lab.set_ha("right")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,268 @@
+r"""Exact solver: the reference optimum every other solver is measured against.
+
+**HeterPS problems** (:class:`scheduler.problem.Problem`). Stages are maximal runs of one type
+in the fixed layer order, and every stage quantity (units, rate, $/h) depends only on the
+segment ``[i..j]`` and its type (the crossing traffic of a segment is fixed by the graph), so
+any assignment is a segmentation with adjacent segments of different types. With
+``P(s) = k_s p_{r_s}`` and ``X(s)`` the stage rate, ``cost = sum_s P(s) / min_s X(s)`` (up to the
+constant ``10^6 / 3600``). For a rate threshold ``θ`` let
+``D(θ) = min sum_s P(s)`` over segmentations whose stages all have ``X(s) >= θ`` (a
+shortest-path dynamic programme over (last layer, last type), ``O(L^2 T^2)``). Then
+``OPT = min_θ D(θ) / θ`` over the finitely many stage rates ``θ``: ``D(θ)/θ`` upper-bounds the
+cost of the DP's own segmentation, and at ``θ = X*`` (the optimum's bottleneck)
+``D(X*) / X* <= OPT``. Thresholds are tried from the highest down and the sweep stops once
+``D(-inf) / θ`` (a lower bound for every smaller ``θ``) exceeds the best found. The budget is
+a bound on ``D(θ)``. Exact for DAGs too (not only chains), since the layer order is fixed.
+When the best segmentation uses more units of one type (over several stages) than the
+catalog has, a label-setting DP that carries the units used per type re-solves it exactly.
+``method="exhaustive"`` enumerates every assignment instead (small problems; a cross-check).
+
+**Max-load problems** (:class:`scheduler.maxload.MaxLoadProblem`). The published programme's
+space: every device gets ``I \ J`` for ideals ``J ⊆ I``. ``dp[c][f][I]`` = best max-load of the
+groups in ideal ``I`` on ``c`` CPUs and ``f`` accelerators:
+``dp[c][f][I] = min( min_J max(dp[c-1][f][J], cpu(I\J)), min_J max(dp[c][f-1][J], acc(I\J)) )``
+with ``acc(S) = sum fpga latency + comm(S)`` (``inf`` above the size limit) and
+``cpu(S) = sum cpu latency``.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from scheduler.base import Solver
+from scheduler.errors import InfeasibleError, ProblemError
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import Problem
+
+#: Largest number of assignments ``method="exhaustive"`` enumerates.
+EXHAUSTIVE_LIMIT = 300_000
+
+
+def _dp_min_price(price: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """Min sum of segment prices over segmentations with adjacent types different.
+    ``price[i, j, r]`` = inf where the segment is not allowed."""
+    n, _, T = price.shape
+    f = np.full((n + 1, T), np.inf)
+    G = np.full((n + 1, T), np.inf)
+    G[0] = 0.0
+    arg = np.zeros((n, T), dtype=np.int64)
+    cols = np.arange(T)
+    for j in range(n):
+        vals = G[: j + 1] + price[: j + 1, j, :]
+        best_i = np.argmin(vals, axis=0)
+        f[j + 1] = vals[best_i, cols]
+        arg[j] = best_i
+        if T == 1:
+            G[j + 1] = np.inf
+        else:
+            o = np.argsort(f[j + 1])
+            G[j + 1] = np.where(cols == o[0], f[j + 1][o[1]], f[j + 1][o[0]])
+    r = int(np.argmin(f[n]))
+    total = float(f[n, r])
+    if not math.isfinite(total):
+        return math.inf, None
+    a = np.zeros(n, dtype=np.int64)
+    j = n - 1
+    while j >= 0:
+        i = int(arg[j, r])
+        a[i: j + 1] = r
+        if i == 0:
+            break
+        prev = f[i].copy()
+        prev[r] = np.inf
+        r = int(np.argmin(prev))
+        j = i - 1
+    return total, a
+
+
+def _dp_caps(problem: Problem, mask: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """Like :func:`_dp_min_price` but carrying units used per type (Pareto labels), so that the
+    per-type unit caps across stages hold."""
+    n, T = problem.num_decisions, problem.num_choices
+    caps = np.array([t.max_units for t in problem.catalog.types])
+    # labels[i]: list of (price, units tuple, last type, back pointer)
+    labels: list[list[tuple[float, tuple[int, ...], int, Any]]] = [[] for _ in range(n + 1)]
+    labels[0] = [(0.0, (0,) * T, -1, None)]
+    for j in range(n):
+        cand: dict[tuple[int, tuple[int, ...]], tuple[float, tuple[int, ...], int, Any]] = {}
+        for i in range(j + 1):
+            for r in range(T):
+                if not mask[i, j, r]:
+                    continue
+                k = int(problem.seg_units[i, j, r])
+                p = float(problem.seg_price[i, j, r])
+                for lab in labels[i]:
+                    if lab[2] == r:
+                        continue
+                    units = list(lab[1])
+                    units[r] += k
+                    if units[r] > caps[r]:
+                        continue
+                    key = (r, tuple(units))
+                    price = lab[0] + p
+                    if key not in cand or cand[key][0] > price:
+                        cand[key] = (price, tuple(units), r, (i, lab))
+        # Pareto filter per last type.
+        kept = []
+        for lab in sorted(cand.values(), key=lambda x: x[0]):
+            if not any(o[2] == lab[2] and all(a <= b for a, b in zip(o[1], lab[1])) for o in kept):
+                kept.append(lab)
+        labels[j + 1] = kept
+    if not labels[n]:
+        return math.inf, None
+    best = min(labels[n], key=lambda x: x[0])
+    a = np.zeros(n, dtype=np.int64)
+    j, lab = n - 1, best
+    while lab[3] is not None:
+        i, prev = lab[3]
+        a[i: j + 1] = lab[2]
+        j, lab = i - 1, prev
+    return best[0], a
+
+
+def solve_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The θ-sweep DP (module docstring)."""
+    ok = problem.seg_ok
+    if not ok.any():
+        raise InfeasibleError(f"no stage of {problem.name!r} can meet {problem.constraints.min_throughput:g} "
+                              f"samples/s; best achievable is {problem.best_throughput():.4g}",
+                              best_throughput=problem.best_throughput())
+    base = np.where(ok, problem.seg_price, np.inf)
+    d0, a0 = _dp_min_price(base)
+    if a0 is None:
+        raise InfeasibleError(f"no placement of {problem.name!r} meets {problem.constraints.min_throughput:g} "
+                              f"samples/s; best achievable is {problem.best_throughput():.4g}",
+                              best_throughput=problem.best_throughput())
+    # No segmentation's bottleneck exceeds the bottleneck DP over provisioned rates.
+    cap = problem.bottleneck(np.where(ok, problem.seg_rate, 0.0))
+    thetas = np.unique(problem.seg_rate[ok])[::-1]
+    thetas = thetas[thetas <= cap * (1 + 1e-12)]
+    budget = problem.constraints.budget_per_hour
+    best_cost, best_a, tried, capped = math.inf, None, 0, False
+    for theta in thetas:
+        if theta <= 0 or d0 / theta >= best_cost * (1 - 1e-12):
+            break
+        tried += 1
+        mask = ok & (problem.seg_rate >= theta)
+        d, a = _dp_min_price(np.where(mask, problem.seg_price, np.inf))
+        if a is None or (budget is not None and d > budget * (1 + 1e-12)):
+            continue
+        ev = problem.evaluate(a)
+        if not ev.feasible:  # per-type unit caps across stages
+            capped = True
+            d, a = _dp_caps(problem, mask)
+            if a is None or (budget is not None and d > budget * (1 + 1e-12)):
+                continue
+            ev = problem.evaluate(a)
+        if ev.feasible and ev.constraint_met and ev.cost < best_cost:
+            best_cost, best_a = ev.cost, a
+    if best_a is None:
+        why = f"within the budget ${budget:g}/h" if budget is not None else "within the catalog's unit counts"
+        raise InfeasibleError(f"no placement of {problem.name!r} meets {problem.constraints.min_throughput:g} "
+                              f"samples/s {why}; best achievable throughput is {problem.best_throughput():.4g} "
+                              "samples/s (ignoring the budget)", best_throughput=problem.best_throughput())
+    return best_a, {"method": "theta-sweep DP", "thresholds_tried": tried, "thresholds": int(thetas.size),
+                    "unit_caps_dp": capped}
+
+
+def solve_exhaustive(problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    """Enumerate every allowed assignment (only for small problems)."""
+    opts = [np.flatnonzero(problem.allowed[l]) for l in range(problem.num_decisions)]
+    total = math.prod(len(o) for o in opts)
+    if total > EXHAUSTIVE_LIMIT:
+        raise ProblemError(f"exhaustive search would try {total} assignments (limit {EXHAUSTIVE_LIMIT}); use the "
+                           "DP (method='dp')")
+    best, best_a = math.inf, None
+    for combo in itertools.product(*opts):
+        v = problem.objective(np.array(combo))
+        if v < best:
+            best, best_a = v, np.array(combo)
+    if best_a is None:
+        raise InfeasibleError(f"no assignment of {problem.name!r} is feasible")
+    return best_a, {"method": "exhaustive", "assignments": total}
+
+
+def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The ideal DP for contiguous splits (module docstring)."""
+    masks, mat = problem.ideals()
+    N = len(masks)
+    fp = mat.astype(np.float64) @ problem.group_fpga
+    cp = mat.astype(np.float64) @ problem.group_cpu
+    sz = mat.astype(np.float64) @ problem.group_size
+    bad = mat.astype(np.float64) @ (~problem.allowed[:, problem.max_cpus:].all(axis=1) if problem.max_fpgas
+                                    else np.zeros(problem.num_decisions))
+    subs: list[np.ndarray] = []
+    acc_cost: list[np.ndarray] = []
+    cpu_cost: list[np.ndarray] = []
+    for I in range(N):
+        sub = np.flatnonzero(~(mat & ~mat[I]).any(axis=1))  # ideals J ⊆ I
+        S = mat[I] & ~mat[sub]
+        comm = problem.set_comm(S)
+        acc = fp[I] - fp[sub] + comm
+        acc[(sz[I] - sz[sub]) > problem.max_size * (1 + 1e-12)] = np.inf
+        acc[(bad[I] - bad[sub]) > 0] = np.inf
+        subs.append(sub)
+        acc_cost.append(acc)
+        cpu_cost.append(cp[I] - cp[sub])
+    C, F = problem.max_cpus, problem.max_fpgas
+    dp = np.full((C + 1, F + 1, N), np.inf)
+    back = np.zeros((C + 1, F + 1, N, 2), dtype=np.int64)  # (used fpga?, J)
+    for c in range(C + 1):
+        for f in range(F + 1):
+            dp[c, f, 0] = 0.0
+            if c == 0 and f == 0:
+                continue
+            for I in range(1, N):
+                best, bj, bf = math.inf, -1, 0
+                if c > 0:
+                    v = np.maximum(dp[c - 1, f, subs[I]], cpu_cost[I])
+                    k = int(np.argmin(v))
+                    if v[k] < best:
+                        best, bj, bf = float(v[k]), int(subs[I][k]), 0
+                if f > 0:
+                    v = np.maximum(dp[c, f - 1, subs[I]], acc_cost[I])
+                    k = int(np.argmin(v))
+                    if v[k] < best:
+                        best, bj, bf = float(v[k]), int(subs[I][k]), 1
+                dp[c, f, I] = best
+                back[c, f, I] = (bf, bj)
+    full = N - 1
+    if not math.isfinite(dp[C, F, full]):
+        raise InfeasibleError(f"no contiguous split of {problem.name!r} fits the accelerators' size limit "
+                              f"({problem.max_size:.4g} bytes each); add accelerators or CPUs")
+    a = np.zeros(problem.num_decisions, dtype=np.int64)
+    c, f, I = C, F, full
+    while I != 0:
+        bf, J = back[c, f, I]
+        groups = np.flatnonzero(mat[I] & ~mat[J])
+        if bf:
+            f -= 1
+            a[groups] = problem.max_cpus + f
+        else:
+            c -= 1
+            a[groups] = c
+        I = int(J)
+    return a, {"method": "ideal DP (contiguous splits)", "ideals": N,
+               "ideal_pairs": int(sum(len(s) for s in subs)), "dp_max_load": float(dp[C, F, full])}
+
+
+class Exact(Solver):
+    """The reference optimum: DP (any layer graph), or ``method="exhaustive"`` for tiny problems."""
+
+    name = "exact"
+
+    def __init__(self, method: str = "dp", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if method not in ("dp", "exhaustive"):
+            raise ProblemError(f"unknown exact method {method!r}; use 'dp' or 'exhaustive'")
+        self.method = method
+
+    def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        if self.method == "exhaustive":
+            return solve_exhaustive(problem)
+        if isinstance(problem, MaxLoadProblem):
+            return solve_maxload(problem)
+        return solve_heterps(problem)

@@ -1,0 +1,427 @@
+r"""RL solver (HeterPS): an LSTM policy in TensorFlow, trained by REINFORCE.
+
+**Policy.** At decision ``t`` (a layer, or a colour class of a max-load workload, in the
+problem's order) the input is ``x_t = [static features of t, dynamic features]``:
+
+* HeterPS problems: layer kind (one-hot), log FLOPs, log parameter bytes, log activation bytes;
+  per resource type: units its compute alone needs at the required throughput
+  ``c(l, r) X_min / b`` (log), the same for its parameter sync and activation traffic, the
+  type's relative price, whether the layer may run there; position ``t / L``; dynamically the
+  previous decision (one-hot), the current run's length and the units its compute needs so far.
+* max-load problems (actions: stay on the current accelerator / open the next one): the
+  group's accelerator latency and communication cost relative to ``total / F``, its size
+  relative to the limit; dynamically the current accelerator's load, the accelerators used,
+  and the remaining load per remaining accelerator, all relative to ``total / F``.
+
+``h_t = LSTM(Dense_relu(x_t), h_{t-1})``, ``logits_t = Dense(h_t)`` masked to the allowed
+actions, ``a_t ~ tfp.distributions.Categorical(logits_t)``.
+
+**Training** (REINFORCE with a moving-average baseline): sample ``B`` placements, reward
+``R = -penalized(a)`` (minus the cost relative to the problem's reference cost, with a penalty
+when the throughput constraint or a limit is missed, see ``Problem.penalized``), baseline
+``b <- beta b + (1 - beta) mean(R)`` per problem, loss
+``-mean((R - b) / std(R) * sum_t log pi(a_t)) - eta * entropy``. One policy can be trained on
+several problems (round robin, one baseline each) and applied to unseen ones with no retraining
+(same catalog size, so the same feature and action dimensions).
+
+**Result.** The best placement the policy produced (among the training samples and the
+greedy arg-max decode; ``notes["policy_objective"]``), then, with ``polish=True`` (default), a
+local improvement (:func:`polish`: best block moves of 1-3 consecutive decisions until none
+helps) of that placement and of the policy's 5 best distinct training samples. Both numbers are reported. ``notes["decision_ms"]`` is the measured inference time per decision
+of a greedy decode (features, LSTM step and action choice), median over repeats.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from ralp_tf.costmodel import transfer_seconds
+from ralp_tf.profile import LAYER_KINDS
+from scheduler.base import Solver
+from scheduler.errors import ProblemError
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import Problem
+
+
+def _log(x: np.ndarray | float, scale: float = 3.0) -> np.ndarray:
+    return np.log10(np.asarray(x, dtype=np.float64) + 1e-3) / scale
+
+
+class HeterPSEnv:
+    """Sequential decisions over a HeterPS problem's layers (one resource type each)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        p = problem
+        n, T, b = p.num_decisions, p.num_choices, p.batch_size
+        xmin = p.constraints.min_throughput or 0.25 * p.best_throughput()
+        self.need = p.compute * xmin / b                                   # units needed by compute
+        kinds = np.zeros((n, len(LAYER_KINDS)))
+        for l, k in enumerate(p.kinds):
+            kinds[l, LAYER_KINDS.index(k) if k in LAYER_KINDS else -1] = 1.0
+        price = np.array([t.price_per_hour for t in p.catalog.types])
+        per_type = []
+        for r, t in enumerate(p.catalog.types):
+            sync = np.array([transfer_seconds(2.0 * p.trainable_bytes[l], t.bandwidth_bps) for l in range(n)])
+            act = np.array([transfer_seconds(b * p.output_bytes[l], t.bandwidth_bps) for l in range(n)])
+            per_type.append(np.stack([_log(self.need[:, r]), _log(sync * xmin / b), _log(act * xmin / b),
+                                      np.full(n, price[r] / price.max()), p.allowed[:, r].astype(float)], axis=1))
+        self.static = np.hstack([kinds, _log(p.flops, 10.0)[:, None], _log(p.param_bytes, 10.0)[:, None],
+                                 _log(p.output_bytes, 8.0)[:, None], *per_type,
+                                 (np.arange(n) / n)[:, None]]).astype(np.float32)
+        self.n, self.A = n, T
+        self.feature_dim = self.static.shape[1] + (T + 1) + 2
+        self.initial_bias = np.zeros(T)
+
+    def reset(self, batch: int) -> None:
+        self.actions = np.zeros((batch, self.n), dtype=np.int64)
+        self.prev = np.full(batch, -1)
+        self.run_len = np.zeros(batch)
+        self.run_need = np.zeros(batch)
+
+    def observe(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        B = len(self.prev)
+        onehot = np.zeros((B, self.A + 1), dtype=np.float32)
+        onehot[np.arange(B), np.where(self.prev < 0, self.A, self.prev)] = 1.0
+        dyn = np.stack([self.run_len / 10.0, _log(self.run_need)], axis=1).astype(np.float32)
+        x = np.hstack([np.repeat(self.static[t][None], B, 0), onehot, dyn])
+        mask = np.repeat(self.problem.allowed[t][None], B, 0)
+        return x, mask
+
+    def step(self, t: int, a: np.ndarray) -> None:
+        self.actions[:, t] = a
+        same = a == self.prev
+        self.run_len = np.where(same, self.run_len + 1, 1)
+        self.run_need = np.where(same, self.run_need, 0.0) + self.need[t, a]
+        self.prev = a
+
+    def assignments(self) -> np.ndarray:
+        return self.actions.copy()
+
+
+class MaxLoadEnv:
+    """Sequential stay/next decisions over a max-load problem's groups (contiguous splits)."""
+
+    def __init__(self, problem: MaxLoadProblem) -> None:
+        if problem.max_fpgas == 0:
+            raise ProblemError(f"{problem.name!r} has no accelerators; the RL policy splits work over accelerators")
+        self.problem = p = problem
+        self.target = p.reference_load()
+        n = p.num_decisions
+        comm = np.array([p.cost[g].sum() for g in p.groups])
+        rem = np.cumsum(p.group_fpga[::-1])[::-1]
+        self.static = np.stack([p.group_fpga / self.target, comm / self.target, p.group_size / p.max_size,
+                                np.arange(n) / n, rem / (p.group_fpga.sum() + 1e-12)], axis=1).astype(np.float32)
+        self.rem_after = rem - p.group_fpga
+        self.n, self.A, self.F = n, 2, p.max_fpgas
+        self.feature_dim = self.static.shape[1] + 3 + 4
+        # Start near F - 1 cuts per rollout: P(next) ~ (F - 1) / n.
+        self.initial_bias = np.array([0.0, math.log(max(self.F - 1, 1) / max(n, 1))])
+
+    def reset(self, batch: int) -> None:
+        self.acc = np.zeros(batch, dtype=np.int64)
+        self.load = np.zeros(batch)
+        self.dev = np.zeros((batch, self.n), dtype=np.int64)
+        self.last = np.zeros((batch, 3), dtype=np.float32)
+        self.last[:, 2] = 1.0
+
+    def observe(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        B = len(self.acc)
+        left = self.F - self.acc - 1  # accelerators after the current one
+        rem_per = np.where(left > 0, self.rem_after[t] / (np.maximum(left, 1) * self.target), 10.0)
+        dyn = np.stack([self.load / self.target, (self.load + self.problem.group_fpga[t]) / self.target,
+                        self.acc / self.F, np.minimum(rem_per, 10.0)], axis=1)
+        x = np.hstack([np.repeat(self.static[t][None], B, 0), self.last, dyn.astype(np.float32)]).astype(np.float32)
+        mask = np.ones((B, 2), dtype=bool)
+        mask[:, 1] = (t > 0) & (self.acc < self.F - 1)
+        return x, mask
+
+    def step(self, t: int, a: np.ndarray) -> None:
+        nxt = a == 1
+        self.acc = self.acc + nxt
+        self.load = np.where(nxt, 0.0, self.load) + self.problem.group_fpga[t]
+        self.dev[:, t] = self.acc
+        self.last[:] = 0.0
+        self.last[np.arange(len(a)), a] = 1.0
+
+    def assignments(self) -> np.ndarray:
+        p = self.problem
+        out = self.dev + p.max_cpus
+        if p.max_cpus:
+            bad = ~p.allowed[np.arange(self.n)[None, :], out]
+            out[bad] = 0
+        return out
+
+
+def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes: int = 50) -> tuple[np.ndarray, int]:
+    """Local improvement of ``assignment``: repeatedly apply the best move that sets a block of
+    1..``max_block`` consecutive decisions to one allowed choice, until none lowers the
+    (objective, penalised score). Returns the result and the number of evaluations."""
+    a = np.array(assignment, dtype=np.int64)
+    key = (problem.objective(a), problem.penalized(a))
+    evals = 0
+    n, C = problem.num_decisions, problem.num_choices
+    for _ in range(max_passes):
+        best_key, best = key, None
+        for i in range(n):
+            for w in range(1, max_block + 1):
+                if i + w > n:
+                    break
+                for r in range(C):
+                    if not problem.allowed[i:i + w, r].all() or (a[i:i + w] == r).all():
+                        continue
+                    cand = a.copy()
+                    cand[i:i + w] = r
+                    evals += 1
+                    k = (problem.objective(cand), problem.penalized(cand))
+                    if k < best_key:
+                        best_key, best = k, cand
+        if best is None:
+            break
+        a, key = best, best_key
+    return a, evals
+
+
+def make_env(problem: Any) -> HeterPSEnv | MaxLoadEnv:
+    if isinstance(problem, MaxLoadProblem):
+        return MaxLoadEnv(problem)
+    if isinstance(problem, Problem):
+        return HeterPSEnv(problem)
+    raise ProblemError(f"RL cannot handle {type(problem).__name__}")
+
+
+class LSTMPolicy:
+    """Dense(relu) -> LSTMCell -> Dense(logits); one step for rollouts, the whole sequence for
+    training (the same cell, weights shared)."""
+
+    def __init__(self, feature_dim: int, num_actions: int, hidden: int = 64, learning_rate: float = 3e-3,
+                 entropy: float = 0.01, seed: int = 0, initial_bias: np.ndarray | None = None) -> None:
+        import tensorflow as tf
+        import tensorflow_probability as tfp
+        import tf_keras
+
+        self.tf, self.tfd = tf, tfp.distributions
+        tf.random.set_seed(seed)
+        self.feature_dim, self.num_actions, self.hidden = int(feature_dim), int(num_actions), int(hidden)
+        init = tf_keras.initializers.GlorotUniform(seed=seed)
+        self.embed = tf_keras.layers.Dense(hidden, activation="relu", kernel_initializer=init)
+        self.cell = tf_keras.layers.LSTMCell(hidden, kernel_initializer=init)
+        self.rnn = tf_keras.layers.RNN(self.cell, return_sequences=True)
+        self.head = tf_keras.layers.Dense(num_actions, kernel_initializer=tf_keras.initializers.Zeros())
+        self.rnn(self.embed(tf.zeros([1, 1, feature_dim])))
+        self.head(tf.zeros([1, hidden]))
+        if initial_bias is not None:
+            self.head.bias.assign(np.asarray(initial_bias, dtype=np.float32))
+        self.variables = (self.embed.trainable_variables + self.cell.trainable_variables
+                          + self.head.trainable_variables)
+        self.optimizer = tf_keras.optimizers.Adam(learning_rate=learning_rate)
+        self.entropy = float(entropy)
+        self.seed_gen = tf.random.Generator.from_seed(seed)
+        self._step = tf.function(self._step_impl, reduce_retracing=True)
+        self._greedy_step = tf.function(self._greedy_step_impl, reduce_retracing=True)
+        self._train = tf.function(self._train_impl, reduce_retracing=True)
+
+    def _step_impl(self, x: Any, h: Any, c: Any, mask: Any, greedy: Any) -> tuple[Any, Any, Any]:
+        tf = self.tf
+        out, (h2, c2) = self.cell(self.embed(x), [h, c])
+        logits = tf.where(mask, self.head(out), -1e9)
+        seed = tf.cast(self.seed_gen.make_seeds(1)[:, 0], tf.int32)
+        sampled = self.tfd.Categorical(logits=logits).sample(seed=seed)
+        action = tf.where(greedy, tf.argmax(logits, axis=-1, output_type=tf.int32), sampled)
+        return action, h2, c2
+
+    def _greedy_step_impl(self, x: Any, h: Any, c: Any, mask: Any) -> tuple[Any, Any, Any]:
+        tf = self.tf
+        out, (h2, c2) = self.cell(self.embed(x), [h, c])
+        logits = tf.where(mask, self.head(out), -1e9)
+        return tf.argmax(logits, axis=-1, output_type=tf.int32), h2, c2
+
+    def _train_impl(self, X: Any, M: Any, A: Any, adv: Any) -> Any:
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            logits = tf.where(M, self.head(self.rnn(self.embed(X))), -1e9)
+            dist = self.tfd.Categorical(logits=logits)
+            logp = tf.reduce_sum(dist.log_prob(A), axis=1)
+            ent = tf.reduce_mean(tf.reduce_sum(dist.entropy(), axis=1))
+            loss = -tf.reduce_mean(adv * logp) - self.entropy * ent / tf.cast(tf.shape(X)[1], tf.float32)
+        grads = tape.gradient(loss, self.variables)
+        grads, _ = tf.clip_by_global_norm(grads, 1.0)
+        self.optimizer.apply_gradients(zip(grads, self.variables))
+        return loss
+
+    def rollout(self, env: Any, batch: int, greedy: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Run the policy over ``env``: features [B, n, F], masks [B, n, A], actions [B, n]."""
+        tf = self.tf
+        if env.feature_dim != self.feature_dim or env.A != self.num_actions:
+            raise ProblemError(f"this policy was built for {self.feature_dim} features / {self.num_actions} actions; "
+                               f"the problem has {env.feature_dim} / {env.A} (a different catalog size or problem "
+                               "kind): train a policy for it")
+        env.reset(batch)
+        h = tf.zeros([batch, self.hidden])
+        c = tf.zeros([batch, self.hidden])
+        X = np.zeros((batch, env.n, self.feature_dim), dtype=np.float32)
+        M = np.zeros((batch, env.n, self.num_actions), dtype=bool)
+        g = tf.constant(greedy)
+        for t in range(env.n):
+            x, m = env.observe(t)
+            X[:, t], M[:, t] = x, m
+            if greedy:
+                a, h, c = self._greedy_step(x, h, c, m)
+            else:
+                a, h, c = self._step(x, h, c, m, g)
+            env.step(t, a.numpy().astype(np.int64))
+        return X, M, env.assignments()
+
+    def update(self, X: np.ndarray, M: np.ndarray, actions: np.ndarray, adv: np.ndarray) -> float:
+        tf = self.tf
+        return float(self._train(tf.constant(X), tf.constant(M), tf.constant(actions.astype(np.int32)),
+                                 tf.constant(adv.astype(np.float32))))
+
+
+def _actions_of(env: Any, assignment: np.ndarray) -> np.ndarray:
+    """The per-step actions that produced ``assignment`` (identity for HeterPS envs)."""
+    if isinstance(env, MaxLoadEnv):
+        acc = assignment - env.problem.max_cpus
+        return np.r_[0, (np.diff(acc, axis=-1) > 0).astype(np.int64)] if acc.ndim == 1 else \
+            np.hstack([np.zeros((len(acc), 1), np.int64), (np.diff(acc, axis=1) > 0).astype(np.int64)])
+    return assignment
+
+
+class RL(Solver):
+    """REINFORCE-trained LSTM placement policy (module docstring).
+
+    * ``policy``: an already trained :class:`LSTMPolicy` (e.g. from :meth:`pretrain`); with
+      ``train_seconds=0`` the solver only applies it (no retraining).
+    * ``train_seconds`` / ``iterations``: training budget on the problem being solved.
+    * ``samples``: placements sampled (no training) after the greedy decode when applying.
+    """
+
+    name = "rl"
+
+    def __init__(self, policy: LSTMPolicy | None = None, *, train_seconds: float = 45.0, iterations: int = 2000,
+                 batch: int = 32, hidden: int = 64, learning_rate: float = 3e-3, entropy: float = 0.01,
+                 baseline_decay: float = 0.9, samples: int = 0, polish: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.policy = policy
+        self.train_seconds = float(train_seconds)
+        self.iterations = int(iterations)
+        self.batch = int(batch)
+        self.hidden = int(hidden)
+        self.learning_rate = float(learning_rate)
+        self.entropy = float(entropy)
+        self.baseline_decay = float(baseline_decay)
+        self.samples = int(samples)
+        self.polish = bool(polish)
+        self.pool_size = 5
+
+    def _new_policy(self, env: Any) -> LSTMPolicy:
+        return LSTMPolicy(env.feature_dim, env.A, hidden=self.hidden, learning_rate=self.learning_rate,
+                          entropy=self.entropy, seed=self.seed, initial_bias=getattr(env, "initial_bias", None))
+
+    def train(self, problems: Sequence[Any], *, seconds: float | None = None, iterations: int | None = None,
+              track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None = None) -> dict[str, Any]:
+        """REINFORCE on ``problems`` (round robin) for ``seconds`` or ``iterations``, whichever first.
+        ``track`` (optional) receives, per problem index, the best distinct placements sampled
+        (placement -> (objective, penalised score))."""
+        envs = [make_env(p) for p in problems]
+        if self.policy is None:
+            self.policy = self._new_policy(envs[0])
+        seconds = self.train_seconds if seconds is None else seconds
+        iterations = self.iterations if iterations is None else iterations
+        baselines: list[float | None] = [None] * len(envs)
+        t0 = time.perf_counter()
+        it = 0
+        history = []
+        while it < iterations and time.perf_counter() - t0 < seconds:
+            k = it % len(envs)
+            env, prob = envs[k], problems[k]
+            X, M, assign = self.policy.rollout(env, self.batch, greedy=False)
+            scores = np.array([prob.penalized(a) for a in assign])
+            rewards = -scores
+            if track is not None:
+                pool = track.setdefault(k, {})
+                for a, s in zip(assign, scores):
+                    pool.setdefault(tuple(int(x) for x in a), (prob.objective(a), float(s)))
+                if len(pool) > 4 * self.pool_size:  # keep the best distinct placements
+                    keep = sorted(pool.items(), key=lambda kv: kv[1])[: self.pool_size]
+                    track[k] = dict(keep)
+            b = baselines[k]
+            b = float(rewards.mean()) if b is None else self.baseline_decay * b + (1 - self.baseline_decay) * float(
+                rewards.mean())
+            baselines[k] = b
+            adv = (rewards - b) / (rewards.std() + 1e-6)
+            self.policy.update(X, M, _actions_of(env, assign), adv)
+            history.append(float(scores.mean()))
+            it += 1
+        return {"iterations": it, "train_seconds": time.perf_counter() - t0,
+                "final_mean_score": history[-1] if history else None}
+
+    def decision_ms(self, problem: Any, repeats: int = 15) -> float:
+        """Median wall time per decision of a greedy decode (ms)."""
+        env = make_env(problem)
+        self.policy.rollout(env, 1, greedy=True)  # warm (traces once per shape)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            self.policy.rollout(env, 1, greedy=True)
+            times.append((time.perf_counter() - t0) / env.n * 1e3)
+        return float(np.median(times))
+
+    def apply(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """Greedy decode (plus ``samples`` sampled placements) with the current policy, no training."""
+        if self.policy is None:
+            raise ProblemError("the RL policy is untrained; train it (RL.train) or give train_seconds > 0")
+        env = make_env(problem)
+        _, _, a = self.policy.rollout(env, 1, greedy=True)
+        best_key, best = (problem.objective(a[0]), problem.penalized(a[0])), a[0]
+        if self.samples:
+            _, _, many = self.policy.rollout(env, self.samples, greedy=False)
+            for x in many:
+                key = (problem.objective(x), problem.penalized(x))
+                if key < best_key:
+                    best_key, best = key, x
+        return best, {"greedy_objective": best_key[0]}
+
+    def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        notes: dict[str, Any] = {}
+        track: dict[int, dict[tuple[int, ...], tuple[float, float]]] = {}
+        if self.train_seconds > 0 and self.iterations > 0:
+            notes.update(self.train([problem], track=track))
+        elif self.policy is None:
+            raise ProblemError("RL with train_seconds=0 needs a trained policy (RL(policy=...))")
+        a, info = self.apply(problem)
+        best_key = (problem.objective(a), problem.penalized(a))
+        notes["greedy_decode_objective"] = info["greedy_objective"]
+        pool = sorted(track.get(0, {}).items(), key=lambda kv: kv[1])[: self.pool_size]
+        starts = [(best_key, a)] + [(key, np.array(x, dtype=np.int64)) for x, key in pool]
+        if pool and pool[0][1] < best_key:
+            notes["best_from"] = "training sample"
+        else:
+            notes["best_from"] = "greedy decode"
+        a = min(starts, key=lambda s: s[0])[1]
+        notes["policy_objective"] = float(problem.objective(a))
+        if self.polish:
+            t0 = time.perf_counter()
+            evals = 0
+            for _, start in starts:
+                cand, e = polish(problem, start)
+                evals += e
+                if (problem.objective(cand), problem.penalized(cand)) < (problem.objective(a), problem.penalized(a)):
+                    a = cand
+            notes["polish_evaluations"] = evals
+            notes["polish_seconds"] = time.perf_counter() - t0
+        notes["decision_ms"] = self.decision_ms(problem)
+        return a, notes
+
+    @classmethod
+    def pretrain(cls, problems: Sequence[Any], *, seconds: float = 120.0, iterations: int = 100000,
+                 **kwargs: Any) -> "RL":
+        """An RL solver whose policy is trained on ``problems``; apply it to unseen problems with
+        ``solver.train_seconds = 0`` (no retraining)."""
+        solver = cls(**kwargs)
+        info = solver.train(list(problems), seconds=seconds, iterations=iterations)
+        solver.pretrain_info = info
+        return solver

@@ -1,0 +1,95 @@
+"""Workloads: built-in tf_keras models (profiled through ralp_tf) and outside formats.
+
+:func:`load_workload` resolves a name or a path:
+
+* a built-in name (:data:`BUILTIN_WORKLOADS`) -> a HeterPS :class:`~scheduler.problem.Problem`
+  on a catalog (default :data:`scheduler.catalogs.CLOUD`);
+* a shared dnn-partitioning name (``bert24_inference``, ...) or a path to such a JSON ->
+  a :class:`~scheduler.maxload.MaxLoadProblem`;
+* a path to a ralp_tf ModelProfile JSON -> a Problem.
+
+The default throughput constraint of a HeterPS workload is :data:`DEFAULT_THROUGHPUT_FRACTION`
+of its best achievable throughput on the catalog, rounded down to two significant digits.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ralp_tf.errors import ValidationError
+from ralp_tf.profile import ModelProfile
+from scheduler.errors import WorkloadError
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import Catalog, Constraints, Problem
+from scheduler.workloads import dnn_partitioning
+from scheduler.workloads.builtin import BUILTIN_WORKLOADS, load_profile
+
+DEFAULT_THROUGHPUT_FRACTION = 0.25
+
+__all__ = ["BUILTIN_WORKLOADS", "DEFAULT_THROUGHPUT_FRACTION", "builtin_problem", "default_throughput",
+           "load_workload", "load_profile", "dnn_partitioning", "workload_names"]
+
+
+def _round_down_2sig(x: float) -> float:
+    if x <= 0 or not math.isfinite(x):
+        return 0.0
+    e = math.floor(math.log10(x)) - 1
+    return math.floor(x / 10 ** e) * 10 ** e
+
+
+def default_throughput(problem: Problem) -> float:
+    """:data:`DEFAULT_THROUGHPUT_FRACTION` of the best achievable throughput, 2 significant digits."""
+    return _round_down_2sig(DEFAULT_THROUGHPUT_FRACTION * problem.best_throughput())
+
+
+def problem_from_profile(profile: ModelProfile, catalog: Catalog | None = None, throughput: float | None = None,
+                         budget: float | None = None, name: str | None = None) -> Problem:
+    from scheduler.catalogs import CLOUD
+
+    catalog = catalog or CLOUD
+    free = Problem.from_profile(profile, catalog, Constraints(0.0, None), name=name, check=True)
+    x = default_throughput(free) if throughput is None else float(throughput)
+    return free.with_constraints(Constraints(x, budget))
+
+
+def builtin_problem(name: str, catalog: Catalog | None = None, throughput: float | None = None,
+                    budget: float | None = None) -> Problem:
+    """The HeterPS problem of a built-in workload."""
+    return problem_from_profile(load_profile(name), catalog, throughput, budget, name=name)
+
+
+def workload_names() -> dict[str, list[str]]:
+    return {"builtin": list(BUILTIN_WORKLOADS), "shared": list(dnn_partitioning.shared_workloads())}
+
+
+def load_workload(name_or_path: str, *, catalog: Catalog | None = None, throughput: float | None = None,
+                  budget: float | None = None) -> Problem | MaxLoadProblem:
+    """Resolve a workload name or path (module docstring)."""
+    if not isinstance(name_or_path, str) or not name_or_path:
+        raise WorkloadError("a workload is a built-in name, a shared dnn-partitioning name or a JSON path")
+    if name_or_path in BUILTIN_WORKLOADS:
+        return builtin_problem(name_or_path, catalog, throughput, budget)
+    shared = dnn_partitioning.shared_workloads()
+    if name_or_path in shared:
+        return dnn_partitioning.load(shared[name_or_path])
+    p = Path(name_or_path)
+    if p.suffix == ".json" or p.exists():
+        try:
+            data: Any = json.loads(p.read_text())
+        except OSError as exc:
+            raise WorkloadError(f"cannot read workload file {name_or_path!r}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"workload file {name_or_path!r} is not valid JSON ({exc.msg} at line "
+                                f"{exc.lineno})") from None
+        if isinstance(data, dict) and "layers" in data:
+            try:
+                prof = ModelProfile.from_dict(data)
+            except (ValidationError, TypeError, ValueError) as exc:
+                raise WorkloadError(f"profile file {name_or_path!r} is invalid: {exc}") from None
+            return problem_from_profile(prof, catalog, throughput, budget, name=p.stem)
+        return dnn_partitioning.from_dict(data, p.stem)
+    names = list(BUILTIN_WORKLOADS) + list(shared)
+    raise WorkloadError(f"unknown workload {name_or_path!r}; use one of {', '.join(names)} or a path to a "
+                        "dnn-partitioning or ModelProfile JSON file")
