@@ -7,9 +7,12 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any, Mapping
 
 from ralp_tf.cluster import Cluster
+from ralp_tf.errors import parse_json
 from scheduler.errors import CatalogError
 from scheduler.problem import Catalog, ResourceType
 
@@ -44,11 +47,51 @@ CLUSTER_DEFAULTS = {
 }
 
 
+_TYPE_FIELDS = {f.name for f in dataclasses.fields(ResourceType)}
+_REQUIRED = {"name", "device_template", "flops", "memory_bytes", "price_per_hour", "max_units", "bandwidth_bps"}
+
+
+def catalog_from_dict(data: Any) -> Catalog:
+    """A Catalog from JSON data ``{"name": ..., "types": [{ResourceType fields}, ...]}``; raises
+    CatalogError naming the type and field on anything malformed."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("types"), list):
+        raise CatalogError('a catalog is a JSON object {"name": ..., "types": [...]} listing resource types')
+    name = data.get("name", "catalog")
+    if not isinstance(name, str):
+        raise CatalogError("catalog 'name' must be a string")
+    types = []
+    for i, t in enumerate(data["types"]):
+        if not isinstance(t, Mapping):
+            raise CatalogError(f"catalog {name!r} type #{i} must be an object with fields {sorted(_REQUIRED)}")
+        label = t.get("name", f"#{i}")
+        missing = _REQUIRED - set(t)
+        if missing:
+            raise CatalogError(f"catalog {name!r} type {label!r} lacks field(s) {sorted(missing)}")
+        unknown = set(t) - _TYPE_FIELDS
+        if unknown:
+            raise CatalogError(f"catalog {name!r} type {label!r} has unknown field(s) {sorted(unknown)}; "
+                               f"allowed: {sorted(_TYPE_FIELDS)}")
+        for field in ("flops", "memory_bytes", "price_per_hour", "bandwidth_bps", "overhead_s", "max_units"):
+            if isinstance(t.get(field), bool):
+                raise CatalogError(f"catalog {name!r} type {label!r}: {field} must be a number, got {t[field]!r}")
+        if not isinstance(t.get("source", ""), str):
+            raise CatalogError(f"catalog {name!r} type {label!r}: source must be a string")
+        types.append(ResourceType(**t))
+    return Catalog(name, tuple(types))
+
+
 def get_catalog(name: str) -> Catalog:
-    try:
+    """A built-in catalog by name, or one read from a JSON file path (see :func:`catalog_from_dict`)."""
+    if name in CATALOGS:
         return CATALOGS[name]
-    except KeyError:
-        raise CatalogError(f"unknown catalog {name!r}; use one of {', '.join(CATALOGS)}") from None
+    if isinstance(name, str) and name.endswith(".json"):
+        try:
+            with open(name, "rb") as f:
+                text = f.read()
+        except OSError as exc:
+            raise CatalogError(f"cannot read catalog file {name!r}: {exc.strerror}") from None
+        return catalog_from_dict(parse_json(text, CatalogError, f"catalog file {name!r}"))
+    raise CatalogError(f"unknown catalog {name!r}; use one of {', '.join(CATALOGS)} or a path to a catalog JSON file")
 
 
 def catalog_from_cluster(cluster: Cluster) -> Catalog:

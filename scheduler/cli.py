@@ -82,7 +82,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--throughput", type=float, default=None,
                    help="minimum samples/s (default: 25%% of the best achievable, HeterPS workloads)")
     p.add_argument("--budget", type=float, default=None, help="maximum $/hour of all units")
-    p.add_argument("--catalog", default="cloud", choices=sorted(CATALOGS))
+    p.add_argument("--catalog", default="cloud",
+                   help=f"built-in catalog ({', '.join(sorted(CATALOGS))}) or a catalog JSON file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget (seconds)")
     p.add_argument("--plan-out", default=None, help="also write the ralp_tf Plan JSON here")

@@ -126,6 +126,10 @@ class MaxLoadProblem:
         self.group_cpu = np.array([self.cpu_lat[m].sum() for m in self.groups])
         self.group_size = np.array([self.size[m].sum() for m in self.groups])
         self.group_supported = np.array([bool(self.supported[m].all()) for m in self.groups])
+        # More devices than colour classes cannot change the optimum (a device with no class is
+        # empty); clamping also keeps a workload declaring 10**12 devices from exhausting memory.
+        self.declared_fpgas, self.declared_cpus = self.max_fpgas, self.max_cpus
+        self.max_fpgas, self.max_cpus = min(self.max_fpgas, G), min(self.max_cpus, G)
         self.allowed = np.ones((G, self.num_choices), dtype=bool)
         self.allowed[~self.group_supported, self.max_cpus:] = False
         if self.max_cpus == 0 and (~self.group_supported).any():

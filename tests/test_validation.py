@@ -32,6 +32,56 @@ VALID_PROFILE = {"model_name": "m", "batch_size": 8, "outputs": ["fc"], "layers"
      "var_bytes": [600, 40], "output_shape": [10]}]}
 
 
+VALID_DNN_WORKLOAD = {"maxSizePerFPGA": 100, "maxFPGAs": 2, "maxCPUs": 1, "nodes": [
+    {"id": 1, "supportedOnFpga": 1, "cpuLatency": 2.0, "fpgaLatency": 0.5, "isBackwardNode": 0, "colorClass": 1,
+     "size": 10, "name": "a"},
+    {"id": 2, "supportedOnFpga": 1, "cpuLatency": 3.0, "fpgaLatency": 1.0, "isBackwardNode": 0, "colorClass": 2,
+     "size": 20, "name": "b"}], "edges": [{"sourceId": 1, "destId": 2, "cost": 0.1}]}
+VALID_CATALOG = {"name": "mine", "types": [
+    {"name": "cpu", "device_template": "/job:worker/device:CPU:0", "flops": 1e11, "memory_bytes": 3.2e10,
+     "price_per_hour": 0.68, "max_units": 8, "bandwidth_bps": 1e10},
+    {"name": "ps", "device_template": "/job:ps/replica:0/task:{k}/device:CPU:0", "flops": 5e10,
+     "memory_bytes": 6.4e10, "price_per_hour": 0.5, "max_units": 4, "bandwidth_bps": 1e10}]}
+
+
+def _dnn(**changes: Any) -> str:
+    doc = copy.deepcopy(VALID_DNN_WORKLOAD)
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+def _read_dnn(text: str) -> Any:
+    from ralp_tf.errors import parse_json
+    from scheduler.errors import WorkloadError
+    from scheduler.workloads import dnn_partitioning
+
+    return dnn_partitioning.from_dict(parse_json(text, WorkloadError, "workload"), "w")
+
+
+def _read_catalog(text: str) -> Any:
+    from ralp_tf.errors import parse_json
+    from scheduler.catalogs import catalog_from_dict
+    from scheduler.errors import CatalogError
+
+    return catalog_from_dict(parse_json(text, CatalogError, "catalog"))
+
+
+def _read_workload_file(text: str) -> Any:
+    import tempfile
+
+    from scheduler.workloads import load_workload
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(text)
+    return load_workload(f.name)
+
+
+def _catalog_with(**type_changes: Any) -> str:
+    doc = copy.deepcopy(VALID_CATALOG)
+    doc["types"][0].update(type_changes)
+    return json.dumps(doc)
+
+
 def _profile_with(**layer_changes: Any) -> str:
     doc = copy.deepcopy(VALID_PROFILE)
     doc["layers"][1].update(layer_changes)
@@ -76,6 +126,26 @@ MALFORMED: list[tuple[str, Callable[[Any], Any], Any, type, str]] = [
     ("model_ref", resolve_model, "os:system; rm", ValidationError, "malformed"),
     ("model_ref", resolve_model, "no_such_pkg_xyz:build", ValidationError, "cannot import"),
     ("model_ref", resolve_model, "json:no_such_function", ValidationError, "has no function"),
+    ("workload", _read_dnn, _dnn(nodes="x"), ValidationError, "must be lists"),
+    ("workload", _read_dnn, json.dumps({"nodes": [], "edges": []}), ValidationError, "lacks field(s)"),
+    ("workload", _read_dnn, _dnn(edges=[{"sourceId": 1, "destId": 9, "cost": 0.1}]), ValidationError,
+     "is not the id of any node"),
+    ("workload", _read_dnn, _dnn(edges=[{"sourceId": 1, "destId": 2, "cost": 0.1},
+                                        {"sourceId": 2, "destId": 1, "cost": 0.2}]), ValidationError, "cycle"),
+    ("workload", _read_dnn, _dnn(maxFPGAs="two"), ValidationError, "maxFPGAs"),
+    ("workload", _read_dnn, _dnn(nodes=[{"id": 1}]), ValidationError, "lacks field(s)"),
+    ("workload", _read_dnn, _dnn(edges=[{"sourceId": 1, "destId": 2, "cost": float("nan")}]), ValidationError,
+     "cost"),
+    ("workload", _read_workload_file, "{not json", ValidationError, "not valid JSON"),
+    ("workload", _read_workload_file, _profile_with(flops=-1.0), ValidationError, "non-negative"),
+    ("catalog", _read_catalog, '{"name": "c", "types": []}', ValidationError, "is empty"),
+    ("catalog", _read_catalog, "[]", ValidationError, "JSON object"),
+    ("catalog", _read_catalog, _catalog_with(price_per_hour=-1.0), ValidationError, "price_per_hour"),
+    ("catalog", _read_catalog, _catalog_with(flops=float("nan")), ValidationError, "flops"),
+    ("catalog", _read_catalog, _catalog_with(device_template="gpu"), ValidationError, "TF device string"),
+    ("catalog", _read_catalog, _catalog_with(max_units=0), ValidationError, "max_units"),
+    ("catalog", _read_catalog, _catalog_with(speed=3), ValidationError, "unknown field"),
+    ("catalog", _read_catalog, json.dumps({"types": [{"name": "x"}]}), ValidationError, "lacks field(s)"),
     ("bandwidth", lambda s: Cluster.local(2, 1, bandwidth=s), "10 gigs", ClusterConfigError, "cannot parse"),
     ("bandwidth", lambda s: Cluster.local(2, 1, bandwidth=s), "-5mbit", ClusterConfigError, "bandwidth"),
 ]
@@ -183,6 +253,18 @@ def test_tf_config_reader_accepts_or_raises_cluster_config_error(doc: Any) -> No
 @given(mutations(VALID_PROFILE))
 def test_profile_reader_accepts_or_raises_validation_error(doc: Any) -> None:
     _accepts_or_documented_error(ModelProfile.from_json, doc)
+
+
+@SETTINGS
+@given(mutations(VALID_DNN_WORKLOAD))
+def test_dnn_partitioning_reader_accepts_or_raises_workload_error(doc: Any) -> None:
+    _accepts_or_documented_error(_read_dnn, doc)
+
+
+@SETTINGS
+@given(mutations(VALID_CATALOG))
+def test_catalog_reader_accepts_or_raises_catalog_error(doc: Any) -> None:
+    _accepts_or_documented_error(_read_catalog, doc)
 
 
 def test_no_unsafe_deserialisers_in_the_code() -> None:

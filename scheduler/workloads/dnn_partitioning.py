@@ -115,7 +115,7 @@ def from_dict(data: Any, name: str = "workload") -> MaxLoadProblem:
             raise WorkloadError(f"workload {name!r}: edge #{k} lacks field(s) {miss}")
         s, d = e["sourceId"], e["destId"]
         for end, v in (("sourceId", s), ("destId", d)):
-            if v not in known:
+            if isinstance(v, bool) or not isinstance(v, int) or v not in known:
                 raise WorkloadError(f"workload {name!r}: edge #{k} {end} {v!r} is not the id of any node; add the "
                                     "node or fix the edge")
         if s == d:
