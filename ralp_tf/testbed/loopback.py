@@ -11,6 +11,9 @@ allowed (containers without CAP_SYS_ADMIN, unprivileged users). What it cannot d
   counters (``ss -ti``: ``bytes_sent``/``bytes_received``) of the *live* TCP sockets of each
   task's processes. Headers are not included and sockets already closed are missed; hence
   ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``.
+
+Every process it starts gets the loopback bind shim (``LD_PRELOAD``), so servers that bind the
+wildcard address (TF's gRPC servers, gloo) listen on 127.0.0.1 only.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import re
 import shutil
 import socket
 import subprocess
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from ralp_tf.testbed import _nsops
 from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, TestbedConfigError, TestbedError,
@@ -58,6 +61,15 @@ class LoopbackTestbed(BaseTestbed):
 
     def _wrap(self, task: str, argv: list[str]) -> list[str]:
         return argv
+
+    def popen(self, task: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              stdout: Any = None, stderr: Any = None, **kwargs: Any) -> subprocess.Popen:
+        """As :meth:`BaseTestbed.popen`, with the loopback bind shim preloaded: TF's gRPC servers
+        (PS tasks, MWMS and Horovod ranks) then listen on 127.0.0.1, not on every address."""
+        from ralp_tf.launch import loopback_env
+
+        return super().popen(task, argv, loopback_env(None if env is None else dict(env)), stdout, stderr,
+                             **kwargs)
 
     def host(self, task: str) -> str:
         """Always ``127.0.0.1``."""
