@@ -60,7 +60,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     try:
         run_comparison(out_dir=args.out_dir, rl_seconds=args.rl_seconds, pretrain_seconds=args.pretrain_seconds,
-                       workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick,
+                       fold_seconds=args.fold_seconds, workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick,
                        log=print)
     except ValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -94,8 +94,11 @@ def register(subparsers: Any) -> None:
                               description="Writes results/schedulers.json, schedulers.md and schedulers.png.")
     c.add_argument("--out-dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
     c.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget per workload")
-    c.add_argument("--pretrain-seconds", type=float, default=90.0,
-                   help="RL training budget per fold of the generalisation test")
+    c.add_argument("--pretrain-seconds", type=float, default=40.0,
+                   help="generalisation test: imitation budget of the base policy on the generated graphs")
+    c.add_argument("--fold-seconds", type=float, default=15.0,
+                   help="generalisation test: further training per held-out workload (generated graphs plus "
+                        "the other built-ins)")
     c.add_argument("--workloads", nargs="*", default=None, help="subset of workloads")
     c.add_argument("--solvers", nargs="*", default=None, help="subset of solvers")
     c.add_argument("--seed", type=int, default=0)

@@ -6,8 +6,13 @@ problem's order) the input is ``x_t = [static features of t, dynamic features]``
 * HeterPS problems: layer kind (one-hot), log FLOPs, log parameter bytes, log activation bytes;
   per resource type: units its compute alone needs at the required throughput
   ``c(l, r) X_min / b`` (log), the same for its parameter sync and activation traffic, the
-  type's relative price, whether the layer may run there; position ``t / L``; dynamically the
-  previous decision (one-hot), the current run's length and the units its compute needs so far.
+  type's relative price, whether the layer may run there, and context: the units the whole
+  model would need on that type (log; and relative to the type's unit cap), the units the
+  layers from ``t`` to the end need (log), this layer's share of the whole, the next layer's
+  need (log), the layer's memory relative to a unit's; position ``t / L``, model size
+  ``log10(L) / 3``, fan-in/fan-out (log1p) and whether a skip edge touches the layer;
+  dynamically the previous decision (one-hot), the current run's length, the units its
+  compute needs so far (log, and relative to the previous type's cap).
 * max-load problems (actions: stay on the current accelerator / open the next one): the
   group's accelerator latency and communication cost relative to ``total / F``, its size
   relative to the limit; dynamically the current accelerator's load, the accelerators used,
@@ -23,6 +28,16 @@ when the throughput constraint or a limit is missed, see ``Problem.penalized``),
 ``-mean((R - b) / std(R) * sum_t log pi(a_t)) - eta * entropy``. One policy can be trained on
 several problems (round robin, one baseline each) and applied to unseen ones with no retraining
 (same catalog size, so the same feature and action dimensions).
+
+**Pretraining for unseen workloads.** :meth:`RL.imitate` is a supervised warm start: it
+maximises the log-likelihood of given placements (the exact optima of *training* problems,
+e.g. generated layer graphs from :mod:`scheduler.workloads.generated`) with the same update
+and advantage 1, the features teacher-forced along the target. :meth:`LSTMPolicy.clone` copies a
+pretrained policy so that several folds can continue from it.
+
+**Time budget.** ``max_solve_seconds`` bounds the whole solve: training stops
+``post_seconds`` before it, the polish stops at the deadline (best start first), and the
+inference timing uses fewer repeats when little time is left.
 
 **Result.** The best placement the policy produced (among the training samples and the
 greedy arg-max decode; ``notes["policy_objective"]``), then, with ``polish=True`` (default), a
@@ -51,7 +66,12 @@ def _log(x: np.ndarray | float, scale: float = 3.0) -> np.ndarray:
 
 
 class HeterPSEnv:
-    """Sequential decisions over a HeterPS problem's layers (one resource type each)."""
+    """Sequential decisions over a HeterPS problem's layers (one resource type each).
+
+    Every feature is scale-free (logs of unit counts at the required throughput, ratios to the
+    whole model, to the type's unit cap or memory), so one policy reads problems of any size;
+    the width depends only on the number of resource types (module docstring).
+    """
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
@@ -63,17 +83,34 @@ class HeterPSEnv:
         for l, k in enumerate(p.kinds):
             kinds[l, LAYER_KINDS.index(k) if k in LAYER_KINDS else -1] = 1.0
         price = np.array([t.price_per_hour for t in p.catalog.types])
+        caps = np.array([t.max_units for t in p.catalog.types], dtype=np.float64)
+        fan_in, fan_out, skip = np.zeros(n), np.zeros(n), np.zeros(n)
+        for u, v in p.edges:
+            fan_out[u] += 1
+            fan_in[v] += 1
+            if v > u + 1:
+                skip[u] = skip[v] = 1.0
+        total = self.need.sum(axis=0)                                       # whole model on one type
+        suffix = np.cumsum(self.need[::-1], axis=0)[::-1]                   # layers t..n-1
+        nxt = np.vstack([self.need[1:], np.zeros((1, T))])
         per_type = []
         for r, t in enumerate(p.catalog.types):
             sync = np.array([transfer_seconds(2.0 * p.trainable_bytes[l], t.bandwidth_bps) for l in range(n)])
             act = np.array([transfer_seconds(b * p.output_bytes[l], t.bandwidth_bps) for l in range(n)])
-            per_type.append(np.stack([_log(self.need[:, r]), _log(sync * xmin / b), _log(act * xmin / b),
-                                      np.full(n, price[r] / price.max()), p.allowed[:, r].astype(float)], axis=1))
+            per_type.append(np.stack([
+                _log(self.need[:, r]), _log(sync * xmin / b), _log(act * xmin / b),
+                np.full(n, price[r] / price.max()), p.allowed[:, r].astype(float),
+                np.full(n, _log(total[r])), _log(suffix[:, r]), self.need[:, r] / (total[r] + 1e-12),
+                _log(nxt[:, r]), _log(p.memory / t.memory_bytes), np.full(n, _log(total[r] / caps[r])),
+            ], axis=1))
         self.static = np.hstack([kinds, _log(p.flops, 10.0)[:, None], _log(p.param_bytes, 10.0)[:, None],
                                  _log(p.output_bytes, 8.0)[:, None], *per_type,
-                                 (np.arange(n) / n)[:, None]]).astype(np.float32)
+                                 (np.arange(n) / n)[:, None], np.full((n, 1), math.log10(n) / 3.0),
+                                 np.log1p(fan_in)[:, None], np.log1p(fan_out)[:, None], skip[:, None]]
+                                ).astype(np.float32)
+        self.caps = caps
         self.n, self.A = n, T
-        self.feature_dim = self.static.shape[1] + (T + 1) + 2
+        self.feature_dim = self.static.shape[1] + (T + 1) + 3
         self.initial_bias = np.zeros(T)
 
     def reset(self, batch: int) -> None:
@@ -86,7 +123,9 @@ class HeterPSEnv:
         B = len(self.prev)
         onehot = np.zeros((B, self.A + 1), dtype=np.float32)
         onehot[np.arange(B), np.where(self.prev < 0, self.A, self.prev)] = 1.0
-        dyn = np.stack([self.run_len / 10.0, _log(self.run_need)], axis=1).astype(np.float32)
+        cap = np.where(self.prev < 0, 1.0, self.caps[np.maximum(self.prev, 0)])
+        dyn = np.stack([self.run_len / 10.0, _log(self.run_need), np.minimum(self.run_need / cap, 4.0)],
+                       axis=1).astype(np.float32)
         x = np.hstack([np.repeat(self.static[t][None], B, 0), onehot, dyn])
         mask = np.repeat(self.problem.allowed[t][None], B, 0)
         return x, mask
@@ -156,10 +195,14 @@ class MaxLoadEnv:
         return out
 
 
-def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes: int = 50) -> tuple[np.ndarray, int]:
+def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes: int = 50,
+           deadline: float | None = None) -> tuple[np.ndarray, int]:
     """Local improvement of ``assignment``: repeatedly apply the best move that sets a block of
     1..``max_block`` consecutive decisions to one allowed choice, until none lowers the
-    (objective, penalised score). Returns the result and the number of evaluations."""
+    (objective, penalised score). Returns the result and the number of evaluations.
+
+    ``deadline`` (a ``time.perf_counter()`` value): stop when it passes, keeping the best
+    placement found so far (never worse than ``assignment``)."""
     a = np.array(assignment, dtype=np.int64)
     key = (problem.objective(a), problem.penalized(a))
     evals = 0
@@ -167,6 +210,8 @@ def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes:
     for _ in range(max_passes):
         best_key, best = key, None
         for i in range(n):
+            if deadline is not None and time.perf_counter() > deadline:
+                break
             for w in range(1, max_block + 1):
                 if i + w > n:
                     break
@@ -182,6 +227,8 @@ def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes:
         if best is None:
             break
         a, key = best, best_key
+        if deadline is not None and time.perf_counter() > deadline:
+            break
     return a, evals
 
 
@@ -204,6 +251,7 @@ class LSTMPolicy:
         import tf_keras
 
         self.tf, self.tfd = tf, tfp.distributions
+        self._seed = int(seed)
         tf.random.set_seed(seed)
         self.feature_dim, self.num_actions, self.hidden = int(feature_dim), int(num_actions), int(hidden)
         init = tf_keras.initializers.GlorotUniform(seed=seed)
@@ -223,6 +271,16 @@ class LSTMPolicy:
         self._step = tf.function(self._step_impl, reduce_retracing=True)
         self._greedy_step = tf.function(self._greedy_step_impl, reduce_retracing=True)
         self._train = tf.function(self._train_impl, reduce_retracing=True)
+
+    def clone(self, seed: int | None = None) -> "LSTMPolicy":
+        """A new policy with a copy of this one's weights (fresh optimizer state), e.g. to
+        fine-tune a shared pretrained policy per fold without touching the original."""
+        other = LSTMPolicy(self.feature_dim, self.num_actions, hidden=self.hidden,
+                           learning_rate=float(self.optimizer.learning_rate.numpy()), entropy=self.entropy,
+                           seed=self._seed if seed is None else seed)
+        for dst, src in zip(other.variables, self.variables):
+            dst.assign(src)
+        return other
 
     def _step_impl(self, x: Any, h: Any, c: Any, mask: Any, greedy: Any) -> tuple[Any, Any, Any]:
         tf = self.tf
@@ -275,6 +333,18 @@ class LSTMPolicy:
             env.step(t, a.numpy().astype(np.int64))
         return X, M, env.assignments()
 
+    def teacher_forced(self, env: Any, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Features [1, n, F] and masks [1, n, A] the policy would see while taking ``actions``
+        (one per step) on ``env``; with :meth:`update` and advantage 1 this is imitation."""
+        env.reset(1)
+        X = np.zeros((1, env.n, self.feature_dim), dtype=np.float32)
+        M = np.zeros((1, env.n, self.num_actions), dtype=bool)
+        for t in range(env.n):
+            x, m = env.observe(t)
+            X[:, t], M[:, t] = x, m
+            env.step(t, np.array([int(actions[t])], dtype=np.int64))
+        return X, M
+
     def update(self, X: np.ndarray, M: np.ndarray, actions: np.ndarray, adv: np.ndarray) -> float:
         tf = self.tf
         return float(self._train(tf.constant(X), tf.constant(M), tf.constant(actions.astype(np.int32)),
@@ -296,6 +366,10 @@ class RL(Solver):
     * ``policy``: an already trained :class:`LSTMPolicy` (e.g. from :meth:`pretrain`); with
       ``train_seconds=0`` the solver only applies it (no retraining).
     * ``train_seconds`` / ``iterations``: training budget on the problem being solved.
+    * ``max_solve_seconds``: wall-time budget of the *whole* :meth:`solve` (training, decode,
+      polish and the inference timing). Training stops early enough to leave
+      ``post_seconds`` for the rest; the polish stops at the deadline, keeping its best result;
+      the timing uses fewer repeats when little time is left. ``None``: no whole-solve budget.
     * ``samples``: placements sampled (no training) after the greedy decode when applying.
     """
 
@@ -303,8 +377,13 @@ class RL(Solver):
 
     def __init__(self, policy: LSTMPolicy | None = None, *, train_seconds: float = 45.0, iterations: int = 2000,
                  batch: int = 32, hidden: int = 64, learning_rate: float = 3e-3, entropy: float = 0.01,
-                 baseline_decay: float = 0.9, samples: int = 0, polish: bool = True, **kwargs: Any) -> None:
+                 baseline_decay: float = 0.9, samples: int = 0, polish: bool = True,
+                 max_solve_seconds: float | None = 55.0, post_seconds: float = 8.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if max_solve_seconds is not None and not max_solve_seconds > 0:
+            raise ProblemError(f"max_solve_seconds must be > 0 or None (no budget), got {max_solve_seconds!r}")
+        if not post_seconds >= 0:
+            raise ProblemError(f"post_seconds must be >= 0, got {post_seconds!r}")
         self.policy = policy
         self.train_seconds = float(train_seconds)
         self.iterations = int(iterations)
@@ -315,6 +394,8 @@ class RL(Solver):
         self.baseline_decay = float(baseline_decay)
         self.samples = int(samples)
         self.polish = bool(polish)
+        self.max_solve_seconds = None if max_solve_seconds is None else float(max_solve_seconds)
+        self.post_seconds = float(post_seconds)
         self.pool_size = 5
 
     def _new_policy(self, env: Any) -> LSTMPolicy:
@@ -322,21 +403,32 @@ class RL(Solver):
                           entropy=self.entropy, seed=self.seed, initial_bias=getattr(env, "initial_bias", None))
 
     def train(self, problems: Sequence[Any], *, seconds: float | None = None, iterations: int | None = None,
-              track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None = None) -> dict[str, Any]:
-        """REINFORCE on ``problems`` (round robin) for ``seconds`` or ``iterations``, whichever first.
-        ``track`` (optional) receives, per problem index, the best distinct placements sampled
-        (placement -> (objective, penalised score))."""
+              track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None = None,
+              order: str = "round_robin") -> dict[str, Any]:
+        """REINFORCE on ``problems`` for ``seconds`` or ``iterations``, whichever first.
+
+        ``order``: ``"round_robin"`` (problem ``it % len``) or ``"random"`` (a uniformly random
+        problem per iteration, seeded; better for large generated training sets). ``track``
+        (optional) receives, per problem index, the best distinct placements sampled
+        (placement -> (objective, penalised score)). The returned dict names every problem
+        trained on (``trained_on``), so callers can check that a held-out workload was not.
+        """
+        if not problems:
+            raise ProblemError("RL.train needs at least one problem to train on")
+        if order not in ("round_robin", "random"):
+            raise ProblemError(f"order must be 'round_robin' or 'random', got {order!r}")
         envs = [make_env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
         seconds = self.train_seconds if seconds is None else seconds
         iterations = self.iterations if iterations is None else iterations
         baselines: list[float | None] = [None] * len(envs)
+        rng = np.random.default_rng(self.seed)
         t0 = time.perf_counter()
         it = 0
         history = []
         while it < iterations and time.perf_counter() - t0 < seconds:
-            k = it % len(envs)
+            k = it % len(envs) if order == "round_robin" else int(rng.integers(len(envs)))
             env, prob = envs[k], problems[k]
             X, M, assign = self.policy.rollout(env, self.batch, greedy=False)
             scores = np.array([prob.penalized(a) for a in assign])
@@ -357,12 +449,44 @@ class RL(Solver):
             history.append(float(scores.mean()))
             it += 1
         return {"iterations": it, "train_seconds": time.perf_counter() - t0,
-                "final_mean_score": history[-1] if history else None}
+                "final_mean_score": history[-1] if history else None,
+                "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
 
-    def decision_ms(self, problem: Any, repeats: int = 15) -> float:
-        """Median wall time per decision of a greedy decode (ms)."""
+    def imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float = 30.0,
+                iterations: int = 100000) -> dict[str, Any]:
+        """Supervised warm start: maximise the log-likelihood of ``targets[i]`` (a placement of
+        ``problems[i]``, e.g. the exact optimum of a *training* problem) under the policy, one
+        problem per step in random order, for ``seconds`` or ``iterations``. Contract: only the
+        given problems are read; ``trained_on`` in the result names them."""
+        if len(problems) != len(targets) or not problems:
+            raise ProblemError("imitate needs one target placement per problem (and at least one problem)")
+        envs = [make_env(p) for p in problems]
+        if self.policy is None:
+            self.policy = self._new_policy(envs[0])
+        data = []
+        for env, a in zip(envs, targets):
+            acts = _actions_of(env, np.asarray(a, dtype=np.int64))
+            X, M = self.policy.teacher_forced(env, acts)
+            data.append((X, M, acts[None, :]))
+        rng = np.random.default_rng(self.seed + 1)
+        t0 = time.perf_counter()
+        it = 0
+        while it < iterations and time.perf_counter() - t0 < seconds:
+            X, M, A = data[int(rng.integers(len(data)))]
+            self.policy.update(X, M, A, np.ones(1))
+            it += 1
+        return {"imitation_iterations": it, "imitation_seconds": time.perf_counter() - t0,
+                "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
+
+    def decision_ms(self, problem: Any, repeats: int = 15, deadline: float | None = None) -> float:
+        """Median wall time per decision of a greedy decode (ms), over ``repeats`` decodes after a
+        warm-up (fewer, at least 3, when ``deadline`` would otherwise pass)."""
         env = make_env(problem)
+        t0 = time.perf_counter()
         self.policy.rollout(env, 1, greedy=True)  # warm (traces once per shape)
+        if deadline is not None:
+            one = max(time.perf_counter() - t0, 1e-4)
+            repeats = max(3, min(repeats, int((deadline - time.perf_counter()) / one)))
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
@@ -386,42 +510,53 @@ class RL(Solver):
         return best, {"greedy_objective": best_key[0]}
 
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        t_start = time.perf_counter()
+        deadline = None if self.max_solve_seconds is None else t_start + self.max_solve_seconds
         notes: dict[str, Any] = {}
         track: dict[int, dict[tuple[int, ...], tuple[float, float]]] = {}
         if self.train_seconds > 0 and self.iterations > 0:
-            notes.update(self.train([problem], track=track))
+            seconds = self.train_seconds
+            if deadline is not None:
+                seconds = max(0.0, min(seconds, self.max_solve_seconds - self.post_seconds))
+            notes.update(self.train([problem], seconds=seconds, track=track))
+            notes.pop("trained_on", None)
         elif self.policy is None:
             raise ProblemError("RL with train_seconds=0 needs a trained policy (RL(policy=...))")
         a, info = self.apply(problem)
         best_key = (problem.objective(a), problem.penalized(a))
         notes["greedy_decode_objective"] = info["greedy_objective"]
         pool = sorted(track.get(0, {}).items(), key=lambda kv: kv[1])[: self.pool_size]
-        starts = [(best_key, a)] + [(key, np.array(x, dtype=np.int64)) for x, key in pool]
-        if pool and pool[0][1] < best_key:
-            notes["best_from"] = "training sample"
-        else:
-            notes["best_from"] = "greedy decode"
-        a = min(starts, key=lambda s: s[0])[1]
+        starts = sorted([(best_key, a)] + [(key, np.array(x, dtype=np.int64)) for x, key in pool],
+                        key=lambda s: s[0])
+        notes["best_from"] = "training sample" if pool and pool[0][1] < best_key else "greedy decode"
+        a = starts[0][1]
         notes["policy_objective"] = float(problem.objective(a))
         if self.polish:
             t0 = time.perf_counter()
+            # Leave time for the inference timing: about 5 greedy decodes of this problem.
+            timing = 5 * len(a) * 2e-3
+            polish_deadline = None if deadline is None else deadline - timing
             evals = 0
-            for _, start in starts:
-                cand, e = polish(problem, start)
+            for _, start in starts:  # best first: the deadline cuts the least promising starts
+                if polish_deadline is not None and time.perf_counter() > polish_deadline:
+                    break
+                cand, e = polish(problem, start, deadline=polish_deadline)
                 evals += e
                 if (problem.objective(cand), problem.penalized(cand)) < (problem.objective(a), problem.penalized(a)):
                     a = cand
             notes["polish_evaluations"] = evals
             notes["polish_seconds"] = time.perf_counter() - t0
-        notes["decision_ms"] = self.decision_ms(problem)
+        notes["decision_ms"] = self.decision_ms(problem, deadline=deadline)
         return a, notes
 
     @classmethod
     def pretrain(cls, problems: Sequence[Any], *, seconds: float = 120.0, iterations: int = 100000,
-                 **kwargs: Any) -> "RL":
+                 order: str = "round_robin", policy: LSTMPolicy | None = None, **kwargs: Any) -> "RL":
         """An RL solver whose policy is trained on ``problems``; apply it to unseen problems with
-        ``solver.train_seconds = 0`` (no retraining)."""
-        solver = cls(**kwargs)
-        info = solver.train(list(problems), seconds=seconds, iterations=iterations)
+        ``solver.train_seconds = 0`` (no retraining). ``policy``: start from a copy of this
+        (already trained) policy instead of a fresh one; the given policy is not modified.
+        ``solver.pretrain_info["trained_on"]`` names the problems it was trained on."""
+        solver = cls(policy=None if policy is None else policy.clone(), **kwargs)
+        info = solver.train(list(problems), seconds=seconds, iterations=iterations, order=order)
         solver.pretrain_info = info
         return solver
