@@ -11,11 +11,11 @@ from ralp_tf.launch import InProcessCluster, LocalCluster
 from ralp_tf.plan import Plan
 from ralp_tf.placement import place, placement, unplace
 from ralp_tf.profile import LayerProfile, ModelProfile, profile, register_layer_kind
-from ralp_tf import costmodel, models, train  # noqa: E402  (submodules users reach as ralp_tf.X)
+from ralp_tf import costmodel, models, traffic, train  # noqa: E402  (submodules users reach as ralp_tf.X)
 
 __all__ = [
     "Analysis", "analyze", "Cluster", "parse_bandwidth", "ClusterConfigError", "ClusterRuntimeError",
     "KerasVersionError", "ModelError", "PlanError", "RalpError", "ValidationError", "Plan", "LayerProfile",
     "ModelProfile", "profile", "register_layer_kind", "InProcessCluster", "LocalCluster", "place", "placement",
-    "unplace", "costmodel", "models", "train",
+    "unplace", "costmodel", "models", "traffic", "train",
 ]
