@@ -165,7 +165,8 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, An
     for t in model.inputs:
         shape = [batch_size] + [int(d) for d in t.shape[1:]]
         if t.dtype.is_integer:
-            xs.append(rng.integers(0, 1000, size=shape).astype(t.dtype.as_numpy_dtype))
+            high = _id_range(model, t)
+            xs.append(rng.integers(0, high, size=shape).astype(t.dtype.as_numpy_dtype))
         else:
             xs.append(rng.standard_normal(shape).astype("float32"))
     n_out = int(model.outputs[0].shape[-1])
@@ -173,3 +174,17 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, An
     if n_out == 1:
         labels = labels.astype("float32").reshape(batch_size, 1)
     return (xs[0] if len(xs) == 1 else xs), labels
+
+
+def _id_range(model: Any, tensor: Any, default: int = 1000) -> int:
+    """Ids for an integer input: below the smallest ``input_dim`` of the embeddings it feeds."""
+    source = tensor._keras_history.layer
+    dims = []
+    for layer in model.layers:
+        if not hasattr(layer, "input_dim"):
+            continue
+        for node in layer._inbound_nodes:
+            inbound = node.inbound_layers
+            if source is inbound or (isinstance(inbound, (list, tuple)) and source in inbound):
+                dims.append(int(layer.input_dim))
+    return min(dims) if dims else default

@@ -117,6 +117,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         optimizer = tf_keras.optimizers.SGD(learning_rate)
     loss_fn = _loss_fn(base)
     x, y = synthetic_batch(base, batch_size, seed=seed)
+    if isinstance(x, list):  # multi-input models: a tuple is one nested structure for tf.data, a list is not
+        x = tuple(x)
     coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
 
     def dataset_fn() -> Any:
@@ -180,7 +182,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         if on_measure:
             on_measure("end")
         values = [float(np.asarray(r.fetch())) for r in losses]
-    except (tf.errors.OpError, RuntimeError) as exc:
+    except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+            tf.errors.DeadlineExceededError, tf.errors.InternalError) as exc:
         last = f"step {int(step_var.numpy())} in {checkpoint_dir}" if manager and manager.latest_checkpoint else "none"
         raise ClusterRuntimeError(
             f"training stopped near step {done} because a cluster task failed or became unreachable "

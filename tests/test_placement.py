@@ -257,3 +257,18 @@ def test_decorator_applies_a_scheduler_solver(inprocess) -> None:  # type: ignor
     for name, k in plan.ps_layers().items():
         for v in model.get_layer(name).weights:
             assert v.device == f"/job:ps/replica:0/task:{k}/device:CPU:0"
+
+
+def test_train_runs_a_two_input_embedding_model(inprocess) -> None:  # type: ignore[no-untyped-def]
+    """The training runner feeds multi-input models (sparse ids + dense features) and places them."""
+    from ralp_tf.train import train
+
+    _, strategy, coordinator = inprocess
+
+    def tiny_ctr():  # type: ignore[no-untyped-def]
+        return models.ctr_dnn(vocab_sizes=(500, 300), embed_dim=8, dense_features=4, hidden=(16,))
+
+    result = train(strategy, tiny_ctr, policy="ralp", steps=3, warmup_steps=1, batch_size=BATCH,
+                   coordinator=coordinator)
+    assert len(result.losses) == 4 and all(np.isfinite(result.losses))
+    assert result.plan["placements"]
