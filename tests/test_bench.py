@@ -1,0 +1,323 @@
+"""``ralp-tf bench``: argument errors, the report pieces, the quick cell (namespace testbed as root,
+loopback fallback without root), the one-cell JSON form, and teardown when the bench is killed.
+
+The runs use ``small_cnn`` (seconds per strategy); the whole file takes about 3 minutes on 2 cores.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ralp_tf import bench
+from ralp_tf.testbed import _nsops, netns_support
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+REQUIRED = ("samples_per_s", "bytes_per_step", "predicted_step_s", "measured_step_s", "valid")
+
+_ok, _why = netns_support()
+needs_netns = pytest.mark.skipif(not _ok, reason=f"namespace testbed unavailable: {_why}")
+IS_ROOT = os.geteuid() == 0
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(extra or {})
+    return env
+
+
+def _bench(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([PY, "-m", "ralp_tf.cli", "bench", *args], cwd=REPO, env=kw.pop("env", _env()),
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def _namespaces(prefix: str) -> list[str]:
+    return [n for n in _nsops.list_netns() if n.startswith(prefix + "-")] if IS_ROOT else []
+
+
+def _last_json(stdout: str) -> dict:
+    start = stdout.index("{")
+    return json.loads(stdout[start:])
+
+
+# ------------------------------------------------------------------------------------------
+# bad input: one line, exit 2, before anything starts
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--strategies", "ps,warp"], "unknown strategy 'warp'"),
+    (["--model", "gpt5"], "unknown model 'gpt5'"),
+    (["--bandwidth", "fast"], "cannot parse bandwidth 'fast'"),
+    (["--bandwidths", "1gbit,-3mbit"], "bandwidth"),
+    (["--workers", "100000"], "more than this machine can hold"),
+    (["--workers", "two"], "not an integer"),
+    (["--repeats", "0"], "--repeats must be a positive integer"),
+    (["--cell", "alexnet_cifar:2"], "MODEL:WORKERS:BANDWIDTH"),
+    (["--prefix", "Bad-Prefix"], "--prefix"),
+])
+def test_bad_input_is_one_line_exit_2(args, words, tmp_path):
+    r = _bench(args + ["--out-dir", str(tmp_path)], timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ralp-tf: error:") and words in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_parsers_and_config():
+    assert bench.parse_bandwidths("100mbit,1g,uncapped,1gbit") == ["100mbit", "1gbit", "uncapped"]
+    assert bench.parse_workers(["1,2", "3"]) == [1, 2, 3]
+    assert bench.parse_strategies("ralp,ps,ralp") == ("ralp", "ps")
+    c = bench.parse_cell("alexnet_cifar:3:1gbit")
+    assert c.tasks == ["chief", "worker0", "worker1", "worker2", "ps0"] and c.key == "alexnet_cifar/w3/1gbit"
+    assert bench.max_workers() >= 3
+
+
+def test_choose_steps_fits_the_window():
+    cfg = bench.BenchConfig(cells=[], strategies=("ps",), window_s=20, min_steps=2, max_steps=10)
+    assert bench.choose_steps(cfg, 46.0) == (2, 1)  # slow: minimum steps, 1 warm-up step
+    assert bench.choose_steps(cfg, 4.0) == (5, 2)
+    assert bench.choose_steps(cfg, 0.01) == (10, 2)
+    assert bench.choose_steps(cfg, None) == (10, 2)
+    cfg.steps, cfg.warmup = 3, 4
+    assert bench.choose_steps(cfg, 46.0) == (3, 4)
+
+
+def test_summary_medians_validity_and_errors():
+    runs = [{"valid": True, "samples_per_s": s, "measured_step_s": 64 / s, "bytes_per_step": 1.0e6,
+             "predicted_step_s": 0.5, "predicted_bytes_per_step": 1.05e6} for s in (100.0, 120.0, 110.0)]
+    m = bench.summarize_strategy(runs, 3)
+    assert m["valid"] and m["status"] == "ok" and m["samples_per_s"] == 110.0
+    assert math.isclose(m["spread"], 20 / 110) and math.isclose(m["bytes_error"], 1 / 1.05 - 1)
+    bad = runs[:2] + [{"valid": False, "invalid_reason": "coordinator exited -9", "log_tail": "boom"}]
+    m = bench.summarize_strategy(bad, 3)
+    assert not m["valid"] and m["status"] == "partial" and m["valid_runs"] == 2
+    assert "exited -9" in m["invalid_reason"] and m["log_tail"] == "boom"
+    assert bench.summarize_strategy(bad[2:], 1)["status"] == "failed"
+
+
+def _doc() -> dict:
+    def st(sps_list, step, pred_step, b, pred_b):
+        return {"status": "ok", "valid": True, "samples_per_s": sorted(sps_list)[len(sps_list) // 2],
+                "samples_per_s_all": sps_list, "measured_step_s": step, "predicted_step_s": pred_step,
+                "bytes_per_step": b, "predicted_bytes_per_step": pred_b, "step_error": step / pred_step - 1,
+                "bytes_error": b / pred_b - 1, "valid_runs": 3, "n_runs": 3, "steps": 2, "warmup": 1}
+
+    cells = []
+    for bw, k in (("100mbit", 10), ("1gbit", 1)):
+        cells.append({"model": "alexnet_cifar", "workers": 2, "bandwidth": bw, "key": f"alexnet_cifar/w2/{bw}",
+                      "bench_predictions": {"analysis": {"split": True}},
+                      "strategies": {"ps": st([1.4 / k * 10, 1.5 / k * 10, 1.6 / k * 10], 4.0 * k, 4.5 * k, 6e8, 6e8),
+                                     "ralp": st([20.0, 21.0, 22.0], 3.0, 3.0, 4e7, 4e7),
+                                     "horovod": {"status": "skipped", "reason": "not installed", "valid": False,
+                                                 "runs": []}}})
+    cells.append({"model": "alexnet_cifar", "workers": 3, "bandwidth": "1gbit", "key": "alexnet_cifar/w3/1gbit",
+                  "bench_predictions": {"analysis": {"split": True}},
+                  "strategies": {"ps": st([10.0], 9.0, 8.0, 9e8, 9e8), "ralp": st([30.0], 3.2, 3.0, 6e7, 6e7)}})
+    for c in cells:
+        base = c["strategies"]["ps"]["samples_per_s"]
+        for s in c["strategies"].values():
+            if s.get("samples_per_s"):
+                s["speedup_vs_ps"] = s["samples_per_s"] / base
+    return {"name": "t", "command": "ralp-tf bench --test", "started": "now", "wall_s": 1.0, "complete": True,
+            "config": {"strategies": ["ps", "ralp", "horovod"]}, "cells": cells}
+
+
+def test_targets_tables_and_readme_markers(tmp_path):
+    doc = _doc()
+    doc["targets"] = bench.targets(doc)
+    by = {t["target"]: t for t in doc["targets"]}
+    t100 = by["alexnet_cifar, 2 workers, 100mbit: RALP / stock PSS samples/s"]
+    assert math.isclose(t100["value"], 21 / 1.5) and t100["met"]
+    assert not by["alexnet_cifar, 2 workers, 1gbit: RALP / stock PSS samples/s"]["met"]  # 21/15 < 4
+    md = bench.markdown_tables(doc)
+    assert "| alexnet_cifar | 2 | 100mbit | ralp | 21.0 |" in md and "skipped: not installed" in md
+    readme = tmp_path / "README.md"
+    readme.write_text("# Hand-written\n\nintro\n\n" + bench.README_BEGIN + "\nold\n" + bench.README_END + "\n\nouttro\n")
+    bench.update_readme(readme, md)
+    text = readme.read_text()
+    assert text.startswith("# Hand-written\n\nintro") and text.rstrip().endswith("outtro")
+    assert "old" not in text and md in text
+    bench.update_readme(readme, "second")  # idempotent replacement, hand text kept
+    text = readme.read_text()
+    assert text.count(bench.README_BEGIN) == 1 and "second" in text and md not in text and "intro" in text
+
+
+def test_plots_have_files(tmp_path):
+    pytest.importorskip("matplotlib")
+    from ralp_tf import bench_plots
+
+    written = bench_plots.plot_all(_doc(), tmp_path)
+    names = {Path(p).name for p in written}
+    assert names == {"bench_speedup_vs_bandwidth.png", "bench_scaling_vs_workers.png",
+                     "bench_bytes_per_step.png", "bench_predicted_vs_measured.png"}
+    for p in written:
+        assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and Path(p).stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------------------------------
+# real runs
+
+
+def _check_cell_json(out: dict, strategies: list[str]) -> None:
+    assert list(out) == strategies
+    for s in strategies:
+        for k in REQUIRED:
+            assert k in out[s], (s, k)
+
+
+@needs_netns
+def test_quick_on_the_namespace_testbed(tmp_path):
+    t0 = time.monotonic()
+    r = _bench(["--quick", "--json", "--out-dir", str(tmp_path), "--prefix", "rbtq"], timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = _last_json(r.stdout)
+    _check_cell_json(out, ["ps", "ralp", "allreduce"])
+    for s in ("ps", "ralp", "allreduce"):
+        assert out[s]["valid"] and out[s]["bytes_kind"] == "wire", out[s]
+        assert out[s]["samples_per_s"] > 0 and out[s]["predicted_step_s"] > 0
+        assert abs(out[s]["bytes_error"]) < 0.10, out[s]  # exact wire counts vs the cost model
+    assert out["ralp"]["bytes_per_step"] * 10 < out["ps"]["bytes_per_step"]
+    assert "cell 1/1 small_cnn/w2/1gbit | ralp rep 1/1" in r.stderr and "ETA" in r.stderr
+    results = list((tmp_path / "results").glob("quick-*.json"))
+    assert len(results) == 1
+    doc = json.loads(results[0].read_text())
+    assert doc["complete"] and len(doc["cells"][0]["strategies"]["ps"]["runs"]) == 1
+    assert not (tmp_path / "README.md").exists()  # --quick leaves the report alone
+    assert _namespaces("rbtq") == []
+    assert time.monotonic() - t0 < 180
+
+
+def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
+    """As root, run the bench in a fresh user namespace (``unshare -U``): there it is uid 65534
+    with no capabilities, so the fallback path really runs (files stay readable, unlike with
+    a plain uid switch, because the kernel still checks them against the outside uid)."""
+    out_dir = tmp_path / "out"
+    cmd = [PY, "-m", "ralp_tf.cli", "bench", "--quick", "--json", "--out-dir", str(out_dir), "--prefix", "rbtl"]
+    (tmp_path / "tmp").mkdir()  # own TMPDIR: the unprivileged lock folder lives under it
+    env = _env({"PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")})
+    if IS_ROOT:
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root and unshare is missing: cannot drop privileges")
+        probe = subprocess.run(["unshare", "-U", PY, "-c", "import os; print(os.geteuid())"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0 or probe.stdout.strip() == "0":
+            pytest.skip(f"user namespaces unavailable: {probe.stderr.strip()}")
+        cmd = ["unshare", "-U", *cmd]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = _last_json(r.stdout)
+    _check_cell_json(out, ["ps", "ralp", "allreduce"])
+    for s in out:
+        assert out[s]["valid"] and out[s]["bytes_kind"] == "tcp_payload_live_sockets", out[s]
+    assert "falling back to LoopbackTestbed" in r.stderr
+
+
+@needs_netns
+def test_json_cell_with_every_strategy(tmp_path):
+    """The documented one-cell JSON form, with every strategy; horovod/scheduler may be skipped
+    (with the reason) where they are unavailable, never faked."""
+    strategies = ["ps", "ralp", "scheduler", "allreduce", "horovod", "rejected"]
+    r = _bench(["--json", "--model", "small_cnn", "--workers", "2", "--bandwidth", "1gbit", "--strategies",
+                ",".join(strategies), "--repeats", "1", "--steps", "3", "--warmup", "1", "--out-dir", str(tmp_path),
+                "--prefix", "rbtj"], timeout=400)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    out = _last_json(r.stdout)
+    _check_cell_json(out, strategies)
+    for s in ("ps", "ralp", "allreduce"):
+        assert out[s]["valid"], out[s]
+    assert out["rejected"]["status"] == "skipped" and "stock PS" in out["rejected"]["reason"]
+    from ralp_tf.testbed.horovod_job import horovod_available
+
+    if horovod_available()[0]:
+        assert out["horovod"]["valid"], out["horovod"]
+    else:
+        assert out["horovod"]["status"] == "skipped" and "make horovod" in out["horovod"]["reason"]
+    assert out["scheduler"]["status"] in ("ok", "skipped", "failed")
+    if out["scheduler"]["status"] == "skipped":
+        assert out["scheduler"]["reason"]
+    assert _namespaces("rbtj") == []
+
+
+# ------------------------------------------------------------------------------------------
+# killed midway: nothing may remain
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_killed_bench_leaves_nothing(sig, tmp_path):
+    prefix = "rbtk" if sig == signal.SIGKILL else "rbti"
+    proc = subprocess.Popen([PY, "-m", "ralp_tf.cli", "bench", "--quick", "--out-dir", str(tmp_path),
+                             "--prefix", prefix, "--strategies", "ps,ralp", "--steps", "400"],
+                            cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tasks: set[int] = set()
+    try:
+        deadline = time.monotonic() + 150
+        for line in proc.stderr:  # wait until the first strategy runs
+            if "| ps rep 1/1" in line:
+                break
+            assert time.monotonic() < deadline, "the bench never started a run"
+        # let the cluster and the coordinator come up, then collect every process of the bench
+        while time.monotonic() < deadline:
+            time.sleep(2)
+            tasks = _descendants(proc.pid)
+            if len(tasks) >= 4:  # PS + 2 workers + chief (+ reaper)
+                break
+        for ns in _namespaces(prefix):
+            tasks |= set(_nsops.netns_pids(ns))
+        assert len(tasks) >= 4, tasks
+        assert proc.poll() is None
+        os.kill(proc.pid, sig)
+        rc = proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if sig == signal.SIGINT:
+        assert rc == 130, rc
+        doc = json.loads(next((tmp_path / "results").glob("*.json")).read_text())
+        assert doc.get("interrupted") and not doc["complete"]
+    else:
+        assert rc == -9
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (_namespaces(prefix) or any(_alive(p) for p in tasks)):
+        time.sleep(1)
+    assert _namespaces(prefix) == []
+    assert [p for p in tasks if _alive(p)] == []
