@@ -127,11 +127,11 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
         env = jobs.base_env({"HOROVOD_LOG_LEVEL": "warning"})
         horovodrun = [sys.executable, "-m", "horovod.runner.launch", "--gloo", "-np", str(n),
                       "--start-timeout", str(start_timeout)]
-        if tb.emulated:
+        if tb.emulated and n > 1:
             _write_standin(tb, workers, tmp)
             env["PATH"] = tmp + os.pathsep + os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
             horovodrun += ["-H", ",".join(f"{tb.host(t)}:1" for t in workers), "--network-interface", "eth0"]
-        else:
+        else:  # loopback, or one rank: horovodrun runs it locally (inside that worker's namespace)
             horovodrun += ["-H", f"localhost:{n}"]
         cmd = horovodrun + [sys.executable, "-m", "ralp_tf.testbed.horovod_job"] + jobs.job_argv(args)
         meter = jobs.LinkMeter(tb)
