@@ -106,19 +106,13 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
     hung job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``. Raises
     :class:`~ralp_tf.testbed.TestbedError` if Horovod is not installed.
     """
-    from ralp_tf.testbed.base import TestbedConfigError, TestbedError
+    from ralp_tf.testbed.base import TestbedError
 
     ok, why = horovod_available()
     if not ok:
         raise TestbedError(why)
     jobs.check_model_name(model)
-    workers = list(workers) if workers is not None else [t for t in tb.tasks if t.startswith("worker")]
-    if not workers:
-        raise TestbedConfigError(f"no workers: pass workers=, or name tasks 'worker0', 'worker1', ... "
-                                 f"(testbed tasks: {tb.tasks})")
-    for t in workers:
-        if t not in tb.tasks:
-            raise TestbedConfigError(f"unknown worker task {t!r}; testbed tasks: {tb.tasks}")
+    workers = jobs.resolve_workers(tb, workers)
     n = len(workers)
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None}

@@ -316,6 +316,21 @@ def check_model_name(model: str) -> None:
         resolve_model(model)  # raises ValidationError naming the built-in models
 
 
+def resolve_workers(tb: Any, workers: Sequence[str] | None) -> list[str]:
+    """The worker tasks of a baseline run: ``workers``, or the testbed's tasks named ``worker*``;
+    raises TestbedConfigError for none or for names the testbed lacks."""
+    from ralp_tf.testbed.base import TestbedConfigError
+
+    workers = list(workers) if workers is not None else [t for t in tb.tasks if t.startswith("worker")]
+    if not workers:
+        raise TestbedConfigError(f"no workers: pass workers=, or name tasks 'worker0', 'worker1', ... "
+                                 f"(testbed tasks: {tb.tasks})")
+    for t in workers:
+        if t not in tb.tasks:
+            raise TestbedConfigError(f"unknown worker task {t!r}; testbed tasks: {tb.tasks}")
+    return workers
+
+
 def job_argv(args: dict[str, Any]) -> list[str]:
     """Command-line flags for a rank script from a dict of job arguments."""
     out = []

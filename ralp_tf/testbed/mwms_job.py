@@ -87,16 +87,9 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
     (default: the testbed's ``worker*`` tasks), and return the summary record
     (:func:`jobs.summarize`). A failed or hung job gives ``valid: false`` with the log tail."""
     from ralp_tf.testbed import _nsops
-    from ralp_tf.testbed.base import TestbedConfigError
 
     jobs.check_model_name(model)
-    workers = list(workers) if workers is not None else [t for t in tb.tasks if t.startswith("worker")]
-    if not workers:
-        raise TestbedConfigError(f"no workers: pass workers=, or name tasks 'worker0', 'worker1', ... "
-                                 f"(testbed tasks: {tb.tasks})")
-    for t in workers:
-        if t not in tb.tasks:
-            raise TestbedConfigError(f"unknown worker task {t!r}; testbed tasks: {tb.tasks}")
+    workers = jobs.resolve_workers(tb, workers)
     n = len(workers)
     ports = [port] * n if tb.emulated else [tb.free_port() for _ in workers]
     cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
