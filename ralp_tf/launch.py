@@ -9,7 +9,8 @@
   server is unauthenticated. With a custom ``launcher`` the launcher decides where tasks listen;
 * ``start()`` returns once every task accepts connections, or raises ``ClusterRuntimeError``
   with the log tail of the task that died or timed out;
-* each task's stdout/stderr go to ``log_dir/<job>-<index>.log``;
+* each task's stdout/stderr go to ``log_dir/<job>-<index>.log`` (a temporary folder by default,
+  removed when the ``with`` block ends without an error and kept when one occurred);
 * ``stop()`` (also on ``__exit__``, on error, at interpreter exit) kills every task by PID and
   waits for it; tasks also get SIGKILL if this process dies (``PR_SET_PDEATHSIG``).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -159,8 +161,10 @@ class LocalCluster:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.stop()
+        if exc_type is None and self._own_log_dir:
+            shutil.rmtree(self.log_dir, ignore_errors=True)  # keep the logs only when something failed
 
     def start(self) -> "LocalCluster":
         if self.tasks:
