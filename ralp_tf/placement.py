@@ -203,7 +203,7 @@ def unplace(model: Any) -> Any:
     import tf_keras
 
     check_tf_keras_model(model)
-    clone = tf_keras.models.clone_model(model, clone_function=lambda l: l.__class__.from_config(l.get_config()))
+    clone = tf_keras.models.clone_model(model)  # re-created from layer configs: no wrappers, no pins
     clone.set_weights(model.get_weights())
     return clone
 

@@ -33,6 +33,16 @@ def _base():  # type: ignore[no-untyped-def]
     return models.small_cnn(fc=64)
 
 
+def _base_reference_and_placed(strategy):  # type: ignore[no-untyped-def]
+    """The model, an unplaced copy with the same weights, and the placed copy under ``strategy``."""
+    import tf_keras
+
+    base = _base()
+    reference = tf_keras.models.clone_model(base)
+    reference.set_weights(base.get_weights())
+    return base, reference, place(base, PLAN, strategy)
+
+
 def test_variables_live_together_on_the_planned_ps_task(inprocess) -> None:  # type: ignore[no-untyped-def]
     _, strategy, _ = inprocess
     placed = place(_base(), PLAN, strategy)
@@ -111,10 +121,7 @@ def test_per_step_losses_equal_the_unplaced_model(inprocess) -> None:  # type: i
     import tf_keras
 
     _, strategy, coordinator = inprocess
-    base = _base()
-    reference = tf_keras.models.clone_model(base)
-    reference.set_weights(base.get_weights())
-    placed = place(base, PLAN, strategy)
+    base, reference, placed = _base_reference_and_placed(strategy)
     with strategy.scope():
         opt = tf_keras.optimizers.SGD(0.05)
     ref_opt = tf_keras.optimizers.SGD(0.05)
@@ -148,10 +155,7 @@ def test_fit_trains_the_placed_model_like_the_unplaced_one(inprocess) -> None:  
     import tf_keras
 
     _, strategy, _ = inprocess
-    base = _base()
-    reference = tf_keras.models.clone_model(base)
-    reference.set_weights(base.get_weights())
-    placed = place(base, PLAN, strategy)
+    base, reference, placed = _base_reference_and_placed(strategy)
     x, y = models.synthetic_batch(base, BATCH, seed=7)
     with strategy.scope():
         placed.compile(tf_keras.optimizers.SGD(0.05),
