@@ -15,7 +15,7 @@ import json
 import math
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError
 
@@ -173,18 +173,25 @@ class Cluster:
     @classmethod
     def local(cls, workers: int = 2, ps: int = 1, *, chief: bool = False, base_port: int = 0,
               **kwargs: Any) -> "Cluster":
-        """A loopback cluster shape. Ports are placeholders (``base_port + i``) until
-        :class:`ralp_tf.LocalCluster` assigns real ones."""
+        """A loopback cluster shape of any size (``workers >= 1``, ``ps >= 0``).
+
+        Addresses are distinct placeholders until :class:`ralp_tf.LocalCluster` assigns real
+        ones: ``127.0.0.1`` with consecutive ports from ``base_port`` (default 20000), moving on
+        to the next loopback host (``127.0.0.2``, ...) when the port range ends at 65535, so
+        every address is a valid ``host:port`` however many tasks there are."""
         for name, n, low in (("workers", workers, 1), ("ps", ps, 0)):
             if isinstance(n, bool) or not isinstance(n, int) or n < low:
                 raise ClusterConfigError(f"{name} must be an integer >= {low}, got {n!r}")
-        port = iter(range(base_port or 20000, (base_port or 20000) + 10_000))
+        if isinstance(base_port, bool) or not isinstance(base_port, int) or not 0 <= base_port <= 65535:
+            raise ClusterConfigError(f"base_port must be an integer port 1..65535 (or 0 for the default 20000), "
+                                     f"got {base_port!r}")
+        port = _placeholder_addresses(base_port or 20000)
         jobs: dict[str, list[str]] = {}
         if chief:
-            jobs["chief"] = [f"127.0.0.1:{next(port)}"]
-        jobs["worker"] = [f"127.0.0.1:{next(port)}" for _ in range(workers)]
+            jobs["chief"] = [next(port)]
+        jobs["worker"] = [next(port) for _ in range(workers)]
         if ps:
-            jobs["ps"] = [f"127.0.0.1:{next(port)}" for _ in range(ps)]
+            jobs["ps"] = [next(port) for _ in range(ps)]
         return cls.from_dict(jobs, **kwargs)
 
     # ----------------------------------------------------------------- queries
@@ -260,6 +267,16 @@ class Cluster:
         parts = [f"{len(self.job_tasks(j))} {j}" for j in JOBS if self.job_tasks(j)]
         bw = {format_bandwidth(t.bandwidth_bps) for t in self.tasks}
         return f"{', '.join(parts)}; links {'/'.join(sorted(bw))}"
+
+
+def _placeholder_addresses(first_port: int) -> Iterator[str]:
+    """Distinct loopback ``host:port`` strings: ports ``first_port..65535`` on ``127.0.0.1``, then
+    on ``127.0.0.2`` and so on through ``127.255.255.254`` (more addresses than any memory holds)."""
+    for host in range(1, 2**24 - 1):
+        ip = f"127.{host >> 16}.{(host >> 8) & 255}.{host & 255}"
+        for p in range(first_port, 65536):
+            yield f"{ip}:{p}"
+    raise ClusterConfigError("a local cluster shape cannot have more tasks than there are loopback addresses")
 
 
 def _per_job(value: Any, job: str, convert: Any) -> Any:

@@ -74,6 +74,28 @@ def test_bad_bandwidth(bad: str) -> None:
 def test_local_cluster_shape_errors() -> None:
     with pytest.raises(ClusterConfigError, match="workers"):
         Cluster.local(0, 1)
+    with pytest.raises(ClusterConfigError, match="base_port"):
+        Cluster.local(2, 1, base_port=70000)
+
+
+def test_any_positive_cluster_size_plans() -> None:
+    """100,000 workers (once a StopIteration: placeholder ports ran out at 10,000 tasks) plan in
+    pure arithmetic, with distinct, valid placeholder addresses."""
+    from ralp_tf.analyzer import analyze
+    from ralp_tf.profile import ModelProfile
+
+    cluster = Cluster.local(100_000, 1, chief=True, base_port=60000)
+    addresses = [t.address for t in cluster.tasks]
+    assert cluster.num_workers == 100_000 and len(set(addresses)) == len(addresses) == 100_002
+    assert all(1 <= int(a.rsplit(":", 1)[1]) <= 65535 for a in addresses)
+    assert addresses[0] == "127.0.0.1:60000" and addresses[-1].startswith("127.0.0.")
+    prof = ModelProfile.from_dict({"model_name": "m", "batch_size": 8, "outputs": ["fc"], "layers": [
+        {"name": "x", "kind": "input", "param_bytes": 0, "flops": 0, "output_bytes": 64, "inbound": []},
+        {"name": "fc", "kind": "dense", "param_bytes": 4_000_000, "flops": 2_000_000, "output_bytes": 40,
+         "inbound": ["x"], "var_bytes": [3_999_960, 40], "output_shape": [10]}]})
+    analysis = analyze(prof, cluster)
+    assert set(analysis.plan.placements) == {"fc"}
+    assert math.isfinite(analysis.plan.notes["predicted_step_s"])
 
 
 def test_plan_json_round_trip_and_diff() -> None:
