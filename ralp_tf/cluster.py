@@ -11,13 +11,12 @@ the cost model uses; defaults are overridable per job.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
 from typing import Any, Iterator, Mapping
 
-from ralp_tf.errors import ClusterConfigError
+from ralp_tf.errors import ClusterConfigError, parse_json
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 DEFAULT_BANDWIDTH_BPS = 1e9
@@ -142,12 +141,9 @@ class Cluster:
                                          '{"cluster": {"worker": ["host:port"], "ps": ["host:port"]}, '
                                          '"task": {"type": "chief", "index": 0}} or use Cluster.local()')
         if isinstance(tf_config, str):
-            try:
-                tf_config = json.loads(tf_config)
-            except json.JSONDecodeError as exc:
-                raise ClusterConfigError(f"TF_CONFIG is not valid JSON ({exc.msg} at position {exc.pos}); it "
-                                         'must look like {"cluster": {"worker": [...], "ps": [...]}, '
-                                         '"task": {"type": "worker", "index": 0}}') from None
+            tf_config = parse_json(tf_config, ClusterConfigError, "TF_CONFIG",
+                                   hint='it must look like {"cluster": {"worker": [...], "ps": [...]}, '
+                                        '"task": {"type": "worker", "index": 0}}')
         if not isinstance(tf_config, Mapping) or not isinstance(tf_config.get("cluster"), Mapping):
             raise ClusterConfigError("TF_CONFIG must be a JSON object with a 'cluster' object mapping job "
                                      "names to address lists")

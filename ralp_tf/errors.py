@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 from typing import Any
 
 
@@ -33,9 +35,112 @@ class ClusterRuntimeError(RalpError, RuntimeError):
     """A local cluster task failed to start or died."""
 
 
-def parse_json(text: str | bytes, error: type[ValidationError], what: str) -> Any:
-    """``json.loads(text)``, raising ``error`` ("<what> is not valid JSON: ...") on malformed text."""
+#: Deepest nesting of arrays/objects any input JSON may have. Real plans, profiles, TF_CONFIGs,
+#: workloads and catalogs nest at most 4 levels; 64 leaves ample room.
+MAX_JSON_DEPTH = 64
+#: Largest input JSON, in bytes (characters for text given as ``str``): far above any real plan,
+#: profile or workload (the largest shipped workload is under 100 KB). Override with the
+#: environment variable named by :data:`MAX_JSON_BYTES_ENV`.
+#: Longest integer literal in input JSON (Python's own default cap on int/str conversion).
+MAX_JSON_INT_DIGITS = 4300
+DEFAULT_MAX_JSON_BYTES = 64 * 2**20
+MAX_JSON_BYTES_ENV = "RALP_TF_MAX_JSON_BYTES"
+
+
+def max_json_bytes() -> int:
+    """The size cap on input JSON: ``$RALP_TF_MAX_JSON_BYTES`` when set (a positive integer),
+    else :data:`DEFAULT_MAX_JSON_BYTES`. A malformed override raises :class:`ValidationError`."""
+    raw = os.environ.get(MAX_JSON_BYTES_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_JSON_BYTES
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-        raise error(f"{what} is not valid JSON: {exc}") from None
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ValidationError(f"{MAX_JSON_BYTES_ENV}={raw!r} is not a positive whole number of bytes; "
+                              f"unset it for the default {DEFAULT_MAX_JSON_BYTES} (64 MiB)")
+    return cap
+
+
+def _check_size(size: int, error: type[ValidationError], what: str) -> None:
+    cap = max_json_bytes()
+    if size > cap:
+        raise error(f"{what} is {size} bytes, over the {cap}-byte limit on input JSON; no real plan, profile "
+                    f"or workload is that large. Check you gave the right file, or raise the limit with the "
+                    f"environment variable {MAX_JSON_BYTES_ENV}")
+
+
+def _depth(doc: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar is 0, ``[]`` is 1), without recursion."""
+    deepest, stack = 0, [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > MAX_JSON_DEPTH:
+                break
+            stack.extend((v, depth) for v in (value.values() if isinstance(value, dict) else value))
+    return deepest
+
+
+def parse_json(text: str | bytes, error: type[ValidationError], what: str, hint: str = "") -> Any:
+    """Parse input JSON ``text`` or raise ``error`` with a message that starts with ``what``.
+
+    Refused, each with its own message: malformed JSON ("<what> is not valid JSON: ..."),
+    text over :func:`max_json_bytes`, arrays/objects nested deeper than :data:`MAX_JSON_DEPTH`,
+    integers over :data:`MAX_JSON_INT_DIGITS` digits,
+    and non-finite numbers (``NaN``, ``Infinity``, ``-Infinity``, or a literal such as ``1e999``
+    that overflows to infinity). ``hint`` (e.g. an example of the expected shape) is appended to
+    the malformed-JSON message. Never raises anything but ``error`` for bad text.
+    """
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise error(f"{what} must be JSON text (str or bytes), got {type(text).__name__}")
+    _check_size(len(text), error, what)
+
+    def reject_constant(name: str) -> Any:
+        raise error(f"{what} contains {name}, which is not a JSON number; write a finite number")
+
+    def finite_float(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            raise error(f"{what} contains the number {literal[:40]}, which overflows to infinity; "
+                        "write a finite number")
+        return value
+
+    def bounded_int(literal: str) -> int:
+        digits = len(literal.lstrip("-"))
+        if digits > MAX_JSON_INT_DIGITS:
+            raise error(f"{what} contains an integer of {digits} digits, over the {MAX_JSON_INT_DIGITS}-digit "
+                        "limit on input JSON; write a smaller number")
+        return int(literal)
+
+    too_deep = error(f"{what} nests arrays/objects deeper than {MAX_JSON_DEPTH} levels, the limit on input "
+                     "JSON; no real plan, profile or workload nests that deep")
+    try:
+        doc = json.loads(text, parse_constant=reject_constant, parse_float=finite_float,
+                         parse_int=bounded_int)
+    except ValidationError:
+        raise
+    except RecursionError:
+        raise too_deep from None
+    except (ValueError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError, over-long integers
+        raise error(f"{what} is not valid JSON: {exc}{'; ' + hint if hint else ''}") from None
+    if _depth(doc) > MAX_JSON_DEPTH:
+        raise too_deep
+    return doc
+
+
+def read_json_file(path: str | os.PathLike[str], error: type[ValidationError], what: str) -> Any:
+    """Read and parse the JSON file ``path`` as :func:`parse_json` does, checking its size against
+    :func:`max_json_bytes` before reading it. An unreadable file raises ``error`` ("cannot read
+    <what> <path>: <reason>"); ``what`` in other messages is ``"<what> <path>"``."""
+    label = f"{what} {str(path)!r}"
+    try:
+        with open(path, "rb") as f:
+            _check_size(os.fstat(f.fileno()).st_size, error, label)
+            text = f.read(max_json_bytes() + 1)
+    except OSError as exc:
+        raise error(f"cannot read {label}: {exc.strerror}") from None
+    return parse_json(text, error, label)

@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ralp_tf.errors import PlanError, parse_json
+from ralp_tf.errors import PlanError, parse_json, read_json_file
 
 _DEVICE = re.compile(
     r"^/job:(?P<job>[a-z_]+)(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
@@ -184,11 +184,7 @@ class Plan:
 
     @classmethod
     def load(cls, path: str) -> "Plan":
-        try:
-            with open(path, "rb") as f:
-                return cls.from_json(f.read())
-        except OSError as exc:
-            raise PlanError(f"cannot read plan file {path!r}: {exc.strerror}") from None
+        return cls.from_dict(read_json_file(path, PlanError, "plan file"))
 
 
 def _layer_names(model_or_profile: Any) -> list[str]:

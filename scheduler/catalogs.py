@@ -12,7 +12,7 @@ import math
 from typing import Any, Mapping
 
 from ralp_tf.cluster import Cluster
-from ralp_tf.errors import parse_json
+from ralp_tf.errors import read_json_file
 from scheduler.errors import CatalogError
 from scheduler.problem import Catalog, ResourceType
 
@@ -85,12 +85,7 @@ def get_catalog(name: str) -> Catalog:
     if name in CATALOGS:
         return CATALOGS[name]
     if isinstance(name, str) and name.endswith(".json"):
-        try:
-            with open(name, "rb") as f:
-                text = f.read()
-        except OSError as exc:
-            raise CatalogError(f"cannot read catalog file {name!r}: {exc.strerror}") from None
-        return catalog_from_dict(parse_json(text, CatalogError, f"catalog file {name!r}"))
+        return catalog_from_dict(read_json_file(name, CatalogError, "catalog file"))
     raise CatalogError(f"unknown catalog {name!r}; use one of {', '.join(CATALOGS)} or a path to a catalog JSON file")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ralp_tf.cluster import Cluster
-from ralp_tf.errors import ClusterConfigError, ModelError, PlanError, ValidationError
+from ralp_tf.errors import ClusterConfigError, ModelError, PlanError, ValidationError, parse_json
 from ralp_tf.models import resolve_model
 from ralp_tf.plan import Plan
 from ralp_tf.profile import ModelProfile
@@ -50,20 +51,28 @@ def _dnn(**changes: Any) -> str:
     return json.dumps(doc)
 
 
-def _read_dnn(text: str) -> Any:
-    from ralp_tf.errors import parse_json
-    from scheduler.errors import WorkloadError
+def _dnn_from_dict(doc: Any) -> Any:
     from scheduler.workloads import dnn_partitioning
 
-    return dnn_partitioning.from_dict(parse_json(text, WorkloadError, "workload"), "w")
+    return dnn_partitioning.from_dict(doc, "w")
+
+
+def _read_dnn(text: str) -> Any:
+    from scheduler.errors import WorkloadError
+
+    return _dnn_from_dict(parse_json(text, WorkloadError, "workload"))
+
+
+def _catalog_from_dict(doc: Any) -> Any:
+    from scheduler.catalogs import catalog_from_dict
+
+    return catalog_from_dict(doc)
 
 
 def _read_catalog(text: str) -> Any:
-    from ralp_tf.errors import parse_json
-    from scheduler.catalogs import catalog_from_dict
     from scheduler.errors import CatalogError
 
-    return catalog_from_dict(parse_json(text, CatalogError, "catalog"))
+    return _catalog_from_dict(parse_json(text, CatalogError, "catalog"))
 
 
 def _read_workload_file(text: str) -> Any:
@@ -135,13 +144,19 @@ MALFORMED: list[tuple[str, Callable[[Any], Any], Any, type, str]] = [
     ("workload", _read_dnn, _dnn(maxFPGAs="two"), ValidationError, "maxFPGAs"),
     ("workload", _read_dnn, _dnn(nodes=[{"id": 1}]), ValidationError, "lacks field(s)"),
     ("workload", _read_dnn, _dnn(edges=[{"sourceId": 1, "destId": 2, "cost": float("nan")}]), ValidationError,
-     "cost"),
+     "NaN, which is not a JSON number"),
+    ("workload", _dnn_from_dict, {**VALID_DNN_WORKLOAD, "edges": [{"sourceId": 1, "destId": 2, "cost": math.nan}]},
+     ValidationError, "cost"),
+    ("workload", _dnn_from_dict, {**VALID_DNN_WORKLOAD, "maxFPGAs": math.inf}, ValidationError,
+     "maxFPGAs"),
     ("workload", _read_workload_file, "{not json", ValidationError, "not valid JSON"),
     ("workload", _read_workload_file, _profile_with(flops=-1.0), ValidationError, "non-negative"),
     ("catalog", _read_catalog, '{"name": "c", "types": []}', ValidationError, "is empty"),
     ("catalog", _read_catalog, "[]", ValidationError, "JSON object"),
     ("catalog", _read_catalog, _catalog_with(price_per_hour=-1.0), ValidationError, "price_per_hour"),
-    ("catalog", _read_catalog, _catalog_with(flops=float("nan")), ValidationError, "flops"),
+    ("catalog", _read_catalog, _catalog_with(flops=float("nan")), ValidationError, "NaN"),
+    ("catalog", _catalog_from_dict, {**VALID_CATALOG, "types": [{**VALID_CATALOG["types"][0], "flops": math.nan}]},
+     ValidationError, "flops"),
     ("catalog", _read_catalog, _catalog_with(device_template="gpu"), ValidationError, "TF device string"),
     ("catalog", _read_catalog, _catalog_with(max_units=0), ValidationError, "max_units"),
     ("catalog", _read_catalog, _catalog_with(speed=3), ValidationError, "unknown field"),
@@ -160,7 +175,7 @@ def test_malformed_input_gets_the_documented_error(kind: str, reader: Callable[[
     assert message in str(info.value)
     assert isinstance(info.value, ValidationError)
     tb = info.traceback
-    assert all("/tensorflow/" not in str(entry.path) and "/numpy/" not in str(entry.path) for entry in tb)
+    assert tb and all("/tensorflow/" not in str(entry.path) and "/numpy/" not in str(entry.path) for entry in tb)
 
 
 CLI_MALFORMED = [
@@ -270,7 +285,153 @@ def test_catalog_reader_accepts_or_raises_catalog_error(doc: Any) -> None:
 def test_no_unsafe_deserialisers_in_the_code() -> None:
     root = Path(__file__).resolve().parents[1]
     for folder in ("ralp_tf", "scheduler"):
-        for path in (root / folder).rglob("*.py"):
+        paths = list((root / folder).rglob("*.py"))
+        assert paths, f"no Python files under {root / folder}"
+        for path in paths:
             text = path.read_text()
             for banned in ("pickle.load", "yaml.load(", "eval(", "exec(", "marshal.load"):
                 assert banned not in text, f"{path} uses {banned}"
+
+
+# ------------------------------------------------------------------- pathological input, every reader
+def _via_file(load: Callable[[str], Any], suffix: str = ".json") -> Callable[[str], Any]:
+    """A text reader that writes the text to a temporary file and reads it back with ``load``."""
+    def read(text: str) -> Any:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / f"input{suffix}"
+            path.write_text(text)
+            return load(str(path))
+    return read
+
+
+def _catalog_file(path: str) -> Any:
+    from scheduler.catalogs import get_catalog
+
+    return get_catalog(path)
+
+
+def _dnn_file(path: str) -> Any:
+    from scheduler.workloads import dnn_partitioning
+
+    return dnn_partitioning.load(path)
+
+
+def _error(name: str) -> type:
+    from scheduler.errors import CatalogError, WorkloadError
+
+    return {"plan": PlanError, "tf_config": ClusterConfigError, "profile": ValidationError,
+            "workload": WorkloadError, "catalog": CatalogError}[name]
+
+
+# (kind, valid document, reader of JSON text, documented error kind): every JSON reader of user input
+READERS: list[tuple[str, Any, Callable[[str], Any], str]] = [
+    ("plan", VALID_PLAN, Plan.from_json, "plan"),
+    ("plan-file", VALID_PLAN, _via_file(Plan.load), "plan"),
+    ("profile", VALID_PROFILE, ModelProfile.from_json, "profile"),
+    ("profile-file", VALID_PROFILE, _read_workload_file, "workload"),
+    ("tf_config", VALID_TF_CONFIG, Cluster.from_tf_config, "tf_config"),
+    ("workload-file", VALID_DNN_WORKLOAD, _read_workload_file, "workload"),
+    ("dnn-file", VALID_DNN_WORKLOAD, _via_file(_dnn_file), "workload"),
+    ("catalog-file", VALID_CATALOG, _via_file(_catalog_file), "catalog"),
+]
+READER_IDS = [r[0] for r in READERS]
+SENTINEL = "__ralp_tf_sentinel__"
+PATHOLOGICAL = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                        derandomize=True)
+
+
+@st.composite
+def with_sentinel(draw: Any, valid: Any) -> str:
+    """``valid`` as JSON text with one value (or the whole document) replaced by :data:`SENTINEL`."""
+    doc = copy.deepcopy(valid)
+    path = draw(st.sampled_from(_paths(doc)))
+    if not path:
+        return json.dumps(SENTINEL)
+    parent = doc
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = SENTINEL
+    return json.dumps(doc)
+
+
+def _refused(reader: Callable[[str], Any], kind: str, text: str, fragment: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        reader(text)
+    assert isinstance(info.value, _error(kind)), f"{type(info.value).__name__}: {info.value}"
+    assert fragment in str(info.value)
+
+
+def _nested(depth: int, brackets: tuple[str, str]) -> str:
+    return brackets[0] * depth + "0" + brackets[1] * depth
+
+
+# pathology: (strategy of JSON text put in place of one value, fragment of the refusal)
+PATHOLOGIES: dict[str, tuple[Any, str]] = {
+    "deep-nesting": (st.builds(_nested, st.sampled_from([65, 66, 1000, 100_000]) | st.integers(65, 5000),
+                               st.sampled_from([("[", "]"), ('{"a": ', "}")])), "deeper than 64 levels"),
+    "non-finite": (st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-2.5e400"]), "finite number"),
+}
+
+
+@pytest.mark.parametrize("pathology", PATHOLOGIES)
+@pytest.mark.parametrize("name, valid, reader, kind", READERS, ids=READER_IDS)
+@PATHOLOGICAL
+@given(data=st.data())
+def test_pathological_value_is_refused(name: str, valid: Any, reader: Callable[[str], Any], kind: str,
+                                       pathology: str, data: Any) -> None:
+    strategy, fragment = PATHOLOGIES[pathology]
+    text = data.draw(with_sentinel(valid)).replace(f'"{SENTINEL}"', data.draw(strategy))
+    _refused(reader, kind, text, fragment)
+
+
+@pytest.mark.parametrize("name, valid, reader, kind", READERS, ids=READER_IDS)
+@PATHOLOGICAL
+@given(data=st.data())
+def test_input_over_the_size_cap_is_refused(name: str, valid: Any, reader: Callable[[str], Any], kind: str,
+                                            data: Any) -> None:
+    text = json.dumps(valid) + " " * data.draw(st.integers(0, 2000))
+    cap = data.draw(st.integers(1, len(text) - 1))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RALP_TF_MAX_JSON_BYTES", str(cap))
+        _refused(reader, kind, text, f"over the {cap}-byte limit")
+        mp.setenv("RALP_TF_MAX_JSON_BYTES", str(len(text)))
+        reader(text)  # at the cap exactly: accepted
+
+
+def test_default_size_cap_is_checked_before_reading(tmp_path: Path) -> None:
+    from ralp_tf.errors import DEFAULT_MAX_JSON_BYTES
+
+    huge = tmp_path / "plan.json"
+    with open(huge, "wb") as f:  # sparse: 64 MiB + 1 of apparent size, no disk used, never read
+        f.truncate(DEFAULT_MAX_JSON_BYTES + 1)
+    with pytest.raises(PlanError, match="67108864-byte limit.*RALP_TF_MAX_JSON_BYTES"):
+        Plan.load(str(huge))
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-5", "1.5"])
+def test_malformed_size_override_is_a_clear_error(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RALP_TF_MAX_JSON_BYTES", value)
+    with pytest.raises(ValidationError, match="RALP_TF_MAX_JSON_BYTES.*positive whole number"):
+        Plan.from_json(json.dumps(VALID_PLAN))
+
+
+def test_nesting_limit_is_64_levels_exactly() -> None:
+    assert parse_json("[" * 64 + "]" * 64, PlanError, "x") is not None
+    with pytest.raises(PlanError, match="deeper than 64 levels"):
+        parse_json("[" * 65 + "]" * 65, PlanError, "x")
+
+
+def test_huge_integer_literal_is_refused() -> None:
+    with pytest.raises(PlanError, match="integer of 5000 digits"):
+        parse_json("[" + "9" * 5000 + "]", PlanError, "plan")
+
+
+def test_deeply_nested_plan_file_on_the_command_line(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text("[" * 100_000 + "]" * 100_000)
+    proc = subprocess.run([RALP_TF, "run", "--model", "small_cnn", "--policy", str(plan)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "deeper than 64 levels" in proc.stderr and "Traceback" not in proc.stderr

@@ -13,12 +13,11 @@ of its best achievable throughput on the catalog, rounded down to two significan
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from ralp_tf.errors import ValidationError
+from ralp_tf.errors import ValidationError, read_json_file
 from ralp_tf.profile import ModelProfile
 from scheduler.errors import WorkloadError
 from scheduler.maxload import MaxLoadProblem
@@ -76,13 +75,7 @@ def load_workload(name_or_path: str, *, catalog: Catalog | None = None, throughp
         return dnn_partitioning.load(shared[name_or_path])
     p = Path(name_or_path)
     if p.suffix == ".json" or p.exists():
-        try:
-            data: Any = json.loads(p.read_text())
-        except OSError as exc:
-            raise WorkloadError(f"cannot read workload file {name_or_path!r}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise WorkloadError(f"workload file {name_or_path!r} is not valid JSON ({exc.msg} at line "
-                                f"{exc.lineno})") from None
+        data: Any = read_json_file(name_or_path, WorkloadError, "workload file")
         if isinstance(data, dict) and "layers" in data:
             try:
                 prof = ModelProfile.from_dict(data)

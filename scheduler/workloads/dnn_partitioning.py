@@ -9,12 +9,12 @@ one node has the same cost). The result of a solver is written in the package's 
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from ralp_tf.errors import read_json_file
 from scheduler.errors import WorkloadError
 from scheduler.maxload import MaxLoadProblem
 
@@ -131,14 +131,6 @@ def from_dict(data: Any, name: str = "workload") -> MaxLoadProblem:
 
 
 def load(path: str | os.PathLike[str], name: str | None = None) -> MaxLoadProblem:
-    """Read and validate a workload JSON file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise WorkloadError(f"cannot read workload file {str(p)!r}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"workload file {str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return from_dict(data, name or p.stem)
+    """Read and validate a workload JSON file; any problem (unreadable, oversize, too deeply nested,
+    non-finite numbers, malformed) raises :class:`WorkloadError`."""
+    return from_dict(read_json_file(path, WorkloadError, "workload file"), name or Path(path).stem)
