@@ -1,5 +1,7 @@
 """The one solver interface: ``solve(problem) -> Schedule``, plus ralp_tf's placement-policy
-protocol ``plan(profile, cluster) -> Plan``.
+protocol ``plan(profile, cluster) -> Plan``. Both run the solver outside the caller's
+TensorFlow context (:func:`scheduler.isolation.outside_strategy`): a solver called from inside a
+``strategy.scope()`` never creates variables or runs optimizers on the user's cluster.
 
 A solver subclass implements ``_solve(problem) -> (assignment, notes)`` (one choice index per
 decision); :meth:`Solver.solve` times it and asks the problem to price it. Every problem kind
@@ -19,6 +21,7 @@ import numpy as np
 from ralp_tf.cluster import Cluster
 from ralp_tf.plan import Plan
 from ralp_tf.profile import ModelProfile
+from scheduler.isolation import outside_strategy
 from scheduler.problem import Catalog, Constraints, Problem
 from scheduler.schedule import Schedule
 
@@ -44,9 +47,10 @@ class Solver(abc.ABC):
         """Return ``(assignment, notes)``."""
 
     def solve(self, problem: Any) -> Schedule:
-        """Solve ``problem``; the Schedule's ``solve_seconds`` is this call's wall time."""
+        """Solve ``problem`` outside any distribution strategy (:mod:`scheduler.isolation`); the
+        Schedule's ``solve_seconds`` is this call's wall time."""
         t0 = time.perf_counter()
-        assignment, notes = self._solve(problem)
+        assignment, notes = outside_strategy(self._solve, problem)
         seconds = time.perf_counter() - t0
         return problem.make_schedule(np.asarray(assignment, dtype=np.int64), self.name, seconds, notes)
 
@@ -59,7 +63,12 @@ class Solver(abc.ABC):
 
     def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
         """Placement policy for ``ralp_tf.placement(policy=...)``: solve the profile on the
-        cluster's resource types; the Plan is validated against ``profile`` and ``cluster``."""
+        cluster's resource types; the Plan is validated against ``profile`` and ``cluster``.
+        Safe inside ``strategy.scope()``: the solver runs outside it and creates nothing on the
+        cluster (:mod:`scheduler.isolation`)."""
+        return outside_strategy(self._plan, profile, cluster)
+
+    def _plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
         problem = self.problem_for(profile, cluster)
         schedule = self.solve(problem)
         return schedule.to_plan().validate(profile, cluster)

@@ -39,6 +39,11 @@ pretrained policy so that several folds can continue from it.
 ``post_seconds`` before it, the polish stops at the deadline (best start first), and the
 inference timing uses fewer repeats when little time is left.
 
+**Isolation.** The policy's variables, tf.functions and optimizer live outside any distribution
+strategy: :meth:`RL.solve` / :meth:`RL.plan` (inherited), :meth:`RL.train`, :meth:`RL.imitate`
+and :meth:`RL.pretrain` run in :func:`scheduler.isolation.outside_strategy`, so the solver
+works as a placement policy inside ``strategy.scope()`` and creates nothing on the cluster.
+
 **Result.** The best placement the policy produced (among the training samples and the
 greedy arg-max decode; ``notes["policy_objective"]``), then, with ``polish=True`` (default), a
 local improvement (:func:`polish`: best block moves of 1-3 consecutive decisions until none
@@ -57,6 +62,7 @@ from ralp_tf.costmodel import transfer_seconds
 from ralp_tf.profile import LAYER_KINDS
 from scheduler.base import Solver
 from scheduler.errors import ProblemError
+from scheduler.isolation import outside_strategy
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 
@@ -412,7 +418,13 @@ class RL(Solver):
         (optional) receives, per problem index, the best distinct placements sampled
         (placement -> (objective, penalised score)). The returned dict names every problem
         trained on (``trained_on``), so callers can check that a held-out workload was not.
+        Runs outside any distribution strategy (:mod:`scheduler.isolation`).
         """
+        return outside_strategy(self._train, problems, seconds=seconds, iterations=iterations, track=track,
+                                order=order)
+
+    def _train(self, problems: Sequence[Any], *, seconds: float | None, iterations: int | None,
+               track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None, order: str) -> dict[str, Any]:
         if not problems:
             raise ProblemError("RL.train needs at least one problem to train on")
         if order not in ("round_robin", "random"):
@@ -457,7 +469,12 @@ class RL(Solver):
         """Supervised warm start: maximise the log-likelihood of ``targets[i]`` (a placement of
         ``problems[i]``, e.g. the exact optimum of a *training* problem) under the policy, one
         problem per step in random order, for ``seconds`` or ``iterations``. Contract: only the
-        given problems are read; ``trained_on`` in the result names them."""
+        given problems are read; ``trained_on`` in the result names them. Runs outside any
+        distribution strategy (:mod:`scheduler.isolation`)."""
+        return outside_strategy(self._imitate, problems, targets, seconds=seconds, iterations=iterations)
+
+    def _imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float,
+                 iterations: int) -> dict[str, Any]:
         if len(problems) != len(targets) or not problems:
             raise ProblemError("imitate needs one target placement per problem (and at least one problem)")
         envs = [make_env(p) for p in problems]
@@ -555,8 +572,12 @@ class RL(Solver):
         """An RL solver whose policy is trained on ``problems``; apply it to unseen problems with
         ``solver.train_seconds = 0`` (no retraining). ``policy``: start from a copy of this
         (already trained) policy instead of a fresh one; the given policy is not modified.
-        ``solver.pretrain_info["trained_on"]`` names the problems it was trained on."""
-        solver = cls(policy=None if policy is None else policy.clone(), **kwargs)
-        info = solver.train(list(problems), seconds=seconds, iterations=iterations, order=order)
-        solver.pretrain_info = info
-        return solver
+        ``solver.pretrain_info["trained_on"]`` names the problems it was trained on. Runs outside
+        any distribution strategy (:mod:`scheduler.isolation`)."""
+
+        def pretrained() -> "RL":
+            solver = cls(policy=None if policy is None else policy.clone(), **kwargs)
+            solver.pretrain_info = solver.train(list(problems), seconds=seconds, iterations=iterations, order=order)
+            return solver
+
+        return outside_strategy(pretrained)
