@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NATIVE := ralp_tf/_native/libloopback_bind.so
 
-.PHONY: setup demo test bench bench-quick horovod clean
+.PHONY: setup demo test test-fast bench bench-quick horovod clean
 
 setup: $(STAMP) $(NATIVE)
 
@@ -24,8 +24,17 @@ $(NATIVE): ralp_tf/_native/loopback_bind.c
 demo: setup
 	$(VENV)/bin/ralp-tf run --model alexnet_cifar --workers 2 --ps 1 --steps 30 --compare
 
+# Tiers are pytest markers (pytest.ini). `test` runs every tier CI can run (.ci/run): a test whose
+# requirement is missing (root, Horovod, shared data) skips, -rs lists why and tests/conftest.py
+# prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
+FAST_TIER := not slow and not integration and not needs_root and not needs_horovod
+
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -rs tests
+
+# The quick tier, under 2 minutes: no real clusters, no root, no Horovod, no test over ~5 s.
+test-fast: setup
+	$(PY) -m pytest -q -rs -m "$(FAST_TIER)" tests
 
 horovod: setup
 	bash scripts/install_horovod.sh $(PY)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,16 @@ def inprocess():
     strategy = cluster.strategy()
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     return cluster, strategy, coordinator
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """Print exactly one line, always: ``skip summary: N skipped (k x reason; ...)``, reasons grouped
+    and most frequent first (CI greps for it). It does not change the exit status."""
+    reasons: Counter[str] = Counter()
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = rep.longrepr
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    detail = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common())
+    terminalreporter.write_line(f"skip summary: {sum(reasons.values())} skipped" + (f" ({detail})" if detail else ""))

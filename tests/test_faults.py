@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]  # each test trains on real task processes
 
 RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
 BASE = [RALP_TF, "run", "--model", "small_cnn", "--policy", "ralp", "--workers", "2", "--ps", "1",

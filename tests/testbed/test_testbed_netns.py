@@ -10,7 +10,7 @@ from ralp_tf.testbed import Testbed, bytes_delta
 from ralp_tf.testbed.netperf import measure
 from tbhelpers import PY, needs_netns
 
-pytestmark = needs_netns
+pytestmark = [needs_netns, pytest.mark.needs_root]
 
 # Per full-size frame: 14 Ethernet + 20 IPv4 + 32 TCP (with timestamps) header bytes.
 HDR = 66
@@ -31,7 +31,8 @@ def test_topology_addresses_isolation_and_hosts():
         # The subnet exists nowhere in the root namespace.
         assert "10.231.0." not in subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True).stdout
         # Offloads are off on both ends of every link; links are shaped with tbf on both ends.
-        assert all(not any(flags.values()) for v in tb.offloads.values() for flags in v.values())
+        flag_sets = [flags for v in tb.offloads.values() for flags in v.values()]
+        assert flag_sets and all(flags and not any(flags.values()) for flags in flag_sets), tb.offloads
         assert "tbf" in tb.run("worker0", ["tc", "qdisc", "show", "dev", "eth0"]).stdout
         sw = subprocess.run(["tc", "-n", tb.switch_ns, "qdisc", "show"], capture_output=True, text=True).stdout
         assert sw.count("qdisc tbf") == 2

@@ -104,6 +104,7 @@ def test_ssh_standin_parses_horovod_command():
 
 
 @needs_netns
+@pytest.mark.needs_root
 def test_delay_without_netem_is_reported():
     """This kernel has no netem: asking for delay must say so (elsewhere it may work)."""
     try:
@@ -114,6 +115,7 @@ def test_delay_without_netem_is_reported():
 
 
 @needs_netns
+@pytest.mark.needs_root
 def test_unknown_task_in_calls():
     with Testbed(["worker0"], prefix="tbtunk") as tb:
         with pytest.raises(TestbedConfigError, match="unknown task"):
