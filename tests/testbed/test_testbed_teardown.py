@@ -8,24 +8,26 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from ralp_tf.testbed import Testbed, TestbedError, cleanup_stale
+from polling import wait_until
 from tbhelpers import PY, needs_netns, pid_alive, tbt_namespaces
 
-pytestmark = needs_netns
+pytestmark = [needs_netns, pytest.mark.needs_root]
 
 OWNER = textwrap.dedent("""
-    import json, sys, time
+    import json, subprocess, sys, time
     from ralp_tf.testbed import Testbed
     with Testbed(["worker0", "ps0"], "100mbit", prefix=sys.argv[1], term_grace_s=1.0) as tb:
         a = tb.popen("worker0", ["sleep", "600"])
         # A child that ignores SIGTERM and forks a grandchild: teardown must escalate to SIGKILL.
         b = tb.popen("ps0", [sys.executable, "-c",
-            "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); os.fork(); time.sleep(600)"])
-        time.sleep(0.5)
+            "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n"
+            "if os.fork(): print('forked', flush=True)\\n"
+            "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+        assert b.stdout.readline().strip() == "forked"
         print(json.dumps({"pids": [a.pid, b.pid], "reaper": tb._reaper.pid}), flush=True)
         time.sleep(600)
 """)
@@ -51,12 +53,11 @@ def _ns_pids(prefix: str) -> list[int]:
 
 
 def _wait_gone(prefix: str, pids: list[int], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not [n for n in tbt_namespaces() if n.startswith(prefix + "-")] and not any(map(pid_alive, pids)):
-            return
-        time.sleep(0.1)
-    pytest.fail(f"left behind: namespaces {tbt_namespaces()}, live pids {[p for p in pids if pid_alive(p)]}")
+    """Wait until no ``prefix-*`` namespace and none of ``pids`` is left; fail naming what is."""
+    wait_until(lambda: not [n for n in tbt_namespaces() if n.startswith(prefix + "-")]
+               and not any(map(pid_alive, pids)), timeout, interval_s=0.1,
+               what=lambda: (f"teardown; left behind: namespaces {tbt_namespaces()}, "
+                             f"live pids {[p for p in pids if pid_alive(p)]}"))
 
 
 def test_teardown_on_exception_kills_processes():
@@ -64,8 +65,9 @@ def test_teardown_on_exception_kills_processes():
         with Testbed(["worker0", "ps0"], "1gbit", prefix="tbtexc", term_grace_s=1.0) as tb:
             p = tb.popen("worker0", ["sleep", "600"])
             q = tb.popen("ps0", [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                                           "time.sleep(600)"])
-            time.sleep(0.3)
+                                           "print('ready', flush=True); time.sleep(600)"],
+                         stdout=subprocess.PIPE, text=True)
+            assert q.stdout.readline().strip() == "ready"  # SIGTERM is ignored from here on
             raise RuntimeError("boom")
     assert p.poll() is not None and q.poll() is not None
     assert not tb.is_open and not tbt_namespaces()
@@ -112,7 +114,7 @@ def test_sigkill_owner_and_reaper_then_recover(how, child_env):
     os.kill(info["reaper"], signal.SIGKILL)
     proc.kill()
     proc.wait()
-    time.sleep(0.2)
+    wait_until(lambda: not pid_alive(info["reaper"]), 10, what=f"the killed reaper {info['reaper']} to exit")
     inside = _ns_pids(prefix)
     assert inside and any(map(pid_alive, inside)), "the crash should leave processes behind"
     assert any(n.startswith(prefix + "-") for n in tbt_namespaces())

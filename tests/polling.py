@@ -1,0 +1,32 @@
+"""Poll-until-deadline: the one way tests wait for a process or a condition (no fixed sleeps)."""
+from __future__ import annotations
+
+import time
+from typing import Callable, TypeVar, Union
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout_s: float, interval_s: float = 0.05,
+               what: Union[str, Callable[[], str]] = "the condition") -> T:
+    """Call ``predicate`` until it returns a truthy value, and return that value.
+
+    It is called at once, then every ``interval_s`` seconds, and once more at the deadline, so a
+    condition that holds by then is never reported as a timeout. If it is still falsy
+    ``timeout_s`` seconds after the first call, raise AssertionError naming ``what`` (a string,
+    or a function returning one, called only on timeout so it can describe the state left
+    behind) and the timeout. Exceptions raised by ``predicate`` propagate unchanged.
+    """
+    if timeout_s < 0 or interval_s <= 0:
+        raise ValueError(f"timeout_s must be >= 0 and interval_s > 0, got {timeout_s} and {interval_s}")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(interval_s, left))
+    desc = what() if callable(what) else what
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {desc}")
