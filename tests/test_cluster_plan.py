@@ -21,7 +21,7 @@ def test_from_tf_config() -> None:
     assert c.num_workers == 2 and c.num_ps == 1
     assert c.ps_device(0) == "/job:ps/replica:0/task:0/device:CPU:0"
     assert c.workers[1].address == "h2:2222"
-    assert all(t.bandwidth_bps == 10e9 for t in c.tasks)
+    assert len(c.tasks) == 4 and all(t.bandwidth_bps == 10e9 for t in c.tasks)  # chief, 2 workers, ps
 
 
 def test_from_tf_config_env(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,13 +46,16 @@ def _base_reference_and_placed(strategy):  # type: ignore[no-untyped-def]
 def test_variables_live_together_on_the_planned_ps_task(inprocess) -> None:  # type: ignore[no-untyped-def]
     _, strategy, _ = inprocess
     placed = place(_base(), PLAN, strategy)
+    checked = set()
     for layer in placed.layers:
         want = PLAN.placements.get(layer.name)
         for v in layer.weights:
             if want:
                 assert v.device == want, (layer.name, v.name, v.device)
+                checked.add(layer.name)
             else:
                 assert "/job:ps/" in v.device  # stock PSS round-robin
+    assert checked == {"fc1", "fc2", "logits"}  # every planned layer with weights was looked at
     assert placed.ralp_plan is PLAN
 
 
@@ -111,6 +114,7 @@ def test_loss_and_gradients_equal_the_unplaced_model(inprocess) -> None:  # type
         loss = _loss(y, base(x, training=True))
     grads = tape.gradient(loss, base.trainable_variables)
     assert float(loss_placed) == pytest.approx(float(loss), rel=1e-6, abs=1e-6)
+    assert grads and len(grads_placed) == len(grads)
     for g, gp in zip(grads, grads_placed):
         np.testing.assert_allclose(gp, g.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -169,8 +173,10 @@ def test_fit_trains_the_placed_model_like_the_unplaced_one(inprocess) -> None:  
                          verbose=0)
     reference.fit(dataset_fn(), epochs=1, steps_per_epoch=3, verbose=0)
     assert np.isfinite(history.history["loss"][0])
+    assert placed.get_weights() and len(placed.get_weights()) == len(reference.get_weights())
     for a, b in zip(placed.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert placed.get_layer("fc1").weights
     for v in placed.get_layer("fc1").weights:
         assert v.device == PS1
 
@@ -230,7 +236,7 @@ def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_p
     placed.fit(tf_keras.utils.experimental.DatasetCreator(
         lambda _ctx=None: tf.data.Dataset.from_tensors((x, y)).repeat()), epochs=1, steps_per_epoch=2, verbose=0)
     single = unplace(placed)
-    assert all("/job:ps" not in v.device for v in single.weights)
+    assert single.weights and all("/job:ps" not in v.device for v in single.weights)
     expected = single.predict(x, verbose=0)
     # the trained weights differ from the initial ones, and survive the copy
     assert not np.allclose(expected, base.predict(x, verbose=0))
@@ -241,7 +247,7 @@ def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_p
     np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
     graph_devices = {op.device for f in tf.saved_model.load(saved_dir).signatures.values()
                      for op in f.graph.get_operations()}
-    assert not any("/job:" in d for d in graph_devices)
+    assert graph_devices and not any("/job:" in d for d in graph_devices)
 
     weights_file = str(tmp_path / "model.weights.h5")
     single.save_weights(weights_file)
@@ -258,9 +264,12 @@ def test_decorator_applies_a_scheduler_solver(inprocess) -> None:  # type: ignor
     model = placement(scheduler.Exact(), strategy=strategy, batch_size=BATCH)(_base)()
     plan = model.ralp_plan
     assert plan.placements, "the solver returned an empty plan"
+    checked = 0
     for name, k in plan.ps_layers().items():
         for v in model.get_layer(name).weights:
             assert v.device == f"/job:ps/replica:0/task:{k}/device:CPU:0"
+            checked += 1
+    assert checked, f"no PS-placed layer with variables, nothing was checked: {plan.placements}"
 
 
 def test_train_runs_a_two_input_embedding_model(inprocess) -> None:  # type: ignore[no-untyped-def]

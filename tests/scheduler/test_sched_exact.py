@@ -40,7 +40,7 @@ def test_unit_caps_across_stages() -> None:
         p = random_problem(seed + 100, n=6, caps=2)
         dp, ex = Exact().solve(p), Exact(method="exhaustive").solve(p)
         assert dp.objective == pytest.approx(ex.objective, rel=1e-9)
-        assert all(v <= 2 for v in dp.units.values())
+        assert dp.units and all(v <= 2 for v in dp.units.values())
 
 
 def test_budget() -> None:

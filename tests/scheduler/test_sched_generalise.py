@@ -1,7 +1,6 @@
 """Generated workloads, leave-one-out generalisation and the RL whole-solve time budget."""
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -34,7 +33,7 @@ def test_generated_profiles_are_valid(family: str) -> None:
 def test_generated_problems_feasible_and_seeded() -> None:
     a = generated_problems(10, seed=5, max_layers=30)
     b = generated_problems(10, seed=5, max_layers=30)
-    assert [p.name for p in a] == [p.name for p in b]
+    assert len(a) == 10 and [p.name for p in a] == [p.name for p in b]
     assert all(p.num_decisions <= 30 for p in a)
     for p in a:
         assert 0 < p.constraints.min_throughput <= p.best_throughput()
@@ -45,6 +44,7 @@ def test_generated_problems_feasible_and_seeded() -> None:
         generated_problems(1, fraction=(0.5, 0.2))
 
 
+@pytest.mark.slow
 def test_leave_one_out_never_trains_on_held_out() -> None:
     from scheduler.compare import generalisation
 
@@ -56,10 +56,13 @@ def test_leave_one_out_never_trains_on_held_out() -> None:
         assert r["workload"] not in r["trained_on"]
         assert set(r["trained_on"]) == set(names) - {r["workload"]}
         # With a 1-2 s budget on a loaded machine the policy may still place infeasibly (ratio None).
-        policy = r["policy_ratio_to_exact"] if r["policy_ratio_to_exact"] is not None else math.inf
-        polished = r["ratio_to_exact"] if r["ratio_to_exact"] is not None else math.inf
-        assert policy >= polished - 1e-9  # the polish never makes it worse
-        assert polished >= 1 - 1e-9
+        policy, polished = r["policy_ratio_to_exact"], r["ratio_to_exact"]
+        if policy is not None:  # the polish never makes it worse (nor infeasible)
+            assert polished is not None and policy >= polished - 1e-9, r
+        if polished is not None:
+            assert polished >= 1 - 1e-9, r
+    # The polish starts from the policy and its best training samples: it ends feasible on at least one.
+    assert any(r["ratio_to_exact"] is not None for r in rows), rows
 
 
 def test_imitation_learns_the_target() -> None:
@@ -79,6 +82,7 @@ def test_clone_copies_weights_not_identity() -> None:
     solver = RL(seed=0, train_seconds=0.0)
     solver.imitate([p], [Exact().solve(p).assignment], iterations=5)
     copy = solver.policy.clone()
+    assert copy.variables and len(copy.variables) == len(solver.policy.variables)
     for a, b in zip(copy.variables, solver.policy.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     copy.variables[0].assign(copy.variables[0] + 1.0)
