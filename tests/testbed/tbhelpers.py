@@ -18,6 +18,7 @@ if _ok:
     else:
         subprocess.run(["ip", "netns", "delete", "tbtprobe"], capture_output=True)
 
+NETNS_OK: bool = _ok  # this process may build namespace testbeds (root, iproute2, `ip netns add` allowed)
 needs_netns = pytest.mark.skipif(not _ok, reason=f"namespace testbed unavailable: {_why}")
 
 
