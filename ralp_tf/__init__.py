@@ -6,6 +6,7 @@ scheduler policy), and apply the plan to a live ParameterServerStrategy cluster.
 from ralp_tf.analyzer import Analysis, analyze
 from ralp_tf.cluster import Cluster, parse_bandwidth
 from ralp_tf.errors import (ClusterConfigError, ClusterRuntimeError, KerasVersionError, ModelError, PlanError,
+                            PlacementMismatchError,
                             RalpError, ValidationError)
 from ralp_tf.launch import InProcessCluster, LocalCluster
 from ralp_tf.plan import Plan
@@ -15,7 +16,7 @@ from ralp_tf import costmodel, models, traffic, train  # noqa: E402  (submodules
 
 __all__ = [
     "Analysis", "analyze", "Cluster", "parse_bandwidth", "ClusterConfigError", "ClusterRuntimeError",
-    "KerasVersionError", "ModelError", "PlanError", "RalpError", "ValidationError", "Plan", "LayerProfile",
+    "KerasVersionError", "ModelError", "PlanError", "PlacementMismatchError", "RalpError", "ValidationError", "Plan", "LayerProfile",
     "ModelProfile", "profile", "register_layer_kind", "InProcessCluster", "LocalCluster", "place", "placement",
     "unplace", "costmodel", "models", "traffic", "train",
 ]

@@ -9,21 +9,26 @@ l, ``a_l`` output bytes per sample of layer l, ``p_v`` bytes of variable v.
 the profile has one and t is a CPU task.
 
 **Variable traffic** (per worker step, between the stepping worker and the PS task ``home(v)``
-holding variable v), for every layer computed on the worker:
+holding variable v), for every layer l computed on the worker and called ``k_l`` times:
 
-* dense/conv/... trainable variable: ``p_v`` down (read) and ``p_v`` up (gradient);
-* non-trainable variable (e.g. batch-norm moving statistics): ``p_v`` down, ``p_v`` up (update);
-* embedding table: the lookup runs where the table lives, so only the gathered rows move:
-  ``b * a_l`` down and ``b * a_l + 4 * b * ids_l`` up (IndexedSlices values and int32 indices).
+* dense/conv/... variable: ``k_l * p_v`` down (each call reads it) and ``p_v`` up (the tape sums
+  the calls' gradients on the worker, then pushes one);
+* embedding table: the lookup runs on ``home(v)``, where the table lives, so the table never
+  moves; the gathered rows are an activation *produced on* ``home(v)`` (below). The gradient
+  (IndexedSlices) is built on the worker, so ``b * a_l * k_l + 4 * b * ids_l * k_l`` goes up
+  (values and int32 indices).
 
 ``home(v)`` is the plan's PS task for layers placed on PS tasks (variables colocated, no
 traffic to workers), and ParameterServerStrategy's round-robin over PS tasks, in creation
 order, for the rest.
 
-**Activation traffic.** For every edge u -> v between layers on different devices (and from
-each model output to the loss, computed on the worker), ``b * a_u`` crosses forward, and the
-same again backward when a gradient flows into u (u is floating point and has trainable
-parameters at or before it). Each (tensor, destination device) pair is counted once.
+**Activation traffic.** Every activation tensor (one per layer call, ``ModelProfile.tensors``)
+is produced at ``src`` (the producer's device; ``home(v)`` for a worker-computed embedding) and
+read by the devices of its consumers (and by the worker's loss for a model output). For each
+distinct reading device ``d``: ``b * a`` crosses ``src -> d`` when ``d != src``, and, when a
+gradient flows into the producer (it is floating point with trainable parameters at or before
+it), ``b * a`` crosses back ``d -> g``, where ``g`` is the device computing the producer's
+gradient (the producer's device; the worker for a worker-computed embedding), when ``d != g``.
 
 **Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
 data with (measured gRPC dispatch and framing).
@@ -183,6 +188,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         if src != dst and nbytes:
             traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
 
+    produced_at = dict(where)  # where each layer's output appears
     # Variables of worker-computed layers.
     if cluster.num_ps:
         homes = variable_homes(profile, where, cluster.num_ps)
@@ -192,26 +198,27 @@ def estimate(profile: ModelProfile, cluster: Cluster,
             for nbytes, k in homes[l.name]:
                 ps = f"ps:{k}"
                 if l.kind == "embedding":
-                    rows = b * l.output_bytes
+                    produced_at[l.name] = ps
+                    rows = b * l.output_bytes * l.calls
                     ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
-                    add(ps, WORKER, min(rows, nbytes))
                     add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids)
                 else:
-                    add(ps, WORKER, nbytes)
+                    add(ps, WORKER, nbytes * l.calls)
                     add(WORKER, ps, nbytes)
     # Activations and their gradients across devices.
     grad_flows = _has_trainable_upstream(profile)
-    for u in profile.layers:
-        consumers = {where[v] for v in profile.successors(u.name)}
-        if u.name in profile.outputs:
-            consumers.add(WORKER)  # the loss
-        for dst in consumers:
-            if dst == where[u.name]:
-                continue
-            nbytes = b * u.output_bytes
-            add(where[u.name], dst, nbytes)
-            if grad_flows[u.name] and u.kind != "input":
-                add(dst, where[u.name], nbytes)
+    kinds = {l.name: l.kind for l in profile.layers}
+    for t in profile.activation_tensors():
+        src, grad_at = produced_at[t.producer], where[t.producer]
+        readers = {where[c] for c in t.consumers}
+        if t.is_output:
+            readers.add(WORKER)  # the loss
+        nbytes = b * t.bytes
+        for dst in readers:
+            if dst != src:
+                add(src, dst, nbytes)
+            if dst != grad_at and grad_flows[t.producer] and kinds[t.producer] != "input":
+                add(dst, grad_at, nbytes)
     for ps_key in {k for pair in traffic for k in pair if k != WORKER}:
         add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2)
         add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2)

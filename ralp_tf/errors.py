@@ -23,6 +23,10 @@ class ClusterConfigError(ValidationError):
     """A cluster description (TF_CONFIG, ClusterSpec, bandwidth, local shape) is invalid."""
 
 
+class PlacementMismatchError(PlanError):
+    """A placed model's variables or ops are not where its Plan says (found by tracing a step)."""
+
+
 class ModelError(ValidationError):
     """A model cannot be profiled or placed (wrong Keras, not built, subclassed...)."""
 

@@ -122,12 +122,53 @@ def small_cnn(num_classes: int = 10, fc: int = 512) -> Any:
     ], name="small_cnn")
 
 
+def siamese_cnn(num_classes: int = 10, fc: int = 512) -> Any:
+    """Two 16x16x3 images through one shared Conv2D(8) and one shared Dense(``fc``) (each layer
+    called twice), then Concatenate and Dense(``num_classes``)."""
+    k = _keras()
+    L = k.layers
+    left, right = L.Input((16, 16, 3), name="left"), L.Input((16, 16, 3), name="right")
+    conv = L.Conv2D(8, 3, activation="relu", name="shared_conv")
+    fc_shared = L.Dense(fc, activation="relu", name="shared_fc")
+    towers = [fc_shared(L.Flatten(name=f"flatten_{side}")(conv(x))) for side, x in (("left", left), ("right", right))]
+    out = L.Dense(num_classes, name="logits")(L.Concatenate(name="concat")(towers))
+    return k.Model([left, right], out, name="siamese_cnn")
+
+
+def reused_dense(num_classes: int = 10, width: int = 1024, calls: int = 3) -> Any:
+    """One Dense(``width``) applied ``calls`` times in a row to a ``width``-wide input, then
+    Dense(``num_classes``): a layer whose every call reads the same weights."""
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((width,), name="features")
+    block = L.Dense(width, activation="relu", name="reused")
+    for _ in range(calls):
+        x = block(x)
+    return k.Model(inp, L.Dense(num_classes, name="logits")(x), name="reused_dense")
+
+
+def ctr_head(vocab: int = 50_000, embed_dim: int = 64, ids: int = 8, hidden: int = 2048) -> Any:
+    """A CTR-style model: ``ids`` ids through one Embedding(``vocab``, ``embed_dim``), Flatten,
+    then Dense ``hidden``-``hidden``-2. With the head on a PS task the embedding's rows are
+    read there and never visit the worker."""
+    k = _keras()
+    L = k.layers
+    inp = L.Input((ids,), dtype="int32", name="ids")
+    x = L.Flatten(name="flatten")(L.Embedding(vocab, embed_dim, name="embedding")(inp))
+    x = L.Dense(hidden, activation="relu", name="fc1")(x)
+    x = L.Dense(hidden, activation="relu", name="fc2")(x)
+    return k.Model(inp, L.Dense(2, name="logits")(x), name="ctr_head")
+
+
 BUILTIN_MODELS: dict[str, ModelBuilder] = {
     "alexnet_cifar": alexnet_cifar,
     "vgg16_cifar": vgg16_cifar,
     "resnet_cifar": resnet_cifar,
     "ctr_dnn": ctr_dnn,
     "small_cnn": small_cnn,
+    "siamese_cnn": siamese_cnn,
+    "reused_dense": reused_dense,
+    "ctr_head": ctr_head,
 }
 
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

@@ -32,6 +32,7 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profile import ModelProfile, check_tf_keras_model, profile
+from ralp_tf.verify import verify_placement
 
 log = logging.getLogger(__name__)
 
@@ -86,39 +87,96 @@ def _placed_build(layer: Any, strategy: Any, anchor: Any) -> None:
     layer.build = build
 
 
-def _ps_call(call: Callable[..., Any], device: str) -> Callable[..., Any]:
-    """Wrap a layer's ``call`` so its forward and gradient ops both run on ``device``."""
+class _CallChain:
+    """Links the calls of one placed layer made while tracing one graph.
+
+    ``tf.GradientTape`` sums the gradients of a variable used by several calls with an ``AddN``
+    that has no device, so it would run on the worker and pull every call's weight gradient
+    over the network. The calls are therefore chained: each call after the first takes a
+    scalar token per trainable variable from the previous call, and its gradient function hands
+    its variable gradients (plus those handed to it) back along the token. Only the first call
+    returns variable gradients to the tape: one gradient per variable, summed on the layer's
+    device. In eager mode nothing is chained: eager ops run on the coordinator anyway.
+    """
+
+    def __init__(self) -> None:
+        self._graph: Any = None
+        self._tokens: list[Any] | None = None
+
+    def previous(self) -> list[Any] | None:
+        import tensorflow as tf
+
+        if tf.executing_eagerly() or self._graph is not tf.compat.v1.get_default_graph():
+            return None
+        return self._tokens
+
+    def record(self, tokens: list[Any]) -> None:
+        import tensorflow as tf
+
+        self._graph, self._tokens = tf.compat.v1.get_default_graph(), tokens
+
+
+def _ps_call(layer: Any, call: Callable[..., Any], device: str) -> Callable[..., Any]:
+    """Wrap a layer's ``call`` so its forward and gradient ops, and the sum of its variables'
+    gradients over all its calls, run on ``device`` (see :class:`_CallChain`)."""
     import tensorflow as tf
+
+    chain = _CallChain()
 
     @tf.autograph.experimental.do_not_convert
     def wrapped(inputs: Any, *args: Any, **kwargs: Any) -> Any:
         flat_in = tf.nest.flatten(inputs)
+        n_in = len(flat_in)
+        chained = [v for v in layer.trainable_weights] if not tf.executing_eagerly() else []
+        previous = chain.previous() if chained else None
+        carried_in = list(previous or [])
 
         @tf.custom_gradient
         def block(*xs: Any) -> Any:
             with tf.device(device), tf.GradientTape(watch_accessed_variables=True) as tape:
-                for x in xs:
+                for x in xs[:n_in]:
                     if x.dtype.is_floating:
                         tape.watch(x)
-                y = call(tf.nest.pack_sequence_as(inputs, list(xs)), *args, **kwargs)
+                y = call(tf.nest.pack_sequence_as(inputs, list(xs[:n_in])), *args, **kwargs)
+                tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
             flat_y = tf.nest.flatten(y)
 
             def grad(*dys: Any, variables: Any = None) -> Any:
                 variables = list(variables or [])
-                float_idx = [i for i, x in enumerate(xs) if x.dtype.is_floating]
+                dy, carried = list(dys[:len(flat_y)]), list(dys[len(flat_y):])
+                float_idx = [i for i, x in enumerate(xs[:n_in]) if x.dtype.is_floating]
                 with tf.device(device):
-                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables,
-                                          output_gradients=list(dys),
+                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables, output_gradients=dy,
                                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                    var_grads = list(grads[len(float_idx):])
+                    # ParameterServerStrategy wraps variables (CachingVariable): match them by name
+                    slot = {v.name: i for i, v in enumerate(chained)}
+                    totals: list[Any] = [None] * len(chained)
+                    for v, g in zip(variables, var_grads):
+                        i = slot.get(v.name)
+                        if i is None:
+                            continue
+                        c = carried[i] if i < len(carried) else None
+                        has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
+                        totals[i] = g + c if has_carry else g
                 input_grads: list[Any] = [None] * len(xs)
                 for i, g in zip(float_idx, grads[:len(float_idx)]):
                     input_grads[i] = g
-                return input_grads, list(grads[len(float_idx):])
+                if carried_in:
+                    # a later call: hand the variable gradients back to the previous call
+                    for i, total in enumerate(totals):
+                        input_grads[n_in + i] = total
+                    return input_grads, [None if v.name in slot else g for v, g in zip(variables, var_grads)]
+                return input_grads, [totals[slot[v.name]] if v.name in slot else g
+                                     for v, g in zip(variables, var_grads)]
 
-            return y, grad
+            return (y, tokens), grad
 
         with tf.device(device):
-            return block(*flat_in)
+            y, tokens = block(*flat_in, *carried_in)
+        if chained:
+            chain.record(list(tokens))
+        return y
 
     return wrapped
 
@@ -134,11 +192,17 @@ def _gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
     return wrapped
 
 
-def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True) -> Any:
+def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True) -> Any:
     """A placed copy of ``model`` under ``strategy`` (see the module docstring).
 
     The copy has the same layer names and, with ``copy_weights``, the same weights. Raises
     PlanError for unknown layers/devices, ModelError for models that cannot be placed.
+
+    With ``verify`` (the default) one training step is traced and every placed layer's
+    variables, forward ops and gradient ops are checked against the plan
+    (:func:`ralp_tf.verify.verify_placement`): a mismatch raises PlacementMismatchError naming
+    the layer. ``verify=False`` skips the check (about a second per model) for experts who
+    have checked their model another way.
     """
     import tf_keras
 
@@ -155,6 +219,7 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True) -
         kind_layer = by_name[name]
         if type(kind_layer).__name__ == "InputLayer":
             raise PlanError(f"layer {name!r} is a model input; inputs stay on the workers")
+    _refuse_calls_outside(model, plan)
     anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
 
     def clone_layer(layer: Any) -> Any:
@@ -175,12 +240,29 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True) -
             continue
         d = parse_device(dev)
         if d.is_ps:
-            layer.call = _ps_call(layer.call, d.canonical())
+            layer.call = _ps_call(layer, layer.call, d.canonical())
         elif d.device_type == "GPU":
             layer.call = _gpu_call(layer.call, "GPU")
     placed.ralp_plan = plan
     _check_variable_homes(placed, ps_layers)
+    if verify:
+        verify_placement(placed, plan)
     return placed
+
+
+def _refuse_calls_outside(model: Any, plan: Plan) -> None:
+    """Refuse a plan that places a layer some of whose calls happen inside a nested model: the
+    placement pass re-creates the model's own layers, so those calls could not follow."""
+    import tf_keras
+
+    planned = {name for name, dev in plan.placements.items() if parse_device(dev).is_ps}
+    for outer in model.layers:
+        if not isinstance(outer, tf_keras.Model):
+            continue
+        inner = {l.name for l in outer._flatten_layers(include_self=False)}
+        for name in sorted(planned & inner):
+            raise PlanError(f"layer {name!r} is also called inside the nested model {outer.name!r}, where the plan "
+                            f"cannot place it; keep {name!r} on the workers, or build the model without nesting it")
 
 
 def _check_variable_homes(model: Any, ps_layers: dict[str, int]) -> None:
@@ -222,7 +304,11 @@ def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_s
         raise PlanError(f"unknown placement policy {policy!r}; use 'ralp', 'ps', a ralp_tf.Plan, or an object "
                         "with plan(profile, cluster) such as a scheduler solver")
     if hasattr(policy, "plan") and callable(policy.plan):
-        plan = policy.plan(prof, cluster)
+        try:
+            plan = policy.plan(prof, cluster)
+        except Exception as exc:
+            raise PlanError(f"placement policy {type(policy).__name__} failed to plan {prof.model_name!r}: "
+                            f"{type(exc).__name__}: {exc}") from exc
         if not isinstance(plan, Plan):
             raise PlanError(f"{type(policy).__name__}.plan() returned {type(plan).__name__}, not a ralp_tf.Plan")
         return plan, None

@@ -5,12 +5,20 @@ For every layer, in topological order, a :class:`LayerProfile` records
 * ``kind``: one of :data:`LAYER_KINDS`, from :func:`register_layer_kind`'s registry
   (unknown classes become ``"other"`` with a warning; "other" layers stay on workers);
 * ``param_bytes`` (all weights) and ``var_bytes`` (each variable, in creation order);
-* ``flops``: forward FLOPs per sample. Analytic for conv (``2 * prod(kernel) * C_in/groups
-  * output elements``), dense (``2 * d_in * units * rows``) and embedding (one copy per
-  output element); otherwise TensorFlow's FLOP counter on the layer's graph;
-* ``output_bytes``: the layer's output activation per sample;
-* ``inbound``: the names of the layers feeding it;
-* ``measured_seconds``: optional forward+backward time for one batch on the local device.
+* ``calls``: how many times the model calls the layer (a shared layer is called once per use);
+* ``flops``: forward FLOPs per sample, summed over the calls. Analytic for conv
+  (``2 * prod(kernel) * C_in/groups * output elements``), dense (``2 * d_in * units * rows``)
+  and embedding (one copy per output element); otherwise TensorFlow's FLOP counter on the
+  layer's graph;
+* ``output_bytes``: the output activation of one call, per sample;
+* ``inbound``: the names of the layers feeding any of its calls;
+* ``measured_seconds``: optional forward+backward time for one batch on the local device, all
+  calls together.
+
+The model's activations are listed once per call in ``ModelProfile.tensors``: a
+:class:`TensorProfile` per layer call, naming the layers that consume it, so a shared layer's
+two outputs can go to different places. Profiles written without ``tensors`` (e.g. by hand)
+get one tensor per layer, consumed by its successors.
 
 Model inputs appear as layers of kind ``"input"`` with no parameters.
 This module and the applier are the only ones that touch the TF runtime.
@@ -149,6 +157,7 @@ class LayerProfile:
     inbound: tuple[str, ...]
     output_shape: tuple[int | None, ...] = ()
     measured_seconds: float | None = None
+    calls: int = 1
 
     @property
     def has_params(self) -> bool:
@@ -194,8 +203,40 @@ class LayerProfile:
         measured = d.get("measured_seconds")
         if measured is not None:
             measured = _nonneg(d, "measured_seconds", name, float)
+        calls = _nonneg(d, "calls", name, int, default=1)
+        if calls < 1:
+            raise ValidationError(f"layer {name!r}: 'calls' must be at least 1, got {calls}")
         return cls(var_bytes=tuple(int(v) for v in var_bytes), inbound=tuple(inbound), output_shape=tuple(shape),
-                   measured_seconds=measured, **kw)
+                   measured_seconds=measured, calls=calls, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorProfile:
+    """The output of one call of ``producer``: ``bytes`` per sample, read by ``consumers``
+    (layer names) and, when ``is_output``, by the loss."""
+
+    producer: str
+    bytes: int
+    consumers: tuple[str, ...]
+    is_output: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"producer": self.producer, "bytes": self.bytes, "consumers": list(self.consumers),
+                "is_output": self.is_output}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TensorProfile":
+        """Read one tensor; raise ValidationError naming the field on any malformed value."""
+        if not isinstance(d, Mapping) or not isinstance(d.get("producer"), str):
+            raise ValidationError("a tensor profile is a JSON object with a 'producer' layer name")
+        consumers = d.get("consumers", [])
+        if not isinstance(consumers, list) or not all(isinstance(c, str) for c in consumers):
+            raise ValidationError(f"tensor of {d['producer']!r}: 'consumers' must be a list of layer names")
+        is_output = d.get("is_output", False)
+        if not isinstance(is_output, bool):
+            raise ValidationError(f"tensor of {d['producer']!r}: 'is_output' must be true or false")
+        return cls(producer=d["producer"], bytes=_nonneg(d, "bytes", d["producer"], int),
+                   consumers=tuple(consumers), is_output=is_output)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,9 +247,17 @@ class ModelProfile:
     batch_size: int
     layers: tuple[LayerProfile, ...]
     outputs: tuple[str, ...]
+    tensors: tuple[TensorProfile, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {l.name: i for i, l in enumerate(self.layers)})
+
+    def activation_tensors(self) -> tuple[TensorProfile, ...]:
+        """Every activation, one per layer call (see the module docstring)."""
+        if self.tensors:
+            return self.tensors
+        return tuple(TensorProfile(l.name, l.output_bytes, tuple(self.successors(l.name)), l.name in self.outputs)
+                     for l in self.layers)
 
     def layer(self, name: str) -> LayerProfile:
         try:
@@ -257,8 +306,11 @@ class ModelProfile:
         return dataclasses.replace(self, batch_size=batch_size, layers=layers)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model_name": self.model_name, "batch_size": self.batch_size,
-                "outputs": list(self.outputs), "layers": [l.to_dict() for l in self.layers]}
+        d: dict[str, Any] = {"model_name": self.model_name, "batch_size": self.batch_size,
+                             "outputs": list(self.outputs), "layers": [l.to_dict() for l in self.layers]}
+        if self.tensors:
+            d["tensors"] = [t.to_dict() for t in self.tensors]
+        return d
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -284,8 +336,20 @@ class ModelProfile:
             raise ValidationError("model profile 'outputs' must list names of its layers")
         batch = d.get("batch_size", 1)
         _check_batch_size(batch)
+        raw_tensors = d.get("tensors", [])
+        if not isinstance(raw_tensors, list):
+            raise ValidationError("model profile 'tensors' must be a list")
+        tensors = tuple(TensorProfile.from_dict(t) for t in raw_tensors)
+        order = {name: i for i, name in enumerate(names)}
+        for t in tensors:
+            if t.producer not in order:
+                raise ValidationError(f"tensor producer {t.producer!r} is not a layer of the profile")
+            unknown = [c for c in t.consumers if c not in order]
+            if unknown:
+                raise ValidationError(f"tensor of {t.producer!r} is consumed by {unknown}, which are not layers of "
+                                      "the profile; name only its layers in 'consumers'")
         return cls(model_name=str(d.get("model_name", "model")), batch_size=int(batch), layers=layers,
-                   outputs=tuple(outputs))
+                   outputs=tuple(outputs), tensors=tensors)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "ModelProfile":
@@ -392,49 +456,75 @@ def _tf_counted_flops(layer: Any, in_tensors: Sequence[Any], single: bool) -> fl
         return 0.0
 
 
+def _node_key(t: Any) -> tuple[str, int]:
+    """(layer name, call index) of the layer call that produced the symbolic tensor ``t``."""
+    history = t._keras_history
+    return history.layer.name, int(history.node_index)
+
+
+def _call_profile(layer: Any, node: Any, kind: str) -> tuple[list[Any], list[tuple], list[Any], float, str, int]:
+    """Inputs, output shapes, outputs, forward FLOPs per sample (and their source) and output bytes
+    per sample of one call of ``layer``."""
+    outs = _flatten(node.outputs)
+    ins = _flatten(node.keras_inputs) if kind != "input" else []
+    in_shapes = [_shape_tuple(t)[1:] for t in ins]
+    out_shapes = [_shape_tuple(t)[1:] for t in outs]
+    flops_fn = _FLOPS_BY_CLASS.get(type(layer).__name__)
+    if kind == "input":
+        flops, source = 0.0, "none"
+    elif flops_fn is not None:
+        flops, source = float(flops_fn(layer, in_shapes, out_shapes)), "analytic"
+    else:
+        flops, source = _tf_counted_flops(layer, ins, single=len(ins) == 1), "tf_profiler"
+        if flops == 0.0 and kind in _ELEMENTWISE_FLOPS:
+            # TF's counter has no statistics for e.g. Relu or FusedBatchNorm: count per element.
+            flops = _ELEMENTWISE_FLOPS[kind] * sum(_prod(s) for s in out_shapes)
+            source = "elementwise"
+    out_bytes = int(sum(_prod(s) * _dtype_size(t) for s, t in zip(out_shapes, outs)))
+    return ins, out_shapes, outs, flops, source, out_bytes
+
+
 def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_repeats: int = 5,
             warn_unknown: bool = True) -> ModelProfile:
     """Profile a built tf_keras Sequential or Functional model (see the module docstring)."""
     _check_batch_size(batch_size)
     check_tf_keras_model(model)
-    nodes = _model_nodes(model)
-    layers: list[LayerProfile] = []
-    seen: set[str] = set()
-    for node in nodes:
+    calls: dict[str, list[tuple[Any, ...]]] = {}
+    tensors: dict[tuple[str, int], dict[str, Any]] = {}
+    for node in _model_nodes(model):  # topological order: every call's inputs are known before it
         layer = node.layer
-        if layer.name in seen:
-            continue  # a shared layer: profiled at its first call
-        seen.add(layer.name)
-        kind = _layer_kind(layer, warn_unknown)
-        outs = [t for t in _flatten(node.outputs)]
-        ins = [t for t in _flatten(node.keras_inputs)] if kind != "input" else []
-        in_shapes = [_shape_tuple(t)[1:] for t in ins]
-        out_shapes = [_shape_tuple(t)[1:] for t in outs]
-        inbound = tuple(dict.fromkeys(l.name for l in _flatten(node.inbound_layers))) if kind != "input" else ()
+        kind = _layer_kind(layer, warn_unknown and layer.name not in calls)
+        info = _call_profile(layer, node, kind)
+        calls.setdefault(layer.name, []).append((layer, kind, *info))
+        ins, outs = info[0], info[2]
+        for t in ins:
+            consumers = tensors[_node_key(t)]["consumers"]
+            if layer.name not in consumers:
+                consumers.append(layer.name)
+        tensors[_node_key(outs[0])] = {"producer": layer.name, "bytes": info[5], "consumers": []}
+    layers: list[LayerProfile] = []
+    for name, infos in calls.items():
+        layer, kind, ins, out_shapes, _, _, source, out_bytes = infos[0]
+        earlier = {l.name for l in layers}
+        inbound = [_node_key(t)[0] for info in infos for t in info[2]]
         var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in layer.weights)
         trainable = sum(int(np.prod(v.shape)) * v.dtype.size for v in layer.trainable_weights)
-        flops_fn = _FLOPS_BY_CLASS.get(type(layer).__name__)
-        if kind == "input":
-            flops, source = 0.0, "none"
-        elif flops_fn is not None:
-            flops, source = float(flops_fn(layer, in_shapes, out_shapes)), "analytic"
-        else:
-            flops, source = _tf_counted_flops(layer, ins, single=len(ins) == 1), "tf_profiler"
-            if flops == 0.0 and kind in _ELEMENTWISE_FLOPS:
-                # TF's counter has no statistics for e.g. Relu or FusedBatchNorm: count per element.
-                flops = _ELEMENTWISE_FLOPS[kind] * sum(_prod(s) for s in out_shapes)
-                source = "elementwise"
-        out_bytes = sum(_prod(s) * _dtype_size(t) for s, t in zip(out_shapes, outs))
         measured = None
         if measure and kind != "input":
-            measured = _measure_layer(layer, ins, batch_size, measure_repeats)
+            measured = _measure_layer(layer, ins, batch_size, measure_repeats) * len(infos)
         layers.append(LayerProfile(
-            name=layer.name, kind=kind, class_name=type(layer).__name__, param_bytes=sum(var_bytes),
-            trainable_param_bytes=trainable, var_bytes=var_bytes, flops=flops, flops_source=source,
-            output_bytes=int(out_bytes), inbound=inbound,
-            output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured))
-    outputs = tuple(dict.fromkeys(t._keras_history.layer.name for t in _flatten(model.outputs)))
-    return ModelProfile(model_name=model.name, batch_size=int(batch_size), layers=tuple(layers), outputs=outputs)
+            name=name, kind=kind, class_name=type(layer).__name__, param_bytes=sum(var_bytes),
+            trainable_param_bytes=trainable, var_bytes=var_bytes, flops=sum(info[5] for info in infos),
+            flops_source=source, output_bytes=out_bytes,
+            inbound=tuple(dict.fromkeys(u for u in inbound if u in earlier)),
+            output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
+            calls=len(infos)))
+    output_keys = {_node_key(t) for t in _flatten(model.outputs)}
+    outputs = tuple(dict.fromkeys(key[0] for key in sorted(output_keys, key=lambda k: list(calls).index(k[0]))))
+    tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in output_keys)
+                            for key, t in tensors.items())
+    return ModelProfile(model_name=model.name, batch_size=int(batch_size), layers=tuple(layers), outputs=outputs,
+                        tensors=tensor_profiles)
 
 
 def _flatten(x: Any) -> list[Any]:

@@ -19,6 +19,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
+from ralp_tf.errors import PlanError
+
 import scheduler
 from ralp_tf import models
 from ralp_tf.placement import placement
@@ -131,7 +133,6 @@ def test_policy_places_and_trains_in_a_custom_loop(inprocess, policy_name: str) 
     assert int(optimizer.iterations.numpy()) == STEPS
 
 
-@pytest.mark.xfail(reason="placement names the failing policy: pending in placement.py", strict=False)
 def test_failing_policy_is_named_in_the_error(inprocess) -> None:  # type: ignore[no-untyped-def]
     _, strategy, _ = inprocess
 
@@ -139,7 +140,7 @@ def test_failing_policy_is_named_in_the_error(inprocess) -> None:  # type: ignor
         def plan(self, profile: Any, cluster: Any) -> Any:
             raise RuntimeError("no PS task can hold fc1")
 
-    with strategy.scope(), pytest.raises(Exception) as info:
+    with strategy.scope(), pytest.raises(PlanError) as info:
         placement(NoCapacityPolicy(), batch_size=BATCH)(_base)()
     assert "NoCapacityPolicy" in str(info.value) and "no PS task can hold fc1" in str(info.value)
 
