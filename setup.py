@@ -18,5 +18,8 @@ setup(
         "test": ["pytest", "hypothesis"],
         "bench": ["matplotlib"],
     },
-    entry_points={"console_scripts": ["ralp-tf=ralp_tf.cli:main"]},
+    entry_points={
+        "console_scripts": ["ralp-tf=ralp_tf.cli:main"],
+        "ralp_tf.policies": ["scheduler = scheduler.policies:register"],
+    },
 )
