@@ -156,15 +156,60 @@ def test_targets_tables_and_readme_markers(tmp_path):
 
 def test_plots_have_files(tmp_path):
     pytest.importorskip("matplotlib")
-    from ralp_tf import bench_plots
+    from ralp_tf.bench import plots
 
-    written = bench_plots.plot_all(_doc(), tmp_path)
+    written = plots.plot_all(_doc(), tmp_path)
     names = {Path(p).name for p in written}
     assert names == {"bench_speedup_vs_bandwidth.png", "bench_scaling_vs_workers.png",
                      "bench_bytes_per_step.png", "bench_predicted_vs_measured.png"}
     for p in written:
         assert Path(p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and Path(p).stat().st_size > 10_000
 
+
+
+@pytest.mark.parametrize("name", ["issue4", "issue4-ctr", "scaling", "scaling-hvd1"])
+def test_records_round_trip_the_stored_results_files(name):
+    """Old results files load into the records and come back with exactly their keys and values;
+    the targets file reproduces the targets stored with them."""
+    doc = json.loads((REPO / "benchmarks" / "results" / f"{name}.json").read_text())
+    for cell in doc["cells"]:
+        again = bench.CellRecord.from_dict(cell).to_dict()
+        assert again == cell and list(again) == list(cell)
+        for s, st in cell["strategies"].items():
+            assert list(again["strategies"][s]) == list(st)
+    assert bench.targets(doc) == doc["targets"]
+
+
+def test_a_run_whose_launcher_raised_keeps_its_keys():
+    for strategy, extra in (("ralp", set()), ("horovod", {"predicted_step_s"})):
+        rec = bench.RunRecord(strategy=strategy, model="m", workers=2, valid=False, invalid_reason="OSError: x",
+                              log_tail="tb", measured=False, steps=3, warmup=1, wall_s=1.0, repetition=1)
+        d = rec.to_dict()
+        assert set(d) == {"strategy", "model", "workers", "valid", "invalid_reason", "log_tail", "steps", "warmup",
+                          "wall_s", "repetition", "predicted_payload_bytes_per_step", "predicted_bytes_per_step",
+                          "bytes_kind"} | extra
+        assert bench.RunRecord.from_dict(d) == rec
+
+
+def test_targets_file_is_validated(tmp_path):
+    spec = bench.load_targets(REPO / "benchmarks" / "targets.json")
+    assert {t.kind for t in spec} == {"ratio", "traffic_bound_share", "analyzer_choice", "step_time_error",
+                                      "bytes_error"}
+    bad = tmp_path / "targets.json"
+    for text, words in (("{", "not valid JSON"), ("[]", "'targets' list"),
+                        ('{"targets": [{"kind": "speed"}]}', "unknown kind 'speed'"),
+                        ('{"targets": [{"kind": "ratio", "label": "x", "goal": 2}]}', "missing 'model'"),
+                        ('{"targets": [{"kind": "bytes_error", "label": "x", "tolerance": 0.1, "goal": 1, '
+                         '"tolerence": 1}]}', "unknown key(s) tolerence"),
+                        ('{"targets": [{"kind": "bytes_error", "label": "x", "tolerance": -1, "goal": 1}]}',
+                         "tolerance must be a positive number")):
+        bad.write_text(text)
+        with pytest.raises(bench.TargetsError) as info:
+            bench.load_targets(bad)
+        assert words in str(info.value)
+    bad.write_text('{"targets": [{"kind": "ratio", "label": "mine", "model": "alexnet_cifar", "workers": 2, '
+                   '"bandwidth": "1gbit", "strategy": "ralp", "baseline": "ps", "goal": 1.2}]}')
+    assert [t["target"] for t in bench.targets(_doc(), out_dir=tmp_path)] == ["mine"]  # <out-dir>/targets.json wins
 
 # ------------------------------------------------------------------------------------------
 # real runs

@@ -1,0 +1,241 @@
+"""The benchmark matrix and its configuration: :class:`Cell`, :class:`BenchConfig`, the argument
+parsers and :func:`config_from_args`.
+
+**Matrix.** Cells are ``model x workers x bandwidth`` (default: the four built-in benchmark
+models x {1, 2, 3} workers x {100mbit, 1gbit, uncapped}; ``--cell MODEL:WORKERS:BW`` adds single
+cells), always with 1 PS task.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ralp_tf.errors import RalpError, ValidationError
+
+STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected")
+DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
+DEFAULT_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
+DEFAULT_WORKERS = (1, 2, 3)
+DEFAULT_BANDWIDTHS = ("100mbit", "1gbit", "uncapped")
+PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected")
+RING_STRATEGIES = ("allreduce", "horovod")
+NUM_PS = 1
+#: Memory budget per TensorFlow task used to reject cells the machine cannot hold.
+MEM_PER_TASK_GIB = 1.0
+QUICK = {"model": "small_cnn", "workers": 2, "bandwidth": "1gbit", "strategies": ("ps", "ralp", "allreduce"),
+         "repeats": 1, "steps": 5, "warmup": 2}
+
+
+class BenchError(RalpError, RuntimeError):
+    """The benchmark could not run (no testbed possible, output not writable, ...)."""
+
+
+class BenchConfigError(ValidationError):
+    """Bad ``ralp-tf bench`` arguments: unknown model or strategy, bad bandwidth, too many workers."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One matrix cell: ``workers`` workers and 1 PS training ``model`` over ``bandwidth`` links."""
+
+    model: str
+    workers: int
+    bandwidth: str  # canonical text, e.g. "100mbit", "1gbit", "uncapped"
+    #: strategies of this cell only (``--cell M:W:BW:s1+s2``); None: the run's ``--strategies``
+    strategies: tuple[str, ...] | None = None
+
+    @property
+    def key(self) -> str:
+        """``MODEL/wWORKERS/BANDWIDTH``, e.g. ``alexnet_cifar/w2/1gbit``."""
+        return f"{self.model}/w{self.workers}/{self.bandwidth}"
+
+    @property
+    def tasks(self) -> list[str]:
+        """The testbed's tasks: ``chief``, ``worker0..``, ``ps0..``."""
+        return ["chief"] + [f"worker{i}" for i in range(self.workers)] + [f"ps{i}" for i in range(NUM_PS)]
+
+    @property
+    def bandwidth_bps(self) -> float:
+        """The link rate in bit/s (``inf`` for uncapped)."""
+        from ralp_tf.cluster import parse_bandwidth
+
+        return parse_bandwidth(self.bandwidth)
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """Everything one ``ralp-tf bench`` invocation does (built by :func:`config_from_args`)."""
+
+    cells: list[Cell]
+    strategies: tuple[str, ...]
+    repeats: int = 3
+    batch: int = 32
+    steps: int | None = None  # None: auto (see ralp_tf.bench.run.choose_steps)
+    warmup: int | None = None  # None: auto
+    window_s: float = 20.0
+    min_steps: int = 2
+    max_steps: int = 10
+    prefix: str = "rbench"
+    testbed: str = "auto"  # auto | netns | loopback
+    scheduler_solver: str = "exact"
+    out_dir: Path = Path("benchmarks")
+    name: str = ""
+    report: bool = True
+    json_out: bool = False
+    quick: bool = False
+    command: str = ""
+
+
+def _split(text: str | Sequence[str] | None) -> list[str]:
+    if text is None:
+        return []
+    items = [text] if isinstance(text, str) else list(text)
+    return [p.strip() for item in items for p in str(item).split(",") if p.strip()]
+
+
+def parse_strategies(text: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Comma-separated strategy names -> tuple, in the order given, without duplicates."""
+    names = _split(text)
+    if not names:
+        raise BenchConfigError(f"no strategies given; use some of {','.join(STRATEGIES)}")
+    bad = [n for n in names if n not in STRATEGIES]
+    if bad:
+        raise BenchConfigError(f"unknown strategy {bad[0]!r}; use one or more of {','.join(STRATEGIES)} "
+                               "(comma-separated)")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_models(text: str | Sequence[str] | None) -> list[str]:
+    """Comma-separated built-in model names (``ralp_tf.models``)."""
+    from ralp_tf.models import BUILTIN_MODELS
+
+    names = _split(text)
+    if not names:
+        raise BenchConfigError("no models given; use e.g. --models alexnet_cifar,vgg16_cifar")
+    bad = [n for n in names if n not in BUILTIN_MODELS]
+    if bad:
+        raise BenchConfigError(f"unknown model {bad[0]!r}; the benchmark runs built-in models: "
+                               f"{', '.join(sorted(BUILTIN_MODELS))}")
+    return list(dict.fromkeys(names))
+
+
+def parse_bandwidths(text: str | Sequence[str] | None) -> list[str]:
+    """Comma-separated link rates (``100mbit``, ``1gbit``, ``uncapped`` ...) -> canonical texts."""
+    from ralp_tf.cluster import format_bandwidth, parse_bandwidth
+
+    names = _split(text)
+    if not names:
+        raise BenchConfigError("no bandwidths given; use e.g. --bandwidths 100mbit,1gbit,uncapped")
+    out = []
+    for n in names:
+        try:
+            out.append(format_bandwidth(parse_bandwidth(n)))
+        except RalpError as exc:
+            raise BenchConfigError(f"--bandwidth: {exc}") from None
+    return list(dict.fromkeys(out))
+
+
+def max_workers() -> int:
+    """Most workers one cell can hold here: tasks (workers + chief + PS) within the memory the
+    testbed allows (``MEM_PER_TASK_GIB`` per TensorFlow task) and its 250-port bridge."""
+    from ralp_tf.testbed import max_tasks_for_memory
+
+    return max(min(max_tasks_for_memory(MEM_PER_TASK_GIB), 250) - 1 - NUM_PS, 0)
+
+
+def parse_workers(text: str | Sequence[str] | None) -> list[int]:
+    """Comma-separated worker counts, each >= 1 and within :func:`max_workers`."""
+    names = _split(text)
+    if not names:
+        raise BenchConfigError("no worker counts given; use e.g. --workers 1,2,3")
+    out = []
+    limit = max_workers()
+    for n in names:
+        try:
+            w = int(n)
+        except ValueError:
+            raise BenchConfigError(f"--workers: {n!r} is not an integer; write e.g. --workers 1,2,3") from None
+        if w < 1:
+            raise BenchConfigError(f"--workers: must be >= 1, got {w}")
+        if w > limit:
+            raise BenchConfigError(
+                f"--workers {w} is more than this machine can hold: a cell of {w} workers + chief + {NUM_PS} PS "
+                f"needs {w + 1 + NUM_PS} TensorFlow tasks (~{MEM_PER_TASK_GIB:g} GiB each) and at most "
+                f"{limit} workers fit in the memory available now; use fewer workers")
+        out.append(w)
+    return list(dict.fromkeys(out))
+
+
+def parse_cell(text: str) -> Cell:
+    """``MODEL:WORKERS:BANDWIDTH[:STRATEGY+STRATEGY...]`` -> :class:`Cell`."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise BenchConfigError(f"--cell {text!r} is not MODEL:WORKERS:BANDWIDTH[:STRATEGY+...], e.g. "
+                               "alexnet_cifar:3:1gbit or vgg16_cifar:2:100mbit:ps+ralp+horovod")
+    strategies = parse_strategies(parts[3].replace("+", ",")) if len(parts) == 4 else None
+    return Cell(parse_models(parts[0])[0], parse_workers(parts[1])[0], parse_bandwidths(parts[2])[0], strategies)
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BenchConfigError(f"{what} must be a positive integer, got {value!r}")
+    return value
+
+
+def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> BenchConfig:
+    """Validate the parsed arguments (raising :class:`BenchConfigError` with the fix) and build
+    the run's :class:`BenchConfig`."""
+    explicit_cells = [parse_cell(c) for c in _split(args.cell)] if args.cell else []
+    if args.quick:
+        strategies = parse_strategies(args.strategies) if args.strategies else QUICK["strategies"]
+        models = parse_models(args.models) if args.models else [QUICK["model"]]
+        workers = parse_workers(args.workers) if args.workers else [QUICK["workers"]]
+        bws = parse_bandwidths(args.bandwidths) if args.bandwidths else [QUICK["bandwidth"]]
+        repeats = args.repeats if args.repeats is not None else QUICK["repeats"]
+        steps = args.steps if args.steps is not None else QUICK["steps"]
+        warmup = args.warmup if args.warmup is not None else QUICK["warmup"]
+    else:
+        strategies = parse_strategies(args.strategies or ",".join(DEFAULT_STRATEGIES))
+        models = parse_models(args.models) if args.models else ([] if explicit_cells else list(DEFAULT_MODELS))
+        workers = parse_workers(args.workers) if args.workers else list(DEFAULT_WORKERS)
+        bws = parse_bandwidths(args.bandwidths) if args.bandwidths else list(DEFAULT_BANDWIDTHS)
+        repeats = args.repeats if args.repeats is not None else 3
+        steps, warmup = args.steps, args.warmup
+    cells = [Cell(m, w, b) for m in models for w in workers for b in bws]
+    for c in explicit_cells:
+        same = [i for i, x in enumerate(cells) if (x.model, x.workers, x.bandwidth) == (c.model, c.workers, c.bandwidth)]
+        if same:
+            cells[same[0]] = c
+        else:
+            cells.append(c)
+    _positive(repeats, "--repeats")
+    _positive(args.batch, "--batch")
+    if steps is not None:
+        _positive(steps, "--steps")
+    if warmup is not None:
+        _positive(warmup, "--warmup")
+    if args.min_steps is not None:
+        _positive(args.min_steps, "--min-steps")
+    if not args.window_s > 0:
+        raise BenchConfigError(f"--window-s must be positive, got {args.window_s}")
+    _positive(args.max_steps, "--max-steps")
+    from ralp_tf.testbed.base import validate_prefix
+
+    try:
+        validate_prefix(args.prefix)
+    except RalpError as exc:
+        raise BenchConfigError(f"--prefix: {exc}") from None
+    name = args.name or (("quick-" if args.quick else "") + time.strftime("%Y%m%d-%H%M%S"))
+    if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise BenchConfigError(f"--name {name!r}: use letters, digits, '-', '_' and '.' only")
+    report = args.report if args.report is not None else not (args.quick or args.json)
+    return BenchConfig(cells=cells, strategies=strategies, repeats=repeats, batch=args.batch, steps=steps,
+                       warmup=warmup, window_s=args.window_s,
+                       min_steps=min(args.min_steps if args.min_steps is not None else 2, args.max_steps),
+                       max_steps=args.max_steps, prefix=args.prefix, testbed=args.testbed,
+                       scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
+                       report=report, json_out=args.json, quick=args.quick,
+                       command="ralp-tf bench " + " ".join(argv or []))

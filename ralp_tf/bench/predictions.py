@@ -1,0 +1,155 @@
+"""Profiles and cost-model predictions for the benchmark (no TensorFlow in the bench process:
+profiling runs in a child, ``python -m ralp_tf.bench _profile MODEL BATCH OUT``, which dies
+with the bench through ``PR_SET_PDEATHSIG``).
+
+**Predictions.** PSS strategies: the coordinator's own ``ralp_tf.costmodel.estimate`` on a profile
+with measured layer times x ``compute_scale`` (run_ps: ``max(1, workers / cores)``). Rings:
+``costmodel.estimate_allreduce`` on a profile measured here the same way (a separate process,
+same batch, same seed), scaled by the same ``compute_scale``, on a cluster whose links run at the
+testbed's effective rate. Predicted bytes are payload bytes converted to wire bytes with
+``costmodel.wire_bytes`` (``x (1 + 66/1448)``) on the namespace testbed.
+
+**Scheduler plans** come from the placement policy ``scheduler.<solver>``
+(:func:`ralp_tf.policies.resolve_policy`), which the ``scheduler`` package registers through an
+entry point; the bench never imports that package by name.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ralp_tf.bench.config import NUM_PS, BenchError, Cell
+
+if TYPE_CHECKING:
+    from ralp_tf.cluster import Cluster
+    from ralp_tf.plan import Plan
+    from ralp_tf.profile import ModelProfile
+
+#: The policy name of scheduler solver ``name`` is ``SCHEDULER_POLICY_PREFIX + name``.
+SCHEDULER_POLICY_PREFIX = "scheduler."
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0) -> ModelProfile:
+    """Profile ``model`` at ``batch`` with measured layer times (``profile(measure=True)``) in a
+    child process (it dies with this one) and return the :class:`~ralp_tf.profile.ModelProfile`.
+    Raises :class:`BenchError` with the child's output tail on failure."""
+    from ralp_tf.profile import ModelProfile
+    from ralp_tf.testbed import jobs
+
+    cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
+    try:
+        proc = subprocess.run(cmd, env=jobs.base_env(), capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=_die_with_parent)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"profiling {model} took more than {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        raise BenchError(f"profiling {model} failed (exit {proc.returncode}):\n{tail}")
+    return ModelProfile.from_json(Path(out_path).read_text())
+
+
+def profile_main(argv: Sequence[str]) -> int:
+    """Child entry: ``python -m ralp_tf.bench _profile MODEL BATCH OUT`` writes the profile JSON."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tf_keras
+
+    from ralp_tf.models import resolve_model
+    from ralp_tf.profile import profile
+
+    model, batch, out = argv[0], int(argv[1]), argv[2]
+    tf_keras.utils.set_random_seed(0)
+    prof = profile(resolve_model(model)(), batch_size=batch, measure=True)
+    Path(out).write_text(prof.to_json())
+    return 0
+
+
+def compute_scale(workers: int) -> float:
+    """The cores-sharing factor applied to measured layer times, as run_ps does:
+    ``max(1, workers / cores)``."""
+    return max(1.0, workers / (os.cpu_count() or 1))
+
+
+def scaled_profile(prof: ModelProfile, scale: float) -> ModelProfile:
+    """``prof`` with every measured layer time multiplied by ``scale``."""
+    if scale == 1.0:
+        return prof
+    return dataclasses.replace(prof, layers=tuple(
+        dataclasses.replace(l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * scale)
+        for l in prof.layers))
+
+
+def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
+    """The local cluster of ``cell`` (its workers, 1 PS) with links at ``bandwidth_bps``."""
+    from ralp_tf.cluster import Cluster
+
+    return Cluster.local(cell.workers, NUM_PS, bandwidth=bandwidth_bps)
+
+
+def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
+                scheduler_plan: Plan | None = None) -> dict[str, Any]:
+    """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
+    ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (PSS payload bytes are
+    the per-worker estimate x workers), plus the analyzer's decision (``"analysis"``) and the
+    rejected alternative's plan (``"rejected"``, only when the analyzer chose no split)."""
+    from ralp_tf.analyzer import analyze
+    from ralp_tf.costmodel import estimate, estimate_allreduce
+
+    p = scaled_profile(prof, compute_scale(cell.workers))
+    cluster = cell_cluster(cell, bandwidth_bps)
+    a = analyze(p, cluster)
+    n = cell.workers
+    ring = estimate_allreduce(p, cluster)
+    out: dict[str, Any] = {
+        "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.bytes_per_step * n},
+        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.bytes_per_step * n},
+        "allreduce": {"step_s": ring.step_s, "payload_bytes_per_step": ring.bytes_per_step,
+                      "bottleneck": ring.bottleneck, "compute_s": ring.worker_compute_s, "comm_s": ring.comm_s},
+        "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
+                     "best_split": a.best_split.label if a.best_split else None,
+                     "compute_scale": compute_scale(n)},
+    }
+    out["horovod"] = dict(out["allreduce"])
+    if not a.is_split and a.best_split is not None:
+        e = a.best_split.estimate
+        out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.bytes_per_step * n,
+                           "plan": a.best_split.plan, "label": a.best_split.label}
+    if scheduler_plan is not None:
+        e = estimate(p, cluster, scheduler_plan)
+        out["scheduler"] = {"step_s": e.step_s, "payload_bytes_per_step": e.bytes_per_step * n}
+    return out
+
+
+def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_name: str) -> Plan:
+    """The :class:`ralp_tf.Plan` of policy ``scheduler.<solver_name>`` for ``cell`` (profile
+    scaled like run_ps's). Raises :class:`BenchError` naming why it is unavailable: the policy
+    cannot be loaded or is unknown, its ``plan`` fails, or it returns no Plan."""
+    from ralp_tf.plan import Plan
+    from ralp_tf.policies import resolve_policy
+
+    name = SCHEDULER_POLICY_PREFIX + solver_name
+    try:
+        policy = resolve_policy(name)
+    except Exception as exc:  # the plugin is missing, broken, or has no such solver: skip with the reason
+        raise BenchError(f"placement policy {name!r} is unavailable ({type(exc).__name__}: {exc})") from None
+    try:
+        plan = policy.plan(scaled_profile(prof, compute_scale(cell.workers)), cell_cluster(cell, bandwidth_bps))
+    except Exception as exc:
+        raise BenchError(f"{name}: {type(policy).__name__}().plan failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(plan, Plan):
+        raise BenchError(f"{name}: {type(policy).__name__}().plan returned {type(plan).__name__}, not a ralp_tf.Plan")
+    return plan

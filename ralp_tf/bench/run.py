@@ -1,0 +1,407 @@
+"""Running the matrix: one testbed per cell, every strategy of the cell on it.
+
+Every cell gets one testbed, ``make_testbed(["chief", "worker0".., "ps0"], bandwidth)`` (network
+namespaces and ``tc tbf`` caps as root, else the uncapped loopback fallback), and every strategy
+of the cell runs on it, on the same model, the same synthetic data and the same per-worker
+batch ``b``:
+
+=============  =================================================================================
+``ps``         stock ParameterServerStrategy (:func:`ralp_tf.testbed.ps_job.run_ps`, policy "ps")
+``ralp``       the analyzer's plan, applied by the placement pass (run_ps, policy "ralp")
+``scheduler``  the plan of placement policy ``scheduler.<--scheduler-solver>`` (registered by the
+               ``scheduler`` package; :func:`ralp_tf.bench.predictions.scheduler_plan`), saved
+               as JSON, run with run_ps; skipped, with the reason, when the policy is
+               unavailable or fails
+``allreduce``  MultiWorkerMirroredStrategy with ring collectives (:func:`run_mwms`)
+``horovod``    Horovod/gloo via horovodrun (:func:`run_horovod`); skipped when not installed
+``rejected``   (opt-in) the alternative the analyzer rejected when it chose *no split*: its best
+               split; when the analyzer chose a split, the rejected alternative is stock PS,
+               which is the ``ps`` strategy, so this one is skipped
+=============  =================================================================================
+
+Repetitions are interleaved (rep 1 of every strategy, then rep 2, ...) so slow drift of the
+machine's load spreads evenly; each cell reports the **median** of ``--repeats`` runs.
+
+**Units** (those of :mod:`ralp_tf.testbed.ps_job`): a *global step* is ``workers x b`` samples (one
+synchronous ring step; ``workers`` worker steps of PSS). ``samples_per_s = workers * b * steps /
+timed window``. ``measured_step_s`` = seconds per global step. ``bytes_per_step`` = wire bytes
+(Ethernet frames, all links, tx side) per global step; on the loopback fallback it is TCP payload.
+
+**Steps per run.** With ``--steps auto`` (default) each strategy of a cell gets
+``steps = clamp(ceil(window_s / predicted_step_s), min_steps, max_steps)`` timed global steps
+and ``warmup = 1`` if ``predicted_step_s > 5 s`` else 2, so a stock-PSS run at 100 Mbit/s
+(~46 s per alexnet global step) stays at a few minutes while fast runs time enough steps.
+
+**Faults.** A run whose job dies or times out is recorded with ``valid: false``, its reason and
+log tail; a cell whose testbed cannot be built is marked failed; the matrix goes on. Ctrl-C /
+SIGTERM tear the testbed down (its own guarantees) and leave the partial results file; SIGKILL is
+handled by the testbed's reaper; the profiling helper process dies with the bench
+(``PR_SET_PDEATHSIG``).
+
+**Output.** ``<out>/results/<name>.json``, rewritten (atomic replace) after every run: every raw
+repetition and the medians (schema: docs/bench.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
+    BenchConfigError, BenchError, Cell
+from ralp_tf.bench.predictions import measure_profile, predictions, scheduler_plan
+from ralp_tf.bench.progress import Progress
+from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
+from ralp_tf.bench.targets import targets
+from ralp_tf.errors import RalpError
+
+UNITS = {"bytes_per_step": "wire bytes (Ethernet frames) summed over every link's tx, per global step "
+                           "(loopback fallback: TCP payload)",
+         "global_step": "workers x batch_per_worker samples", "step_s": "seconds per global step",
+         "samples_per_s": "global samples per second, median of the repetitions"}
+
+
+def choose_steps(cfg: BenchConfig, predicted_step_s: float | None) -> tuple[int, int]:
+    """(timed global steps, warm-up global steps) for one run: ``--steps``/``--warmup`` if given,
+    else ``clamp(ceil(window_s / predicted_step_s), min_steps, max_steps)`` (``max_steps``
+    without a prediction) and 1 warm-up step if ``predicted_step_s > 5`` else 2."""
+    slow = predicted_step_s is not None and predicted_step_s > 5.0
+    warmup = cfg.warmup if cfg.warmup is not None else (1 if slow else 2)
+    if cfg.steps is not None:
+        return cfg.steps, warmup
+    if not predicted_step_s or not math.isfinite(predicted_step_s) or predicted_step_s <= 0:
+        return cfg.max_steps, warmup
+    steps = math.ceil(cfg.window_s / predicted_step_s)
+    return max(cfg.min_steps, min(cfg.max_steps, steps)), warmup
+
+
+def json_default(o: Any) -> Any:
+    """``json.dumps`` fallback: records via ``to_dict``, paths as text, non-finite floats as null."""
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if isinstance(o, Path):
+        return str(o)
+    if dataclasses.is_dataclass(o):
+        return dataclasses.asdict(o)
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return str(o)
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU count and model, memory, kernel, Python and (without importing it) TF version."""
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "kernel": os.uname().release, "python": sys.version.split()[0]}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["mem_gib"] = round(int(line.split()[1]) / 2**20, 1)
+                break
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        info["tensorflow"] = version("tensorflow")
+        info["tf_keras"] = version("tf-keras")
+        try:
+            info["horovod"] = version("horovod")
+        except Exception:
+            info["horovod"] = None
+    except Exception:
+        pass
+    try:
+        info["loadavg_start"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+class Bench:
+    """Runs a :class:`BenchConfig` and keeps the results document up to date on disk."""
+
+    def __init__(self, cfg: BenchConfig, progress: Progress | None = None) -> None:
+        self.cfg = cfg
+        self.progress = progress or Progress(quiet=False)
+        self.results_path = cfg.out_dir / "results" / f"{cfg.name}.json"
+        self.work = Path(tempfile.mkdtemp(prefix="ralp_bench_"))
+        self.profiles: dict[str, Any] = {}
+        self.cells: list[CellRecord] = []
+        self.doc: dict[str, Any] = {
+            "name": cfg.name, "command": cfg.command, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "machine": machine_info(), "config": {
+                "strategies": list(cfg.strategies), "repeats": cfg.repeats, "batch_per_worker": cfg.batch,
+                "steps": cfg.steps or "auto", "warmup": cfg.warmup or "auto", "window_s": cfg.window_s,
+                "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
+                "scheduler_solver": cfg.scheduler_solver,
+                "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
+            "units": dict(UNITS), "cells": self.cells, "complete": False,
+        }
+
+    def document(self) -> dict[str, Any]:
+        """The results document as JSON data (what the results file holds)."""
+        return json.loads(json.dumps(self.doc, default=json_default))
+
+    def save(self) -> None:
+        self.results_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.results_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.doc, indent=1, default=json_default))
+        os.replace(tmp, self.results_path)
+
+    def run(self) -> dict[str, Any]:
+        """Run every cell; return the results document (also on disk, complete or not)."""
+        t0 = time.monotonic()
+        try:
+            self._plan_eta()
+            for ci, cell in enumerate(self.cfg.cells):
+                self.run_cell(cell, ci)
+            self.doc["complete"] = True
+        except KeyboardInterrupt:
+            self.doc["interrupted"] = True
+            raise
+        finally:
+            self.doc["wall_s"] = time.monotonic() - t0
+            self.doc["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
+            self.doc["targets"] = targets(self.document(), out_dir=self.cfg.out_dir)
+            self.save()
+            shutil.rmtree(self.work, ignore_errors=True)
+        return self.document()
+
+    def _plan_eta(self) -> None:
+        """Profile every model once up front and register every planned run with the ETA."""
+        from ralp_tf.testbed import netns_support
+
+        emulated = self.cfg.testbed == "netns" or (self.cfg.testbed == "auto" and netns_support()[0])
+        for cell in self.cfg.cells:
+            try:
+                prof = self._profile(cell.model)
+                pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf)
+            except (BenchError, RalpError):
+                pred = {}
+            for s in cell.strategies or self.cfg.strategies:
+                p = pred.get(s, pred.get("ralp", {})).get("step_s")
+                steps, warmup = choose_steps(self.cfg, p)
+                for rep in range(self.cfg.repeats):
+                    self.progress.plan_run((cell.key, s, rep), warmup, steps, p)
+
+    def _profile(self, model: str) -> Any:
+        if model not in self.profiles:
+            self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times)")
+            try:
+                self.profiles[model] = measure_profile(model, self.cfg.batch, str(self.work / f"{model}.profile.json"))
+            except BenchError as exc:
+                self.profiles[model] = exc
+        p = self.profiles[model]
+        if isinstance(p, BenchError):
+            raise p
+        return p
+
+    def _make_testbed(self, cell: Cell) -> Any:
+        from ralp_tf.testbed import LoopbackTestbed, Testbed, make_testbed
+
+        cfg = self.cfg
+        if cfg.testbed == "loopback":
+            return LoopbackTestbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, ignore_bandwidth=True,
+                                   mem_per_task_gib=MEM_PER_TASK_GIB)
+        if cfg.testbed == "netns":
+            return Testbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, mem_per_task_gib=MEM_PER_TASK_GIB)
+        return make_testbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, mem_per_task_gib=MEM_PER_TASK_GIB)
+
+    def run_cell(self, cell: Cell, index: int) -> None:
+        """Build the cell's testbed and run its strategies on it; a testbed failure marks the cell."""
+        entry = CellRecord(model=cell.model, workers=cell.workers, bandwidth=cell.bandwidth, key=cell.key)
+        self.cells.append(entry)
+        head = f"cell {index + 1}/{len(self.cfg.cells)} {cell.key}"
+        try:
+            prof = self._profile(cell.model)
+        except BenchError as exc:
+            prof = None
+            entry.profile_error = str(exc)
+        t_cell = time.monotonic()
+        try:
+            tb = self._make_testbed(cell)
+            tb.start()
+        except KeyboardInterrupt:
+            raise
+        except (RalpError, OSError) as exc:
+            entry.status = "failed"
+            entry.error = f"testbed: {type(exc).__name__}: {exc}"
+            self.progress.drop_cell(cell.key)
+            self.progress.say(f"{head}: testbed failed: {exc}")
+            self.save()
+            return
+        try:
+            entry.testbed = tb.describe()
+            self._run_strategies(cell, entry, tb, prof, tb.bandwidth_bps, head)
+        finally:
+            tb.close()
+            entry.wall_s = time.monotonic() - t_cell
+            self.save()
+
+    def _plan_file(self, cell: Cell, strategy: str) -> Path:
+        return self.work / f"{cell.model}-w{cell.workers}-{cell.bandwidth}-{strategy}.plan.json"
+
+    def _scheduler_plan(self, cell: Cell, entry: CellRecord, prof: Any, eff_bps: float,
+                        plans: dict[str, str]) -> tuple[Any, str | None]:
+        """(the scheduler's Plan, saved to ``plans``; None) or (None, why it is skipped)."""
+        if prof is None:
+            return None, f"no profile to plan with ({entry.profile_error})"
+        try:
+            plan = scheduler_plan(prof, cell, eff_bps, self.cfg.scheduler_solver)
+        except BenchError as exc:
+            return None, str(exc)
+        path = self._plan_file(cell, "scheduler")
+        plan.save(str(path))
+        plans["scheduler"] = str(path)
+        entry.scheduler_plan = plan.to_dict()
+        return plan, None
+
+    def _rejected_skip_reason(self, cell: Cell, entry: CellRecord, pred: dict[str, Any], have_profile: bool,
+                              plans: dict[str, str]) -> str | None:
+        """None after saving the rejected alternative's plan to ``plans``; else why it is skipped."""
+        if not have_profile:
+            return f"no profile to analyze ({entry.profile_error})"
+        if "rejected" in pred:
+            path = self._plan_file(cell, "rejected")
+            pred["rejected"]["plan"].save(str(path))
+            plans["rejected"] = str(path)
+            entry.rejected_label = pred["rejected"]["label"]
+            return None
+        if pred.get("analysis", {}).get("split"):
+            return "the analyzer chose a split, so the alternative it rejected is stock PS: that is the 'ps' strategy"
+        return "the analyzer found no possible split, so there is no rejected alternative"
+
+    def _run_strategies(self, cell: Cell, entry: CellRecord, tb: Any, prof: Any, eff_bps: float,
+                        head: str) -> None:
+        """Plan, skip what cannot run, then run the repetitions interleaved and take the medians."""
+        from ralp_tf.costmodel import wire_bytes
+
+        cfg = self.cfg
+        strategies = cell.strategies or cfg.strategies
+        wire = getattr(tb, "bytes_kind", "") == "wire"
+        to_kind: Callable[[float | None], float | None] = (
+            (lambda b: wire_bytes(b) if b is not None else None) if wire else (lambda b: b))
+        sched_plan = None
+        skipped: dict[str, str] = {}
+        plans: dict[str, str] = {}
+        if "scheduler" in strategies:
+            sched_plan, why = self._scheduler_plan(cell, entry, prof, eff_bps, plans)
+            if why is not None:
+                skipped["scheduler"] = why
+        pred: dict[str, Any] = {}
+        if prof is not None:
+            pred = predictions(prof, cell, eff_bps, sched_plan)
+            entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
+        if "rejected" in strategies:
+            why = self._rejected_skip_reason(cell, entry, pred, prof is not None, plans)
+            if why is not None:
+                skipped["rejected"] = why
+        if "horovod" in strategies:
+            from ralp_tf.testbed.horovod_job import horovod_available
+
+            ok, why = horovod_available()
+            if not ok:
+                skipped["horovod"] = why
+        active = [s for s in strategies if s not in skipped]
+        for s in strategies:  # the configured order, in the document and in --json
+            entry.strategies[s] = StrategySummary()
+        for s, why in skipped.items():
+            entry.strategies[s] = StrategySummary.skipped(why)
+            for rep in range(cfg.repeats):
+                self.progress.drop_run((cell.key, s, rep))
+            self.progress.say(f"{head}: {s} skipped: {why}")
+        schedule: dict[str, tuple[int, int]] = {}
+        for s in active:
+            pred_step_s = pred.get(s, {}).get("step_s")
+            schedule[s] = choose_steps(cfg, pred_step_s)
+            for rep in range(cfg.repeats):
+                self.progress.plan_run((cell.key, s, rep), schedule[s][1], schedule[s][0], pred_step_s)
+            entry.strategies[s] = StrategySummary(steps=schedule[s][0], warmup=schedule[s][1])
+        for rep in range(cfg.repeats):
+            for s in active:
+                steps, warmup = schedule[s]
+                self.progress.say(f"{head} | {s} rep {rep + 1}/{cfg.repeats} ({warmup}+{steps} global steps)")
+                t_run = time.monotonic()
+                rec = self._run_one(s, tb, cell, steps, warmup, plans.get(s), pred.get(s, {}).get("step_s"))
+                rec.wall_s = time.monotonic() - t_run
+                rec.repetition = rep + 1
+                if s in RING_STRATEGIES:
+                    r = pred.get(s)
+                    rec.predicted_step_s = r["step_s"] if r else None
+                    rec.predicted_payload_bytes_per_step = r["payload_bytes_per_step"] if r else None
+                else:
+                    rec.predicted_payload_bytes_per_step = rec.predicted_bytes_per_step
+                rec.predicted_bytes_per_step = to_kind(rec.predicted_payload_bytes_per_step)
+                rec.bytes_kind = getattr(tb, "bytes_kind", None)
+                entry.strategies[s].runs.append(rec)
+                timed = (rec.measured_step_s * steps) if rec.measured_step_s else None
+                self.progress.done_run((cell.key, s, rep), rec.wall_s, timed,
+                                       steps * (pred.get(s, {}).get("step_s") or 0.0), steps, warmup)
+                self.progress.say(f"{head} | {s} rep {rep + 1}: {_run_line(rec)} ({rec.wall_s:.0f} s)")
+                self.save()
+        for s in active:
+            entry.strategies[s].summarize(cfg.repeats)
+        ok = [s for s in active if entry.strategies[s].status == "ok"]
+        entry.status = "ok" if len(ok) == len(active) else ("partial" if ok else "failed")
+        base = entry.strategies["ps"].samples_per_s if "ps" in entry.strategies else None
+        for st in entry.strategies.values():
+            if base and st.samples_per_s:
+                st.speedup_vs_ps = st.samples_per_s / base
+
+    def _run_one(self, strategy: str, tb: Any, cell: Cell, steps: int, warmup: int, plan_path: str | None,
+                 pred_step_s: float | None) -> RunRecord:
+        """One repetition of one strategy. Never raises for a failed job (the record has
+        ``valid: false``); only KeyboardInterrupt escapes."""
+        from ralp_tf.testbed.horovod_job import run_horovod
+        from ralp_tf.testbed.mwms_job import run_mwms
+        from ralp_tf.testbed.ps_job import run_ps
+
+        expected = (warmup + steps) * (pred_step_s if pred_step_s and math.isfinite(pred_step_s) else 5.0)
+        timeout = min(240.0 + 4.0 * expected, 3600.0)
+        workers = [f"worker{i}" for i in range(cell.workers)]
+        try:
+            if strategy in PS_STRATEGIES:
+                policy = {"ps": "ps", "ralp": "ralp"}.get(strategy, plan_path)
+                launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=NUM_PS, batch=self.cfg.batch,
+                                  steps=steps, warmup=warmup, timeout=timeout)
+            elif strategy == "allreduce":
+                launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
+                                    timeout=timeout)
+            elif strategy == "horovod":
+                launched = run_horovod(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
+                                       timeout=timeout)
+            else:  # pragma: no cover - parse_strategies rejects it
+                raise BenchConfigError(f"unknown strategy {strategy!r}")
+            launched.pop("testbed", None)  # the cell records its testbed once
+            rec = RunRecord.from_dict(launched)
+            if strategy in PS_STRATEGIES:
+                rec.strategy = strategy  # run_ps says "plan" for any plan file
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # a launcher error: this run failed, the matrix goes on
+            import traceback
+
+            rec = RunRecord(strategy=strategy, model=cell.model, workers=cell.workers, valid=False,
+                            invalid_reason=f"{type(exc).__name__}: {exc}",
+                            log_tail="".join(traceback.format_exc().splitlines(True)[-15:]), measured=False)
+        if rec.steps is None:
+            rec.steps = steps
+        rec.warmup = warmup
+        return rec
+
+
+def _run_line(rec: RunRecord) -> str:
+    if rec.valid and rec.samples_per_s:
+        return (f"{rec.samples_per_s:.1f} samples/s, {rec.measured_step_s:.2f} s/step, "
+                f"{(rec.bytes_per_step or 0) / 1e6:.1f} MB/step")
+    return f"FAILED: {rec.invalid_reason}"
