@@ -7,12 +7,18 @@
   address, so tasks run with an ``LD_PRELOAD`` shim (``ralp_tf/_native``) that rewrites wildcard
   binds to loopback. ``bind_address="0.0.0.0"`` (explicit) skips the shim and warns that the
   server is unauthenticated. With a custom ``launcher`` the launcher decides where tasks listen;
+* the coordinator's own gRPC server (``ParameterServerStrategy`` starts one in this process)
+  listens on loopback too: ``start()`` points TensorFlow's ``bind()`` calls in this process at
+  the same rewrite (:func:`bind_loopback_in_this_process`), however the user's script started;
 * ``start()`` returns once every task accepts connections, or raises ``ClusterRuntimeError``
   with the log tail of the task that died or timed out;
 * each task's stdout/stderr go to ``log_dir/<job>-<index>.log`` (a temporary folder by default,
   removed when the ``with`` block ends without an error and kept when one occurred);
-* ``stop()`` (also on ``__exit__``, on error, at interpreter exit) kills every task by PID and
-  waits for it; tasks also get SIGKILL if this process dies (``PR_SET_PDEATHSIG``).
+* ``stop()`` (also on ``__exit__``, on error, at interpreter exit) first lets this process's
+  eager context let go of the tasks (:func:`release_cluster_in_this_process`), so functions the
+  user's objects still hold are not removed remotely from dead tasks at exit, then kills every
+  task by PID and waits for it; tasks also get SIGKILL if this process dies
+  (``PR_SET_PDEATHSIG``).
 
 A *launcher* decides where task processes run: the default runs them here; a testbed runs
 them inside network namespaces. It provides ``host(task_name) -> str`` and
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import shutil
 import signal
@@ -45,6 +52,7 @@ UNAUTHENTICATED_WARNING = (
     "TensorFlow's gRPC server is unauthenticated: anyone who can reach {addr} can run ops in this "
     "process. Bind to a non-loopback address only on a network reachable from trusted hosts alone.")
 _LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+log = logging.getLogger(__name__)
 
 
 class Launcher(Protocol):
@@ -96,6 +104,56 @@ def loopback_env(env: dict[str, str] | None = None) -> dict[str, str]:
     if shim not in preload.split(":"):
         env["LD_PRELOAD"] = f"{shim}:{preload}" if preload else shim
     return env
+
+
+def bind_loopback_in_this_process() -> int:
+    """Make TensorFlow's wildcard ``bind()`` calls in this process bind loopback instead.
+
+    Loads the shim and patches the ``bind`` entries of every loaded TensorFlow library (see
+    ``ralp_tf/_native/loopback_bind.c``); call it after ``import tensorflow`` and before a
+    ``ParameterServerStrategy`` starts the coordinator's server. Returns the number of entries
+    patched (0: none found, which is reported as a warning by the caller).
+    """
+    import ctypes
+
+    import tensorflow  # noqa: F401  (its libraries must be loaded to be patched)
+
+    lib = ctypes.CDLL(str(loopback_shim()))
+    lib.ralp_loopback_hook_install.argtypes = [ctypes.c_char_p]
+    lib.ralp_loopback_hook_install.restype = ctypes.c_int
+    return int(lib.ralp_loopback_hook_install(b"tensorflow"))
+
+
+def release_cluster_in_this_process(addresses: set[str]) -> bool:
+    """If this process's eager context is connected to a cluster whose tasks are ``addresses``,
+    shrink it to this process alone, so the remote contexts close while the tasks still answer.
+
+    TensorFlow has no public API for this: it reads ``context._server_def`` and calls
+    ``Context.update_server_def`` (checked on TF 2.21). Returns whether it let go of a cluster.
+    """
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return False
+    from tensorflow.core.protobuf import tensorflow_server_pb2
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    current = getattr(ctx, "_server_def", None)
+    if current is None:
+        return False
+    remote = {addr for job in current.cluster.job if job.name != current.job_name for addr in job.tasks.values()}
+    if not remote or not remote <= addresses:
+        return False
+    alone = tensorflow_server_pb2.ServerDef()
+    alone.CopyFrom(current)
+    alone.ClearField("cluster_device_filters")
+    del alone.cluster.job[:]
+    for job in current.cluster.job:
+        if job.name == current.job_name:
+            alone.cluster.job.add(name=job.name, tasks=dict(job.tasks))
+    ctx.update_server_def(alone)
+    return True
 
 
 class TaskProcess:
@@ -172,6 +230,8 @@ class LocalCluster:
         _install_exit_handlers()
         _LIVE.add(self)
         try:
+            if self._loopback_only:
+                self._bind_coordinator_loopback()
             spec = self._make_spec()
             for job in ("ps", "worker"):
                 for i, addr in enumerate(spec.get(job, [])):
@@ -181,6 +241,12 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def _bind_coordinator_loopback(self) -> None:
+        if bind_loopback_in_this_process() == 0 and "libloopback_bind" not in os.environ.get("LD_PRELOAD", ""):
+            warnings.warn("could not redirect TensorFlow's bind() in this process: the coordinator's gRPC server "
+                          "will listen on all interfaces. " + UNAUTHENTICATED_WARNING.format(addr="its port"),
+                          stacklevel=3)
 
     def _make_spec(self) -> dict[str, list[str]]:
         spec: dict[str, list[str]] = {}
@@ -229,6 +295,11 @@ class LocalCluster:
     def stop(self) -> None:
         with self._lock:
             tasks, self.tasks = self.tasks, []
+        if tasks and all(t.alive() for t in tasks):
+            try:
+                release_cluster_in_this_process({t.address for t in tasks})
+            except Exception as exc:  # a failing release must not keep the tasks alive
+                log.debug("could not release the cluster in this process: %s", exc)
         for t in tasks:
             if t.alive():
                 try:

@@ -55,6 +55,31 @@ def test_tasks_bind_loopback_only_and_die_on_exit(tmp_path: Path) -> None:
     wait_until(lambda: not any(_alive(p) for p in pids), 10, what="the task processes to exit")
 
 
+@pytest.mark.slow
+@pytest.mark.integration
+def test_user_script_coordinator_listens_on_loopback_and_exits_without_grpc_errors() -> None:
+    """The README's Python example run as a plain script (no `ralp-tf` re-exec under the shim)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="0")
+    env.pop("LD_PRELOAD", None)
+    proc = subprocess.Popen([sys.executable, str(REPO / "tests" / "scripts" / "user_fit_on_local_cluster.py")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("LISTENING "), (line, proc.stderr.read() if proc.poll() is not None else "")
+        listening = _listening([proc.pid])
+        assert listening, "the coordinator runs a gRPC server: it must be listening somewhere"
+        exposed = [(h, p) for h, p in listening if h not in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")]
+        assert exposed == [], f"the coordinator listens beyond loopback: {exposed}"
+        out, err = proc.communicate("\n", timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "CLEAN EXIT" in out, err[-2000:]
+    grpc_errors = [l for l in err.splitlines() if "Failed to remove function" in l or "grpc_status" in l
+                   or "Connection refused" in l]
+    assert grpc_errors == [], grpc_errors[:3]
+
+
 def test_bad_shapes_are_refused() -> None:
     with pytest.raises(ClusterConfigError, match="workers"):
         LocalCluster(workers=0)
