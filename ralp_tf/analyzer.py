@@ -23,7 +23,7 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan
-from ralp_tf.profile import PS_PLACEABLE_KINDS, RALP_PS_KINDS, ModelProfile
+from ralp_tf.profiler import PS_PLACEABLE_KINDS, RALP_PS_KINDS, ModelProfile
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,7 +124,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ralp_tf.analyzer import analyze
     from ralp_tf.cluster import Cluster
     from ralp_tf.models import resolve_model
-    from ralp_tf.profile import profile
+    from ralp_tf.profiler import profile
 
     builder = resolve_model(args.model)
     prof = profile(builder(), batch_size=args.batch_size)

@@ -54,7 +54,7 @@ from typing import Any, Mapping
 from ralp_tf.cluster import Cluster, Task
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan, parse_device
-from ralp_tf.profile import LayerProfile, ModelProfile
+from ralp_tf.profiler import LayerProfile, ModelProfile
 
 WORKER = "worker"
 #: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor

@@ -1,7 +1,7 @@
 """Named placement policies: the extension point through which planners are found by name.
 
 A *policy factory* takes keyword options and returns a placement policy, i.e. any object with
-``plan(profile, cluster) -> Plan`` (:class:`ralp_tf.placement.PlacementPolicy`)::
+``plan(profile, cluster) -> Plan`` (:class:`ralp_tf.applier.PlacementPolicy`)::
 
     from ralp_tf.policies import register_policy, resolve_policy
 
@@ -9,7 +9,7 @@ A *policy factory* takes keyword options and returns a placement policy, i.e. an
     plan = resolve_policy("mine", seed=1).plan(profile, cluster)
 
 Built in: ``"ralp"`` (the analyzer's plan) and ``"ps"`` (stock PSS, nothing placed), both handled
-by :func:`ralp_tf.placement.plan_with_policy`. Other packages add theirs through the setuptools
+by :func:`ralp_tf.applier.plan_with_policy`. Other packages add theirs through the setuptools
 entry point group ``ralp_tf.policies``: each entry point names a function without arguments
 that calls :func:`register_policy` (the ``scheduler`` package registers its solvers as
 ``scheduler.<solver>``). ralp_tf never imports such a package by name: the entry points are
@@ -25,9 +25,9 @@ from ralp_tf.errors import PlanError
 
 if TYPE_CHECKING:
     from ralp_tf.cluster import Cluster
-    from ralp_tf.placement import PlacementPolicy
+    from ralp_tf.applier import PlacementPolicy
     from ralp_tf.plan import Plan
-    from ralp_tf.profile import ModelProfile
+    from ralp_tf.profiler import ModelProfile
 
 #: The setuptools entry point group whose entries register policies.
 ENTRY_POINT_GROUP = "ralp_tf.policies"
@@ -47,7 +47,7 @@ class BuiltinPolicy:
         self.min_speedup = min_speedup
 
     def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
-        from ralp_tf.placement import plan_with_policy
+        from ralp_tf.applier import plan_with_policy
 
         return plan_with_policy(self.name, profile, cluster, min_speedup=self.min_speedup)[0]
 

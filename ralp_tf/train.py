@@ -24,8 +24,8 @@ from ralp_tf.costmodel import estimate
 from ralp_tf.errors import ClusterRuntimeError, ValidationError
 from ralp_tf.models import resolve_model, synthetic_batch
 from ralp_tf.plan import Plan
-from ralp_tf.placement import cluster_of, place, plan_with_policy
-from ralp_tf.profile import profile
+from ralp_tf.applier import cluster_of, place, plan_with_policy
+from ralp_tf.profiler import profile
 from ralp_tf.traffic import Endpoint, TrafficMeter, per_step
 
 log = logging.getLogger(__name__)

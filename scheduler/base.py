@@ -20,7 +20,7 @@ import numpy as np
 
 from ralp_tf.cluster import Cluster
 from ralp_tf.plan import Plan
-from ralp_tf.profile import ModelProfile
+from ralp_tf.profiler import ModelProfile
 from scheduler.isolation import outside_strategy
 from scheduler.problem import Catalog, Constraints, Problem
 from scheduler.schedule import Schedule

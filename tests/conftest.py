@@ -18,7 +18,7 @@ def inprocess():
     """One worker and two PS tasks in this process, with a strategy and a coordinator."""
     import tensorflow as tf
 
-    from ralp_tf.launch import InProcessCluster
+    from inprocess_cluster import InProcessCluster
 
     cluster = InProcessCluster(workers=1, ps=2)
     strategy = cluster.strategy()

@@ -8,7 +8,7 @@ from ralp_tf.analyzer import analyze, candidate_splits, plan_for
 from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import PlanError
-from ralp_tf.profile import ModelProfile, profile
+from ralp_tf.profiler import ModelProfile, profile
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from ralp_tf import models
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan import Plan
-from ralp_tf.placement import place, placement, unplace
+from ralp_tf.applier import place, placement, unplace
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"

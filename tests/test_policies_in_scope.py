@@ -23,7 +23,7 @@ from ralp_tf.errors import PlanError
 
 import scheduler
 from ralp_tf import models
-from ralp_tf.placement import placement
+from ralp_tf.applier import placement
 from scheduler.base import Solver
 from scheduler.isolation import outside_strategy
 from test_placement import BATCH, PLAN, _base, _loss

@@ -17,8 +17,8 @@ from ralp_tf import costmodel, models
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import PlacementMismatchError, PlanError
 from ralp_tf.plan import Plan
-from ralp_tf.placement import place
-from ralp_tf.profile import ModelProfile, profile
+from ralp_tf.applier import place
+from ralp_tf.profiler import ModelProfile, profile
 from ralp_tf.verify import verify_placement
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"

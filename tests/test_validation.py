@@ -18,7 +18,7 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ClusterConfigError, ModelError, PlanError, ValidationError, parse_json
 from ralp_tf.models import resolve_model
 from ralp_tf.plan import Plan
-from ralp_tf.profile import ModelProfile
+from ralp_tf.profiler import ModelProfile
 
 RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
 

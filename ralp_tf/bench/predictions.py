@@ -28,7 +28,7 @@ from ralp_tf.bench.config import NUM_PS, BenchError, Cell
 if TYPE_CHECKING:
     from ralp_tf.cluster import Cluster
     from ralp_tf.plan import Plan
-    from ralp_tf.profile import ModelProfile
+    from ralp_tf.profiler import ModelProfile
 
 #: The policy name of scheduler solver ``name`` is ``SCHEDULER_POLICY_PREFIX + name``.
 SCHEDULER_POLICY_PREFIX = "scheduler."
@@ -45,9 +45,9 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 
 def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0) -> ModelProfile:
     """Profile ``model`` at ``batch`` with measured layer times (``profile(measure=True)``) in a
-    child process (it dies with this one) and return the :class:`~ralp_tf.profile.ModelProfile`.
+    child process (it dies with this one) and return the :class:`~ralp_tf.profiler.ModelProfile`.
     Raises :class:`BenchError` with the child's output tail on failure."""
-    from ralp_tf.profile import ModelProfile
+    from ralp_tf.profiler import ModelProfile
     from ralp_tf.testbed import jobs
 
     cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
@@ -69,7 +69,7 @@ def profile_main(argv: Sequence[str]) -> int:
     import tf_keras
 
     from ralp_tf.models import resolve_model
-    from ralp_tf.profile import profile
+    from ralp_tf.profiler import profile
 
     model, batch, out = argv[0], int(argv[1]), argv[2]
     tf_keras.utils.set_random_seed(0)

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from ralp_tf.profile import ModelProfile
+from ralp_tf.profiler import ModelProfile
 from scheduler.errors import WorkloadError
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
@@ -89,7 +89,7 @@ def profile_workload(name: str, batch_size: int = BATCH_SIZE) -> ModelProfile:
     """Build and profile a built-in workload with :func:`ralp_tf.profile` (imports TensorFlow)."""
     if name not in BUILTIN_WORKLOADS:
         raise WorkloadError(f"unknown built-in workload {name!r}; use one of {', '.join(BUILTIN_WORKLOADS)}")
-    from ralp_tf.profile import profile
+    from ralp_tf.profiler import profile
 
     model = BUILTIN_WORKLOADS[name]()
     prof = profile(model, batch_size=batch_size)

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ralp_tf.profile import LayerProfile, ModelProfile
+from ralp_tf.profiler import LayerProfile, ModelProfile
 from scheduler.errors import SchedulerError, WorkloadError
 from scheduler.workloads.builtin import BATCH_SIZE
 

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from ralp_tf.profile import LAYER_KINDS, ModelProfile
+from ralp_tf.profiler import LAYER_KINDS, ModelProfile
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.exact import Exact
 from scheduler.rl import RL, HeterPSEnv, polish

@@ -31,7 +31,7 @@ from ralp_tf.analyzer import Analysis, analyze
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan import Plan, parse_device
-from ralp_tf.profile import ModelProfile, check_tf_keras_model, profile
+from ralp_tf.profiler import ModelProfile, check_tf_keras_model, profile
 from ralp_tf.verify import verify_placement
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _ps_anchors(strategy: Any, tasks: set[int]) -> dict[int, Any]:
     import tensorflow as tf
 
     anchors: dict[int, Any] = {}
-    num_ps = strategy.extended._num_ps if hasattr(strategy.extended, "_num_ps") else max(tasks) + 1
+    num_ps = cluster_of(strategy).num_ps
     with strategy.scope():
         for _ in range(max(num_ps, 1)):
             v = tf.Variable(0, trainable=False, name="ralp_anchor", dtype=tf.int32)
