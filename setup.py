@@ -19,7 +19,7 @@ setup(
         "bench": ["matplotlib"],
     },
     entry_points={
-        "console_scripts": ["ralp-tf=ralp_tf.cli:main"],
+        "console_scripts": ["ralp-tf=ralp_tf.cli:console_main"],
         "ralp_tf.policies": ["scheduler = scheduler.policies:register"],
     },
 )

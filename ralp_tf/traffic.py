@@ -115,5 +115,19 @@ def cluster_endpoints(cluster: object) -> list[Endpoint]:
     return [Endpoint(t.name, t.pid, t.port) for t in getattr(cluster, "tasks")]
 
 
+#: Measured bytes above this multiple of the prediction mean placement or the cost model is wrong.
+SUSPECT_BYTES_RATIO = 2.0
+
+
+def suspect_bytes_warning(what: str, measured: float | None, predicted: float | None) -> str | None:
+    """A warning when ``measured`` bytes per step exceed ``SUSPECT_BYTES_RATIO`` x ``predicted``
+    (None otherwise): the plan did not take effect, or the cost model is wrong for this model."""
+    if not measured or not predicted or measured <= SUSPECT_BYTES_RATIO * predicted:
+        return None
+    return (f"{what}: measured {measured / 1e6:.3f} MB per step, {measured / predicted:.1f}x the predicted "
+            f"{predicted / 1e6:.3f} MB: the placement did not take effect or the cost model is wrong for this model. "
+            "Check the placed devices with ralp_tf.verify_placement(model, plan) and report the model if they match")
+
+
 def per_step(delta: Mapping[tuple[str, str], int], steps: int) -> dict[str, float]:
     return {f"{a}->{b}": v / steps for (a, b), v in sorted(delta.items())}

@@ -83,8 +83,18 @@ def test_user_script_coordinator_listens_on_loopback_and_exits_without_grpc_erro
 def test_bad_shapes_are_refused() -> None:
     with pytest.raises(ClusterConfigError, match="workers"):
         LocalCluster(workers=0)
-    with pytest.raises(ClusterConfigError, match="more than one machine holds"):
-        LocalCluster(workers=40, ps=1)
+    with pytest.raises(ClusterConfigError, match=r"200 tasks needs about 200 GiB.*check_memory=False"):
+        LocalCluster(workers=199, ps=1)  # refused before anything is spawned
+    assert LocalCluster(workers=199, ps=1, check_memory=False).tasks == []  # the explicit override
+
+
+def test_memory_rule_counts_one_gib_per_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ralp_tf.launch as launch
+
+    monkeypatch.setattr(launch, "available_memory_bytes", lambda: 10 * 2**30)  # 8 tasks + 2 GiB headroom
+    launch.check_tasks_fit_in_memory(8)
+    with pytest.raises(ClusterConfigError, match="at most 8 tasks fit"):
+        launch.check_tasks_fit_in_memory(9)
 
 
 def test_non_loopback_bind_needs_asking_and_warns() -> None:

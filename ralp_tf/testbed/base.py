@@ -22,12 +22,13 @@ from typing import IO, Any, Mapping, Sequence
 
 from ralp_tf.cluster import format_bandwidth, parse_bandwidth
 from ralp_tf.errors import ClusterConfigError, RalpError
+from ralp_tf.launch import TASK_MEMORY_GIB, available_memory_bytes, max_tasks_for_memory
 from ralp_tf.testbed import _nsops
 
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
 PREFIX = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 #: Resident memory one TensorFlow task needs (import + a CIFAR-size model + gRPC buffers).
-DEFAULT_MEM_PER_TASK_GIB = 1.0
+DEFAULT_MEM_PER_TASK_GIB = TASK_MEMORY_GIB
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 
 Redirect = "int | IO[Any] | None"
@@ -78,25 +79,6 @@ def validate_bandwidth(bandwidth: str | float | int | None) -> float:
         return parse_bandwidth(bandwidth)
     except ClusterConfigError as exc:
         raise TestbedConfigError(f"{exc} (testbed link rate)") from None
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (bytes); a large number if it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 1 << 50
-
-
-def max_tasks_for_memory(mem_per_task_gib: float) -> int:
-    """How many TF tasks fit in the memory available now, at ``mem_per_task_gib`` each."""
-    if not mem_per_task_gib or mem_per_task_gib <= 0:
-        return 1 << 30
-    return max(int(available_memory_bytes() / (mem_per_task_gib * 2**30)), 0)
 
 
 def check_capacity(n_tasks: int, mem_per_task_gib: float, address_limit: int, address_what: str) -> None:

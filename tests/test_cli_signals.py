@@ -1,0 +1,75 @@
+"""SIGINT or SIGTERM to the main `ralp-tf run` process alone (what `timeout`, systemd and
+Kubernetes send) ends it within 5 s at any phase, and leaves no task process behind."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from polling import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parents[1]
+EXIT_WITHIN_S = 5.0
+
+
+def _tasks_of(pid: int) -> list[int]:
+    """PIDs of LocalCluster task processes started by ``pid`` (they carry ``--parent-pid PID``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if b"ralp_tf._task" in argv and f"{pid}".encode() in argv and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("sig, phase", [
+    (signal.SIGINT, "start-up"),
+    (signal.SIGTERM, "phase: first step scheduled"),
+    (signal.SIGINT, "phase: measuring"),
+])
+def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phase: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    cmd = [sys.executable, "-m", "ralp_tf.cli", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
+           "--steps", "100000", "--warmup-steps", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)  # the test signals this process alone, not a group
+    seen: list[str] = []
+    try:
+        if phase == "start-up":
+            wait_until(lambda: _tasks_of(proc.pid), 60, what="the first task process")
+        else:
+            for line in proc.stderr:
+                seen.append(line)
+                if phase in line:
+                    break
+            assert any(phase in l for l in seen), "".join(seen[-20:])
+            if phase == "phase: measuring":
+                time.sleep(2)
+        tasks = _tasks_of(proc.pid)
+        assert tasks, "the run had started its local cluster"
+        t0 = time.monotonic()
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert took < EXIT_WITHIN_S, f"exited {took:.1f} s after {sig.name}"
+    assert proc.returncode in (128 + sig, -sig, 2, 3), proc.returncode
+    wait_until(lambda: not any(Path(f"/proc/{t}").exists() and
+                               Path(f"/proc/{t}/stat").read_text().split()[2] != "Z" for t in tasks),
+               5, what="every task process to be gone")
