@@ -27,7 +27,7 @@ import functools
 import logging
 from typing import Any, Callable, Protocol
 
-from ralp_tf.analyzer import Analysis, analyze
+from ralp_tf.analyzer import Analysis
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan import Plan, parse_device
@@ -292,17 +292,27 @@ def unplace(model: Any) -> Any:
 
 def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05
                      ) -> tuple[Plan, Analysis | None]:
-    """Resolve a policy ("ralp", "ps"/"none", a Plan, or a PlacementPolicy) to a Plan."""
+    """Resolve ``policy`` to a Plan for ``prof`` on ``cluster``; return ``(plan, analysis)``.
+
+    ``policy`` is a Plan (returned as is), a policy name of :mod:`ralp_tf.policies` (``"ralp"``,
+    ``"ps"`` and its aliases ``"none"``/``"stock"``, ``"scheduler.rl"`` or its short name
+    ``"rl"``, ...; resolved with :func:`~ralp_tf.policies.resolve_policy`, ``min_speedup`` going
+    to ``"ralp"``), or an object with ``plan(profile, cluster)`` such as a scheduler solver.
+    ``analysis`` is the analyzer's decision for :class:`~ralp_tf.policies.RalpPolicy`, else None.
+    Raises :class:`PlanError` for an unknown name, a failing policy, or one returning no Plan.
+    """
+    from ralp_tf.policies import ConfiguredPolicy, RalpPolicy, canonical_policy_name, resolve_policy
+
     if isinstance(policy, Plan):
         return policy, None
     if isinstance(policy, str):
-        if policy == "ralp":
-            analysis = analyze(prof, cluster, min_speedup=min_speedup)
-            return analysis.plan, analysis
-        if policy in ("ps", "none", "stock"):
-            return Plan(placements={}, policy="ps"), None
-        raise PlanError(f"unknown placement policy {policy!r}; use 'ralp', 'ps', a ralp_tf.Plan, or an object "
-                        "with plan(profile, cluster) such as a scheduler solver")
+        name = canonical_policy_name(policy)
+        policy = resolve_policy(name, min_speedup=min_speedup) if name == "ralp" else resolve_policy(name)
+    if isinstance(policy, ConfiguredPolicy):
+        policy = policy.instance
+    if isinstance(policy, RalpPolicy):
+        analysis = policy.analyze(prof, cluster)
+        return analysis.plan, analysis
     if hasattr(policy, "plan") and callable(policy.plan):
         try:
             plan = policy.plan(prof, cluster)
@@ -312,7 +322,7 @@ def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_s
         if not isinstance(plan, Plan):
             raise PlanError(f"{type(policy).__name__}.plan() returned {type(plan).__name__}, not a ralp_tf.Plan")
         return plan, None
-    raise PlanError(f"placement policy {policy!r} is not 'ralp', 'ps', a Plan, or an object with plan()")
+    raise PlanError(f"placement policy {policy!r} is not a policy name, a Plan, or an object with plan()")
 
 
 def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 32, bandwidth: Any = None,

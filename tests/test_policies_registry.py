@@ -29,10 +29,79 @@ class FixedPlan:
 def test_builtins_are_registered_and_plan_through_plan_with_policy():
     assert {"ralp", "ps"} <= set(policies.policy_names())
     ps = policies.resolve_policy("ps")
-    assert isinstance(ps, policies.BuiltinPolicy) and ps.name == "ps"
+    assert isinstance(ps, policies.StockPolicy)
     plan = ps.plan(None, None)  # stock PS places nothing: profile and cluster are not read
     assert isinstance(plan, Plan) and plan.placements == {} and plan.policy == "ps"
-    assert policies.resolve_policy("ralp", min_speedup=1.2).min_speedup == 1.2
+    ralp = policies.resolve_policy("ralp", min_speedup=1.2)
+    assert isinstance(ralp, policies.RalpPolicy) and ralp.min_speedup == 1.2
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("ps", "ps"), ("none", "ps"), ("stock", "ps"), ("ralp", "ralp"),
+    ("rl", "scheduler.rl"), ("exact", "scheduler.exact"), ("scheduler.ralp", "scheduler.ralp"),
+])
+def test_one_table_of_names_aliases_and_short_names(name, canonical):
+    assert policies.canonical_policy_name(name) == canonical
+    described = policies.describe_policy_names()
+    assert "ps (also: none, stock)" in described and "scheduler.rl (also: rl)" in described
+
+
+def test_a_short_name_two_plugins_share_is_refused(registry):
+    policies.register_policy("a.same", FixedPlan)
+    policies.register_policy("b.same", FixedPlan)
+    with pytest.raises(PlanError, match="ambiguous.*'a.same' or 'b.same'"):
+        policies.resolve_policy("same")
+
+
+def test_aliases_cannot_be_registered(registry):
+    with pytest.raises(PlanError, match="alias"):
+        policies.register_policy("stock", FixedPlan)
+
+
+def test_options_a_policy_does_not_take_are_named_with_the_ones_it_takes(registry):
+    policies.register_policy("fixed", FixedPlan)
+    assert policies.accepted_options("fixed") == ["tag"]
+    with pytest.raises(PlanError) as info:
+        policies.resolve_policy("rl", method="dp")
+    message = str(info.value)
+    assert "'scheduler.rl' does not take the option 'method'" in message
+    assert "an option of scheduler.exact" in message and "train_seconds" in message
+    with pytest.raises(PlanError, match="'ps' does not take the option 'seed'.*takes: no options"):
+        policies.resolve_policy("stock", seed=1)
+
+
+def test_policy_from_spec(tmp_path):
+    assert policies.policy_from_spec("ralp") == "ralp"
+    assert policies.policy_from_spec("none") == "ps"
+    assert policies.policy_from_spec("rl") == "rl"
+    configured = policies.policy_from_spec("exact", {"seed": 4})
+    assert isinstance(configured, policies.ConfiguredPolicy) and configured.policy == "exact"
+    assert configured.instance.seed == 4
+    path = tmp_path / "p.json"
+    Plan(placements={}, policy="ps").save(str(path))
+    assert isinstance(policies.policy_from_spec(str(path)), Plan)
+    with pytest.raises(PlanError, match="takes no options"):
+        policies.policy_from_spec(str(path), {"seed": 1})
+    with pytest.raises(PlanError, match="unknown placement policy 'nope'.*plan JSON file"):
+        policies.policy_from_spec("nope")
+
+
+def test_plan_with_policy_resolves_every_name_through_the_registry():
+    from ralp_tf.applier import plan_with_policy
+    from ralp_tf.cluster import Cluster
+    from ralp_tf.models import small_cnn
+    from ralp_tf.profiler import profile
+
+    prof, cluster = profile(small_cnn(), batch_size=32), Cluster.local(2, 1)
+    for name in ("ps", "none", "stock"):
+        plan, analysis = plan_with_policy(name, prof, cluster)
+        assert plan.placements == {} and analysis is None
+    plan, analysis = plan_with_policy("ralp", prof, cluster)
+    assert analysis is not None and plan == analysis.plan
+    plan, analysis = plan_with_policy("greedy", prof, cluster)
+    assert isinstance(plan, Plan) and analysis is None
+    plan, analysis = plan_with_policy(policies.ConfiguredPolicy("ralp", min_speedup=100.0), prof, cluster)
+    assert analysis is not None and not analysis.is_split
 
 
 def test_register_and_resolve_with_options(registry):
