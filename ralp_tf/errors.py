@@ -39,6 +39,21 @@ class ClusterRuntimeError(RalpError, RuntimeError):
     """A local cluster task failed to start or died."""
 
 
+def check_int(value: Any, name: str, *, minimum: int = 1, error: type[ValidationError] = ValidationError,
+              hint: str = "") -> int:
+    """Return ``value`` as an ``int`` if it is a whole number (``int`` or a NumPy integer, never a
+    ``bool``) of at least ``minimum``; else raise ``error`` naming ``name``: "<name> must be a
+    positive integer, got 0" (``minimum`` 1), "... a non-negative integer ..." (0) or "... an integer
+    >= <minimum> ...", followed by "; <hint>" when ``hint`` is given. The one validator of integer
+    arguments of the Python API; command-line arguments use :mod:`ralp_tf.cliargs`."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        kind = {1: "a positive integer", 0: "a non-negative integer"}.get(minimum, f"an integer >= {minimum}")
+        raise error(f"{name} must be {kind}, got {value!r}" + (f"; {hint}" if hint else ""))
+    return int(value)
+
+
 #: Deepest nesting of arrays/objects any input JSON may have. Real plans, profiles, TF_CONFIGs,
 #: workloads and catalogs nest at most 4 levels; 64 leaves ample room.
 MAX_JSON_DEPTH = 64

@@ -9,13 +9,15 @@ Writes ``benchmarks/results/soak.json`` and prints a summary.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from ralp_tf.errors import ValidationError
+from ralp_tf.cliargs import positive_int
+from ralp_tf.errors import ValidationError, check_int
 
 
 def task_resources(pid: int) -> dict[str, int]:
@@ -48,8 +50,7 @@ def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, samp
 
     if warmup >= steps:
         raise ValidationError(f"warmup ({warmup}) must be below steps ({steps})")
-    if sample_every < 1:
-        raise ValidationError("sample_every must be >= 1")
+    check_int(sample_every, "sample_every")
     samples: list[dict[str, Any]] = []
     with LocalCluster(workers=workers, ps=ps) as lc:
         strategy = lc.strategy()
@@ -85,20 +86,19 @@ def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, samp
     return report
 
 
-def register(sub: Any) -> None:
-    from ralp_tf.cli import _positive_int
-
-    p = sub.add_parser("soak", help="long placed run; sample task RSS, threads and sockets")
+def register(subparsers: Any) -> None:
+    """Add the ``soak`` subcommand to an argparse subparsers object (``ralp-tf soak``)."""
+    p = subparsers.add_parser("soak", help="long placed run; sample task RSS, threads and sockets")
     p.add_argument("--model", default="small_cnn")
-    p.add_argument("--steps", type=_positive_int, default=2000)
-    p.add_argument("--warmup", type=_positive_int, default=200)
-    p.add_argument("--sample-every", type=_positive_int, default=50)
-    p.add_argument("--batch-size", type=_positive_int, default=32)
+    p.add_argument("--steps", type=positive_int, default=2000)
+    p.add_argument("--warmup", type=positive_int, default=200)
+    p.add_argument("--sample-every", type=positive_int, default=50)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--out", default="benchmarks/results/soak.json")
-    p.set_defaults(func=_cmd)
+    p.set_defaults(func=_cmd, needs_loopback_shim=True)
 
 
-def _cmd(args: Any) -> int:
+def _cmd(args: argparse.Namespace) -> int:
     r = soak(args.model, steps=args.steps, warmup=args.warmup, sample_every=args.sample_every,
              batch_size=args.batch_size, out=args.out)
     print(f"soak: {r['steps']} placed steps of {r['model']} in {r['seconds']:.0f} s; after step {r['warmup']}: "

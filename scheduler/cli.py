@@ -1,17 +1,18 @@
 """``ralp-tf schedule`` and ``ralp-tf compare-schedulers``.
 
-:func:`register` adds both subcommands to an argparse ``subparsers`` object; each handler
-returns an exit code (0 ok, 2 bad input, 3 infeasible). ``python -m scheduler.cli`` runs them
-stand-alone.
+:func:`register` adds both subcommands to an argparse ``subparsers`` object (``ralp-tf``
+lists this module in :data:`ralp_tf.cli.COMMAND_MODULES`). Handlers return 0 or raise; errors
+go through :func:`ralp_tf.cliargs.run_command` like every ralp_tf command's: bad input exits 2,
+no schedule meeting the constraints (:class:`~scheduler.errors.InfeasibleError`) exits 3.
+``python -m scheduler.cli`` runs them stand-alone.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from ralp_tf.errors import ValidationError
+from ralp_tf.cliargs import CommandFailed, run_command
 
 
 def _solver(name: str, args: argparse.Namespace) -> Any:
@@ -35,11 +36,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
                                 budget=args.budget)
         schedule = _solver(args.solver, args).solve(problem)
     except InfeasibleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except ValidationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandFailed(str(exc)) from exc
     if args.plan_out and schedule.objective_name == "cost":
         schedule.to_plan().save(args.plan_out)
     if args.json:
@@ -58,13 +55,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Every solver on every built-in and shared workload; JSON, Markdown table and PNG chart."""
     from scheduler.compare import run_comparison
 
-    try:
-        run_comparison(out_dir=args.out_dir, rl_seconds=args.rl_seconds, pretrain_seconds=args.pretrain_seconds,
-                       fold_seconds=args.fold_seconds, workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick,
-                       log=print)
-    except ValidationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    run_comparison(out_dir=args.out_dir, rl_seconds=args.rl_seconds, pretrain_seconds=args.pretrain_seconds,
+                   fold_seconds=args.fold_seconds, workloads=args.workloads, solvers=args.solvers, seed=args.seed,
+                   quick=args.quick, log=print)
     return 0
 
 
@@ -107,11 +100,13 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m scheduler.cli schedule|compare-schedulers ...``: parse and run through the
+    error path and exit codes of every ralp_tf command (:func:`ralp_tf.cliargs.run_command`)."""
     ap = argparse.ArgumentParser(prog="python -m scheduler.cli")
     sub = ap.add_subparsers(dest="command", required=True)
     register(sub)
     args = ap.parse_args(argv)
-    return int(args.func(args))
+    return run_command(args.func, args, prog=ap.prog)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ralp_tf.cli import main
+from ralp_tf.plan import Plan
 
 RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
 
@@ -21,8 +22,6 @@ def test_plan_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert out["split"] is True
     assert set(out["plan"]["placements"]) >= {"fc1", "fc2", "logits"}
     assert out["profile"]["layers"][1]["name"] == "conv1"
-    from ralp_tf.plan import Plan
-
     assert Plan.load(str(out_file)).ps_layers()["fc1"] == 0
 
 
@@ -65,3 +64,80 @@ def test_run_with_missing_plan_file_is_a_clear_error() -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "cannot read plan file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_plan_with_a_scheduler_policy_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "plan.json"
+    assert main(["plan", "--model", "small_cnn", "--policy", "greedy", "--policy-option", "seed=1", "--json",
+                 "--out", str(out_file)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == "greedy" and out["model"] == "small_cnn"
+    assert {"plan", "estimate", "baseline", "profile"} <= set(out)
+    assert Plan.load(str(out_file)).to_dict() == out["plan"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["plan", "--model", "small_cnn", "--policy", "rl", "--policy-option", "method=dp"],
+     ["'scheduler.rl' does not take the option 'method'", "an option of scheduler.exact", "train_seconds"]),
+    (["plan", "--model", "small_cnn", "--policy", "nope"], ["unknown placement policy 'nope'", "scheduler.rl (also: rl)"]),
+    (["run", "--model", "small_cnn", "--policy", "stock", "--policy-option", "seed=1"],
+     ["'ps' does not take the option 'seed'"]),
+    (["run", "--model", "small_cnn", "--policy", "plan.json", "--policy-option", "seed=1"], ["takes no options"]),
+])
+def test_bad_policy_input_is_one_error_line_exit_2(argv: list[str], words: list[str],
+                                                   capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RALP_TF_NO_REEXEC", "1")  # `run` would re-exec this process with the loopback shim
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ralp-tf: error: ") and len(err.strip().splitlines()) == 1
+    for w in words:
+        assert w in err
+
+
+def test_policy_option_syntax_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["plan", "--model", "small_cnn", "--policy-option", "no-equals-sign"])
+    assert info.value.code == 2 and "is not KEY=VALUE" in capsys.readouterr().err
+
+
+def test_every_registered_command_module_adds_its_subcommands() -> None:
+    from ralp_tf import cli
+
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert list(sub.choices) == ["plan", "run", "schedule", "compare-schedulers", "soak", "bench"]
+    for module in cli.COMMAND_MODULES:
+        assert callable(module.register)
+    args = cli.build_parser().parse_args(["run", "--model", "mypkg:build", "--policy", "rl"])
+    assert args.policy == "rl" and args.needs_loopback_shim
+
+
+def test_the_exit_code_table() -> None:
+    from ralp_tf.cliargs import CommandFailed, ExitCode, exit_code_for, run_command
+    from ralp_tf.errors import ClusterRuntimeError, PlanError
+
+    assert exit_code_for(PlanError("x")) == ExitCode.BAD_INPUT == 2
+    assert exit_code_for(ClusterRuntimeError("x")) == exit_code_for(CommandFailed("x")) == ExitCode.NOT_DONE == 3
+    assert exit_code_for(KeyboardInterrupt()) == ExitCode.INTERRUPTED == 130
+    assert exit_code_for(ZeroDivisionError()) == ExitCode.FAILURE == 1
+
+    def fail(args: object) -> int:
+        raise ClusterRuntimeError("a task died")
+
+    assert run_command(fail, None) == 3
+    with pytest.raises(ZeroDivisionError):  # a bug is not turned into a one-line error
+        run_command(lambda args: 1 / 0, None)
+
+
+def test_the_core_never_imports_the_scheduler_or_the_command_line() -> None:
+    import ast
+
+    core = ["profiler", "costmodel", "analyzer", "plan", "applier", "launch", "train", "policies"]
+    for name in core:
+        path = Path(__file__).resolve().parents[1] / "ralp_tf" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for module in modules:
+                assert not module.startswith("scheduler"), f"ralp_tf/{name}.py imports {module}"
+                assert module not in ("ralp_tf.cli", "ralp_tf.commands"), f"ralp_tf/{name}.py imports {module}"

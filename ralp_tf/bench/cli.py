@@ -20,7 +20,9 @@ from ralp_tf.bench.run import Bench, json_default
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``bench`` subcommand to ``ralp-tf``."""
+    """Add the ``bench`` subcommand to an argparse subparsers object (``ralp-tf bench``). Counts
+    are validated by :func:`~ralp_tf.bench.config.config_from_args`, so every bad value gets one
+    ``ralp-tf: error:`` line (exit 2)."""
     p = subparsers.add_parser(
         "bench", help="benchmark RALP vs stock PS, a scheduler plan, MWMS and Horovod on an emulated network",
         description="Run the benchmark matrix (models x workers x bandwidth, 1 PS) on an emulated cluster "
@@ -57,7 +59,7 @@ def register(subparsers: Any) -> None:
                    help="netns (root), loopback (uncapped), or auto: netns where possible (default)")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
-    p.set_defaults(func=cmd_bench)
+    p.set_defaults(func=cmd_bench, needs_loopback_shim=True)
 
 
 def _strip_loopback_shim() -> None:

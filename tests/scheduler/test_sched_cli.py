@@ -50,10 +50,21 @@ def test_schedule_maxload_json(capsys, tmp_path) -> None:
 
 
 def test_schedule_bad_input(capsys) -> None:
+    """Errors go through the one error path of every ralp_tf command: one ``<prog>: error:`` line,
+    exit 2 for bad input and 3 for a valid request no schedule can meet."""
     rc, _, err = run(capsys, "schedule", "--workload", "no_such_model", "--solver", "exact", "--json")
     assert rc == 2 and "unknown workload" in err
+    assert err.startswith("python -m scheduler.cli: error: ") and len(err.strip().splitlines()) == 1
     rc, _, err = run(capsys, "schedule", "--workload", "ctr_dnn", "--solver", "exact", "--throughput", "1e12")
     assert rc == 3 and "best achievable throughput" in err
+    assert err.startswith("python -m scheduler.cli: error: ")
+
+
+def test_ralp_tf_schedule_prints_errors_like_every_command(capsys, monkeypatch) -> None:
+    from ralp_tf.cli import main
+
+    assert main(["schedule", "--workload", "ctr_dnn", "--solver", "exact", "--throughput", "1e12"]) == 3
+    assert capsys.readouterr().err.startswith("ralp-tf: error: ")
 
 
 def test_compare_quick_subset(tmp_path) -> None:

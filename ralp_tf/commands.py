@@ -1,0 +1,145 @@
+"""``ralp-tf plan`` and ``ralp-tf run``: the commands of the core (profile, plan, train).
+
+:func:`register` adds both to the ``ralp-tf`` parser (:mod:`ralp_tf.cli`). Both take
+``--policy NAME`` for any placement policy of :mod:`ralp_tf.policies` (``ralp``, ``ps``, a
+scheduler solver such as ``rl`` or ``exact``) with repeatable ``--policy-option KEY=VALUE``;
+``run`` also takes a plan JSON file.
+
+``plan --json`` prints, for ``ralp``, the analyzer's decision (``Analysis.to_dict()``) plus
+``"profile"``, as before; for any other policy ``{"model", "batch_size", "policy", "plan",
+"estimate", "baseline", "profile"}`` (the plan, and the cost model's estimate of it and of stock
+PSS). ``run --json`` prints ``{"baseline" | <policy>: {bytes_per_step, ..., "plan"}}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ralp_tf.cliargs import (add_cluster_args, add_policy_args, cluster_rates, fault_spec, non_negative_int,
+                             policy_options, positive_int)
+
+
+def register(subparsers: Any) -> None:
+    """Add ``plan`` and ``run`` to an argparse subparsers object."""
+    p = subparsers.add_parser("plan", help="profile a model, plan its placement with a policy and print the plan")
+    p.add_argument("--model", required=True, help="built-in name or package.module:function (runs that code)")
+    add_cluster_args(p)
+    add_policy_args(p, plan_files=False)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", help="also write the plan JSON to this file")
+    p.set_defaults(func=cmd_plan)
+
+    r = subparsers.add_parser("run", help="train on a local cluster (stock PS and/or a placement policy) and "
+                                          "measure it")
+    r.add_argument("--model", default="alexnet_cifar")
+    add_cluster_args(r)
+    r.add_argument("--steps", type=positive_int, default=30)
+    add_policy_args(r)
+    r.add_argument("--compare", action="store_true", help="run stock PS and RALP side by side")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--json", action="store_true")
+    r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
+    r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
+    r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
+    r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
+    r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
+                   help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
+    r.set_defaults(func=cmd_run, needs_loopback_shim=True)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Profile ``--model``, plan it with ``--policy`` on the local cluster of the arguments, print
+    the plan (``--json``: one object) and write it to ``--out``."""
+    from ralp_tf.applier import plan_with_policy
+    from ralp_tf.cluster import Cluster
+    from ralp_tf.costmodel import estimate
+    from ralp_tf.models import resolve_model
+    from ralp_tf.policies import policy_from_spec
+    from ralp_tf.profiler import profile
+
+    policy = policy_from_spec(args.policy, policy_options(args))
+    builder = resolve_model(args.model)
+    prof = profile(builder(), batch_size=args.batch_size)
+    cluster = Cluster.local(args.workers, args.ps, **cluster_rates(args))
+    plan, analysis = plan_with_policy(policy, prof, cluster)
+    if args.out:
+        plan.save(args.out)
+    if analysis is not None:
+        out = analysis.to_dict()
+        report = analysis.report()
+    else:
+        chosen, baseline = estimate(prof, cluster, plan), estimate(prof, cluster, None)
+        out = {"model": prof.model_name, "batch_size": prof.batch_size, "policy": args.policy,
+               "plan": plan.to_dict(), "estimate": chosen.to_dict(), "baseline": baseline.to_dict()}
+        report = (f"Policy {args.policy}: {len(plan.ps_layers())} layer(s) on the PS; predicted "
+                  f"{chosen.step_s * 1e3:.1f} ms and {chosen.bytes_per_step / 1e6:.2f} MB per worker step "
+                  f"(stock PS: {baseline.step_s * 1e3:.1f} ms, {baseline.bytes_per_step / 1e6:.2f} MB)")
+    if args.json:
+        out["profile"] = prof.to_dict()
+        print(json.dumps(out, indent=2))
+    else:
+        print(prof.summary())
+        print()
+        print(report)
+        print()
+        print(plan.to_json())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Train ``--model`` on a LocalCluster with ``--policy`` (or stock PS and RALP with
+    ``--compare``) and print the measurements (``--json``: one object)."""
+    from ralp_tf.policies import policy_from_spec
+    from ralp_tf.train import compare
+
+    if args.compare:
+        policies: list[Any] = ["ps", "ralp"]
+    else:
+        policies = [policy_from_spec(args.policy, policy_options(args))]
+    results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
+                      policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
+                      checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
+                      fault=args.inject_fault, **cluster_rates(args))
+    out = {}
+    for name, r in results.items():
+        key = "baseline" if name == "ps" else name
+        entry = {"bytes_per_step": r.bytes_per_step, "predicted_bytes_per_step": r.predicted_bytes_per_step,
+                 "steps_per_s": r.steps_per_s, "final_loss": r.final_loss,
+                 "samples_per_s": r.samples_per_s, "predicted_step_s": r.predicted_step_s,
+                 "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
+                 "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
+                 "restored_weights_checksum": r.restored_weights_checksum,
+                 "final_weights_checksum": r.final_weights_checksum, "losses": r.losses}
+        if name != "ps":
+            entry["plan"] = r.plan
+        out[key] = entry
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_comparison(args, results)
+    return 0
+
+
+def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    names = list(results)
+    print(f"{args.model}: {args.workers} worker(s), {args.ps} PS, batch {args.batch_size}/worker, "
+          f"{args.steps} measured steps each")
+    rows = [("bytes/step (measured)", lambda r: f"{r.bytes_per_step / 1e6:.2f} MB"),
+            ("bytes/step (predicted)", lambda r: f"{r.predicted_bytes_per_step / 1e6:.2f} MB"),
+            ("steps/s (measured)", lambda r: f"{r.steps_per_s:.2f}"),
+            ("samples/s (measured)", lambda r: f"{r.samples_per_s:.1f}"),
+            ("final loss", lambda r: f"{r.final_loss:.4f}")]
+    print(f"{'':<24}" + "".join(f"{n:>16}" for n in names))
+    for label, fmt in rows:
+        print(f"{label:<24}" + "".join(f"{fmt(results[n]):>16}" for n in names))
+    if "ps" in results and "ralp" in results and results["ralp"].bytes_per_step:
+        a, b = results["ps"], results["ralp"]
+        print(f"RALP moves {a.bytes_per_step / b.bytes_per_step:.1f}x fewer bytes per step and runs "
+              f"{b.steps_per_s / a.steps_per_s:.2f}x the steps/s of stock PS.")
+    for r in results.values():
+        if r.analysis:
+            print(r.analysis)
+    print("The analyzer plans for the link rate given (--bandwidth, default 1gbit). This run is on loopback, where "
+          "the network is not the bottleneck: compare the byte counts here, and use `ralp-tf bench` for "
+          "capped links.")
