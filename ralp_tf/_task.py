@@ -6,22 +6,9 @@ then serves until killed.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
-import os
-import signal
-import sys
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
-    if parent_pid and os.getppid() != parent_pid:
-        sys.exit(1)  # the parent is already gone
+from ralp_tf._procutil import die_with_parent
 
 
 def main() -> None:
@@ -32,7 +19,7 @@ def main() -> None:
     parser.add_argument("--parent-pid", type=int, default=0)
     parser.add_argument("--inter-op-threads", type=int, default=0)
     args = parser.parse_args()
-    _die_with_parent(args.parent_pid)
+    die_with_parent(args.parent_pid)
     import tensorflow as tf
 
     config = None

@@ -217,6 +217,43 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, An
     return (xs[0] if len(xs) == 1 else xs), labels
 
 
+def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
+    """The loss every built-in training job uses for ``model`` (it matches :func:`synthetic_batch`'s
+    labels): binary cross-entropy from logits when the output has one unit, sparse categorical
+    cross-entropy from logits otherwise. ``loss(labels, logits)`` returns one value per sample
+    (no reduction): average it in a custom loop, or pass the function to ``Model.compile``, which
+    averages over the batch."""
+    import tf_keras
+
+    if int(model.outputs[0].shape[-1]) == 1:
+        def binary_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
+            return tf_keras.losses.binary_crossentropy(labels, logits, from_logits=True)
+
+        return binary_crossentropy_from_logits
+
+    def sparse_categorical_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
+        return tf_keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+    return sparse_categorical_crossentropy_from_logits
+
+
+def weights_checksum(model: Any) -> tuple[str, float]:
+    """``(sha256, total)`` of ``model.get_weights()`` in order: the SHA-256 of every weight's
+    float32 bytes (equal hashes: identical weights) and the float64 sum of all weights (a cheap
+    fingerprint that survives a checkpoint round trip and can be compared with a tolerance)."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    total = 0.0
+    for weight in model.get_weights():
+        values = np.ascontiguousarray(weight, dtype=np.float32)
+        digest.update(values.tobytes())
+        total += float(values.sum(dtype=np.float64))
+    return digest.hexdigest(), total
+
+
 def _id_range(model: Any, tensor: Any, default: int = 1000) -> int:
     """Ids for an integer input: below the smallest ``input_dim`` of the embeddings it feeds."""
     source = tensor._keras_history.layer

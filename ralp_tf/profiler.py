@@ -299,11 +299,18 @@ class ModelProfile:
 
     def with_batch_size(self, batch_size: int) -> "ModelProfile":
         _check_batch_size(batch_size)
-        scale = batch_size / self.batch_size
-        layers = tuple(dataclasses.replace(
-            l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * scale)
-            for l in self.layers)
-        return dataclasses.replace(self, batch_size=batch_size, layers=layers)
+        scaled = self.scaled_compute(batch_size / self.batch_size)
+        return dataclasses.replace(scaled, batch_size=batch_size)
+
+    def scaled_compute(self, factor: float) -> "ModelProfile":
+        """This profile with every measured layer time (``measured_seconds``) multiplied by
+        ``factor``, e.g. the number of tasks sharing the cores; layers without a measured time
+        and everything else are unchanged (``self`` itself when ``factor`` is 1)."""
+        if factor == 1.0:
+            return self
+        return dataclasses.replace(self, layers=tuple(dataclasses.replace(
+            l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * factor)
+            for l in self.layers))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"model_name": self.model_name, "batch_size": self.batch_size,

@@ -21,9 +21,8 @@ import numpy as np
 
 from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import estimate
-from ralp_tf.errors import ClusterRuntimeError, ValidationError
-from ralp_tf.models import resolve_model, synthetic_batch
-from ralp_tf.plan import Plan
+from ralp_tf.errors import ClusterRuntimeError, check_int
+from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch, weights_checksum
 from ralp_tf.applier import cluster_of, place, plan_with_policy
 from ralp_tf.profiler import profile
 from ralp_tf.traffic import Endpoint, TrafficMeter, per_step
@@ -58,13 +57,11 @@ class RunResult:
 
 
 def _loss_fn(model: Any) -> Callable[[Any, Any], Any]:
+    """The batch-mean of :func:`ralp_tf.models.per_sample_loss` (the custom loop's loss)."""
     import tensorflow as tf
-    import tf_keras
 
-    if int(model.outputs[0].shape[-1]) == 1:
-        return lambda y, logits: tf.reduce_mean(tf_keras.losses.binary_crossentropy(y, logits, from_logits=True))
-    return lambda y, logits: tf.reduce_mean(
-        tf_keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+    loss = per_sample_loss(model)
+    return lambda y, logits: tf.reduce_mean(loss(y, logits))
 
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
@@ -76,7 +73,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           compute_scale: float = 1.0) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
-    ``policy`` is "ps" (stock), "ralp", a Plan, or a placement policy object. ``cluster`` gives
+    ``policy`` is a policy name of :mod:`ralp_tf.policies` ("ralp", "ps", "rl", ...), a Plan, or
+    a placement policy object. ``cluster`` gives
     the rates the planner and the predictions use (default: from the strategy).
     ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
     ``on_measure("start")`` / ``on_measure("end")`` when the measured window opens and closes
@@ -94,22 +92,17 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     import tensorflow as tf
     import tf_keras
 
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValidationError(f"steps must be a positive integer, got {steps!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValidationError(f"batch_size must be a positive integer, got {batch_size!r}; pass e.g. 32")
-    if checkpoint_dir and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
-                           or checkpoint_every < 1):
-        raise ValidationError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
+    check_int(steps, "steps")
+    check_int(batch_size, "batch_size", hint="pass e.g. 32")
+    if checkpoint_dir:
+        check_int(checkpoint_every, "checkpoint_every")
     builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
     cluster = cluster or cluster_of(strategy)
     tf_keras.utils.set_random_seed(seed)
     base = builder()
     prof = profile(base, batch_size=batch_size, measure=measure_compute)
-    if measure_compute and compute_scale != 1.0:
-        prof = dataclasses.replace(prof, layers=tuple(
-            dataclasses.replace(l, measured_seconds=None if l.measured_seconds is None
-                                else l.measured_seconds * compute_scale) for l in prof.layers))
+    if measure_compute:
+        prof = prof.scaled_compute(compute_scale)
     plan, analysis = plan_with_policy(policy, prof, cluster)
     plan.validate(prof, cluster)
     model = place(base, plan, strategy)
@@ -149,7 +142,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         if manager.latest_checkpoint:
             ckpt.restore(manager.latest_checkpoint)
             resumed_from = int(step_var.numpy())
-            restored_checksum = weights_checksum(model)
+            restored_checksum = weights_checksum(model)[1]
             log.info("resumed from %s (step %d)", manager.latest_checkpoint, resumed_from)
     total = warmup_steps + steps
     done = int(step_var.numpy())
@@ -203,12 +196,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
         measured_step_s=elapsed / measured * cluster.num_workers, plan=plan.to_dict(),
         analysis=analysis.report() if analysis else None, total_steps=done, resumed_from_step=resumed_from,
-        restored_weights_checksum=restored_checksum, final_weights_checksum=weights_checksum(model))
-
-
-def weights_checksum(model: Any) -> float:
-    """Sum of every weight, in float64: equal models give equal sums (a cheap fingerprint)."""
-    return float(sum(np.asarray(w, dtype=np.float64).sum() for w in model.get_weights()))
+        restored_weights_checksum=restored_checksum, final_weights_checksum=weights_checksum(model)[1])
 
 
 def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 2, ps: int = 1, steps: int = 30,
@@ -263,7 +251,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ralp_tf.train --cluster JSON --model NAME --policy ps|ralp|PLAN.json ...``
+    """``python -m ralp_tf.train --cluster JSON --model NAME --policy NAME|PLAN.json ...``
 
     Runs one measured job as the coordinator of an already running cluster (e.g. tasks started
     by a testbed inside network namespaces) and prints its RunResult as one JSON object.
@@ -275,15 +263,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import tensorflow as tf
 
+    from ralp_tf.cliargs import add_policy_args, non_negative_int, policy_options, positive_int
     from ralp_tf.errors import RalpError
+    from ralp_tf.policies import policy_from_spec
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.train")
     p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
     p.add_argument("--model", default="alexnet_cifar")
-    p.add_argument("--policy", default="ralp", help="ps, ralp, or a plan JSON file")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--warmup-steps", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32)
+    add_policy_args(p)
+    p.add_argument("--steps", type=positive_int, default=20)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=3)
+    p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
     p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
     p.add_argument("--seed", type=int, default=0)
@@ -306,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.flops:
             rates["flops"] = args.flops
         cluster = Cluster.from_dict(spec, **rates)
-        policy: Any = args.policy if args.policy in ("ps", "ralp") else Plan.load(args.policy)
+        policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
         strategy = tf.distribute.ParameterServerStrategy(resolver)
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,

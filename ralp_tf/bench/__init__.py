@@ -27,8 +27,7 @@ from ralp_tf.bench.config import (DEFAULT_BANDWIDTHS, DEFAULT_MODELS, DEFAULT_ST
                                   MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, QUICK, RING_STRATEGIES, STRATEGIES,
                                   BenchConfig, BenchConfigError, BenchError, Cell, config_from_args, max_workers,
                                   parse_bandwidths, parse_cell, parse_models, parse_strategies, parse_workers)
-from ralp_tf.bench.predictions import (cell_cluster, compute_scale, measure_profile, predictions, scaled_profile,
-                                       scheduler_plan)
+from ralp_tf.bench.predictions import cell_cluster, compute_scale, measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary, summarize_strategy
 from ralp_tf.bench.report import README_BEGIN, README_END, markdown_tables, strategy_json, update_readme, \
@@ -43,6 +42,6 @@ __all__ = [
     "StrategySummary", "Target", "TargetsError", "cell_cluster", "choose_steps", "cmd_bench", "compute_scale",
     "config_from_args", "evaluate_targets", "load_targets", "machine_info", "markdown_tables", "max_workers",
     "measure_profile", "parse_bandwidths", "parse_cell", "parse_models", "parse_strategies", "parse_workers",
-    "predictions", "register", "scaled_profile", "scheduler_plan", "strategy_json", "summarize_strategy",
+    "predictions", "register", "scheduler_plan", "strategy_json", "summarize_strategy",
     "targets", "update_readme", "write_report",
 ]

@@ -11,9 +11,9 @@ import argparse
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from ralp_tf.errors import RalpError, ValidationError
+from ralp_tf.errors import RalpError, ValidationError, check_int
 
 STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected")
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
@@ -158,8 +158,7 @@ def parse_workers(text: str | Sequence[str] | None) -> list[int]:
             w = int(n)
         except ValueError:
             raise BenchConfigError(f"--workers: {n!r} is not an integer; write e.g. --workers 1,2,3") from None
-        if w < 1:
-            raise BenchConfigError(f"--workers: must be >= 1, got {w}")
+        check_int(w, "--workers", error=BenchConfigError)
         if w > limit:
             raise BenchConfigError(
                 f"--workers {w} is more than this machine can hold: a cell of {w} workers + chief + {NUM_PS} PS "
@@ -177,12 +176,6 @@ def parse_cell(text: str) -> Cell:
                                "alexnet_cifar:3:1gbit or vgg16_cifar:2:100mbit:ps+ralp+horovod")
     strategies = parse_strategies(parts[3].replace("+", ",")) if len(parts) == 4 else None
     return Cell(parse_models(parts[0])[0], parse_workers(parts[1])[0], parse_bandwidths(parts[2])[0], strategies)
-
-
-def _positive(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BenchConfigError(f"{what} must be a positive integer, got {value!r}")
-    return value
 
 
 def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> BenchConfig:
@@ -211,17 +204,13 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
             cells[same[0]] = c
         else:
             cells.append(c)
-    _positive(repeats, "--repeats")
-    _positive(args.batch, "--batch")
-    if steps is not None:
-        _positive(steps, "--steps")
-    if warmup is not None:
-        _positive(warmup, "--warmup")
-    if args.min_steps is not None:
-        _positive(args.min_steps, "--min-steps")
+    for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps")):
+        check_int(value, flag, error=BenchConfigError)
+    for value, flag in ((steps, "--steps"), (warmup, "--warmup"), (args.min_steps, "--min-steps")):
+        if value is not None:  # None: chosen automatically
+            check_int(value, flag, error=BenchConfigError)
     if not args.window_s > 0:
         raise BenchConfigError(f"--window-s must be positive, got {args.window_s}")
-    _positive(args.max_steps, "--max-steps")
     from ralp_tf.testbed.base import validate_prefix
 
     try:

@@ -15,14 +15,13 @@ entry point; the bench never imports that package by name.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ralp_tf._procutil import die_with_parent
 from ralp_tf.bench.config import NUM_PS, BenchError, Cell
 
 if TYPE_CHECKING:
@@ -32,15 +31,6 @@ if TYPE_CHECKING:
 
 #: The policy name of scheduler solver ``name`` is ``SCHEDULER_POLICY_PREFIX + name``.
 SCHEDULER_POLICY_PREFIX = "scheduler."
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    import ctypes
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0) -> ModelProfile:
@@ -53,7 +43,7 @@ def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.
     cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
     try:
         proc = subprocess.run(cmd, env=jobs.base_env(), capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=_die_with_parent)
+                              preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         raise BenchError(f"profiling {model} took more than {timeout:.0f} s") from None
     if proc.returncode != 0:
@@ -84,15 +74,6 @@ def compute_scale(workers: int) -> float:
     return max(1.0, workers / (os.cpu_count() or 1))
 
 
-def scaled_profile(prof: ModelProfile, scale: float) -> ModelProfile:
-    """``prof`` with every measured layer time multiplied by ``scale``."""
-    if scale == 1.0:
-        return prof
-    return dataclasses.replace(prof, layers=tuple(
-        dataclasses.replace(l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * scale)
-        for l in prof.layers))
-
-
 def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
     """The local cluster of ``cell`` (its workers, 1 PS) with links at ``bandwidth_bps``."""
     from ralp_tf.cluster import Cluster
@@ -109,7 +90,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     from ralp_tf.analyzer import analyze
     from ralp_tf.costmodel import estimate, estimate_allreduce
 
-    p = scaled_profile(prof, compute_scale(cell.workers))
+    p = prof.scaled_compute(compute_scale(cell.workers))
     cluster = cell_cluster(cell, bandwidth_bps)
     a = analyze(p, cluster)
     n = cell.workers
@@ -147,7 +128,7 @@ def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_
     except Exception as exc:  # the plugin is missing, broken, or has no such solver: skip with the reason
         raise BenchError(f"placement policy {name!r} is unavailable ({type(exc).__name__}: {exc})") from None
     try:
-        plan = policy.plan(scaled_profile(prof, compute_scale(cell.workers)), cell_cluster(cell, bandwidth_bps))
+        plan = policy.plan(prof.scaled_compute(compute_scale(cell.workers)), cell_cluster(cell, bandwidth_bps))
     except Exception as exc:
         raise BenchError(f"{name}: {type(policy).__name__}().plan failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(plan, Plan):

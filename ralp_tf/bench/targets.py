@@ -25,13 +25,12 @@ A target whose cells were not measured is left out. Each evaluated item is
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from ralp_tf.bench.config import STRATEGIES
-from ralp_tf.errors import ValidationError
+from ralp_tf.errors import ValidationError, read_json_file
 
 #: The repository's targets file (used when the output folder has none).
 REPO_TARGETS_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "targets.json"
@@ -110,12 +109,7 @@ def parse_target(item: Any, where: str) -> Target:
 def load_targets(path: str | Path) -> list[Target]:
     """Read and validate a targets file; raises :class:`TargetsError` naming the bad entry."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise TargetsError(f"cannot read targets file {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise TargetsError(f"targets file {path} is not valid JSON: {exc}") from None
+    data = read_json_file(path, TargetsError, "targets file")
     if not isinstance(data, dict) or not isinstance(data.get("targets"), list):
         raise TargetsError(f"targets file {path} must be an object with a 'targets' list")
     return [parse_target(item, f"{path.name}: targets[{i}]") for i, item in enumerate(data["targets"])]

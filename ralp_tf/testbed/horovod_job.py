@@ -50,12 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One Horovod rank (see module docstring).")
     jobs.add_job_args(ap)
     args = ap.parse_args(argv)
-    jobs.check_job_args(args)
     tf = jobs.setup_tf(args)
     import tf_keras
     import horovod.tensorflow.keras as hvd
 
-    from ralp_tf.models import resolve_model, synthetic_batch
+    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -65,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "does not average gradients")
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
     opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr))
-    model.compile(optimizer=opt, loss=jobs.loss_fn(model))
+    model.compile(optimizer=opt, loss=per_sample_loss(model))
     ds = tf.data.Dataset.from_tensors((x, y)).repeat()
     timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
     model.fit(ds, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0,

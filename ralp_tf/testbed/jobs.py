@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import math
 import os
@@ -38,24 +37,18 @@ def emit(kind: str, **data: Any) -> None:
 
 
 def add_job_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments every rank script takes (counts validated by the shared argparse types)."""
+    from ralp_tf.cliargs import positive_int
+
     ap.add_argument("--model", default="alexnet_cifar", help="built-in name (ralp_tf.models) or module:function")
-    ap.add_argument("--batch", type=int, default=32, help="batch per worker (global batch = batch x workers)")
-    ap.add_argument("--steps", type=int, default=10, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (graph tracing, connections)")
+    ap.add_argument("--batch", type=positive_int, default=32, help="batch per worker (global batch = batch x workers)")
+    ap.add_argument("--steps", type=positive_int, default=10, help="timed steps")
+    ap.add_argument("--warmup", type=positive_int, default=3,
+                    help="untimed steps first, at least 1 (the first step traces the graph)")
     ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
     ap.add_argument("--seed", type=int, default=0, help="weights seed (same on every rank); data seed is seed+rank")
     ap.add_argument("--intra-threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
     ap.add_argument("--inter-threads", type=int, default=0, help="TF inter-op threads (0: TF default)")
-
-
-def check_job_args(args: argparse.Namespace) -> None:
-    from ralp_tf.errors import ValidationError
-
-    for name in ("batch", "steps", "warmup"):
-        if getattr(args, name) < (0 if name == "warmup" else 1):
-            raise ValidationError(f"--{name} must be positive, got {getattr(args, name)}")
-    if args.warmup < 1:
-        raise ValidationError("--warmup must be at least 1 (the first step traces the graph)")
 
 
 def setup_tf(args: argparse.Namespace) -> Any:
@@ -100,33 +93,15 @@ def make_timer(warmup: int, steps: int, emit_marks: bool) -> Any:
     return StepTimer()
 
 
-def weights_checksum(model: Any) -> tuple[str, float]:
-    """(sha256 of all weights' float32 bytes in order, their sum): equal hashes = identical weights."""
-    import numpy as np
-
-    h = hashlib.sha256()
-    total = 0.0
-    for w in model.get_weights():
-        a = np.ascontiguousarray(w, dtype=np.float32)
-        h.update(a.tobytes())
-        total += float(a.sum(dtype=np.float64))
-    return h.hexdigest(), total
-
-
-def loss_fn(model: Any) -> Any:
-    import tf_keras
-
-    n_out = int(model.outputs[0].shape[-1])
-    if n_out == 1:
-        return tf_keras.losses.BinaryCrossentropy(from_logits=True)
-    return tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-
 def report(strategy: str, rank: int, size: int, args: argparse.Namespace, timer: Any, model: Any,
            x: Any, y: Any, **extra: Any) -> dict[str, Any]:
     """Emit the ``result`` line of this rank and return it."""
+    import numpy as np
+
+    from ralp_tf.models import per_sample_loss, weights_checksum
+
     checksum, wsum = weights_checksum(model)
-    loss = float(loss_fn(model)(y, model(x, training=False)))
+    loss = float(np.mean(per_sample_loss(model)(y, model(x, training=False))))
     elapsed = (timer.end - timer.start) if timer.start is not None and timer.end is not None else None
     result = {
         "strategy": strategy, "rank": rank, "size": size, "model": args.model, "batch_per_worker": args.batch,

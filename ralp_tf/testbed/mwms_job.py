@@ -36,13 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One MultiWorkerMirroredStrategy worker (see module docstring).")
     jobs.add_job_args(ap)
     args = ap.parse_args(argv)
-    jobs.check_job_args(args)
     if not os.environ.get("TF_CONFIG"):
         raise SystemExit("mwms_job needs TF_CONFIG naming the worker cluster and this task")
     tf = jobs.setup_tf(args)
     import tf_keras
 
-    from ralp_tf.models import resolve_model, synthetic_batch
+    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
 
     cfg = json.loads(os.environ["TF_CONFIG"])
     rank = int(cfg["task"]["index"])
@@ -54,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = resolve_model(args.model)()
         if not type(model).__module__.startswith("tf_keras"):
             raise SystemExit("mwms_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1)")
-        model.compile(optimizer=tf_keras.optimizers.SGD(args.lr), loss=jobs.loss_fn(model))
+        model.compile(optimizer=tf_keras.optimizers.SGD(args.lr), loss=per_sample_loss(model))
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
 
     def dataset_fn(ctx: Any) -> Any:

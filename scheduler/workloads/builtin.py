@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from ralp_tf.errors import read_json_file
 from ralp_tf.profiler import ModelProfile
 from scheduler.errors import WorkloadError
 
@@ -98,13 +99,19 @@ def profile_workload(name: str, batch_size: int = BATCH_SIZE) -> ModelProfile:
     return dataclasses.replace(prof, model_name=name)
 
 
+def read_cached_profile(path: Path) -> ModelProfile:
+    """The profile cached at ``path``, read with the shared JSON reader; a malformed cache raises
+    :class:`WorkloadError` naming the file (delete it, or rerun with ``--refresh``, to re-profile)."""
+    return ModelProfile.from_dict(read_json_file(path, WorkloadError, "cached workload profile"))
+
+
 def load_profile(name: str) -> ModelProfile:
     """The cached profile of a built-in workload, profiling it when there is no cache."""
     if name not in BUILTIN_WORKLOADS:
         raise WorkloadError(f"unknown built-in workload {name!r}; use one of {', '.join(BUILTIN_WORKLOADS)}")
     path = PROFILE_DIR / f"{name}.json"
     if path.exists():
-        return ModelProfile.from_json(path.read_text())
+        return read_cached_profile(path)
     prof = profile_workload(name)
     try:
         PROFILE_DIR.mkdir(parents=True, exist_ok=True)
@@ -125,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.refresh or not path.exists():
             prof = profile_workload(name)
             path.write_text(prof.to_json())
-        prof = ModelProfile.from_json(path.read_text())
+        prof = read_cached_profile(path)
         print(json.dumps({"workload": name, "layers": len(prof.layers), "params_MB": prof.param_bytes / 1e6,
                           "MFLOP_per_sample": prof.flops / 1e6}))
     return 0
