@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -25,7 +26,7 @@ from ralp_tf.errors import ClusterRuntimeError, check_int
 from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch, weights_checksum
 from ralp_tf.applier import cluster_of, place, plan_with_policy
 from ralp_tf.profiler import profile
-from ralp_tf.traffic import Endpoint, TrafficMeter, per_step
+from ralp_tf.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT_EVERY = 10
@@ -100,6 +101,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     cluster = cluster or cluster_of(strategy)
     tf_keras.utils.set_random_seed(seed)
     base = builder()
+    log.info("phase: profiling %s", base.name)
     prof = profile(base, batch_size=batch_size, measure=measure_compute)
     if measure_compute:
         prof = prof.scaled_compute(compute_scale)
@@ -154,6 +156,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     try:
         while done < total:
             if done == measured_from:
+                log.info("phase: measuring %d steps", total - measured_from)
                 if on_measure:
                     on_measure("start")
                 if meter:
@@ -164,6 +167,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
                 boundary = min(boundary, (done // checkpoint_every + 1) * checkpoint_every)
             for i in range(done, boundary):
                 losses.append(coordinator.schedule(train_step, args=(iterator,)))
+                if i == 0:
+                    log.info("phase: first step scheduled")
                 if on_step:
                     on_step(i)
             coordinator.join()
@@ -187,6 +192,9 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     pred = estimate(prof, cluster, plan)
     measured = max(measured, 1)
     bytes_per_step = meter.total(("worker", "ps")) / measured if meter else None
+    suspect = suspect_bytes_warning(f"{base.name} ({plan.policy})", bytes_per_step, pred.bytes_per_step)
+    if suspect:
+        warnings.warn(suspect, RuntimeWarning, stacklevel=2)
     return RunResult(
         policy=plan.policy if not isinstance(policy, str) else policy, steps=measured, batch_size=batch_size,
         steps_per_s=measured / elapsed if elapsed else 0.0,

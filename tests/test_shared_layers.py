@@ -200,6 +200,7 @@ def test_a_layer_also_called_inside_a_nested_model_is_refused(inprocess: Any) ->
     ("siamese_cnn", None),
     ("reused_dense", None),
     ("ctr_head", {"flatten": PS0, "fc1": PS0, "fc2": PS0, "logits": PS0}),
+    ("ctr_dnn", None),
 ])
 def test_measured_bytes_match_the_prediction(model: str, plan: dict[str, str] | None) -> None:
     from ralp_tf.train import compare

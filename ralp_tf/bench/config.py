@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ralp_tf.errors import RalpError, ValidationError, check_int
+from ralp_tf.launch import TASK_MEMORY_GIB
 
 STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected")
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
@@ -24,7 +25,7 @@ PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected")
 RING_STRATEGIES = ("allreduce", "horovod")
 NUM_PS = 1
 #: Memory budget per TensorFlow task used to reject cells the machine cannot hold.
-MEM_PER_TASK_GIB = 1.0
+MEM_PER_TASK_GIB = TASK_MEMORY_GIB
 QUICK = {"model": "small_cnn", "workers": 2, "bandwidth": "1gbit", "strategies": ("ps", "ralp", "allreduce"),
          "repeats": 1, "steps": 5, "warmup": 2}
 

@@ -61,6 +61,7 @@ from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
 from ralp_tf.bench.targets import targets
 from ralp_tf.errors import RalpError
+from ralp_tf.traffic import suspect_bytes_warning
 
 UNITS = {"bytes_per_step": "wire bytes (Ethernet frames) summed over every link's tx, per global step "
                            "(loopback fallback: TCP payload)",
@@ -348,6 +349,9 @@ class Bench:
                 self.progress.done_run((cell.key, s, rep), rec.wall_s, timed,
                                        steps * (pred.get(s, {}).get("step_s") or 0.0), steps, warmup)
                 self.progress.say(f"{head} | {s} rep {rep + 1}: {_run_line(rec)} ({rec.wall_s:.0f} s)")
+                suspect = suspect_bytes_warning(f"{head} | {s}", rec.bytes_per_step, rec.predicted_bytes_per_step)
+                if suspect:
+                    self.progress.say(f"warning: {suspect}")
                 self.save()
         for s in active:
             entry.strategies[s].summarize(cfg.repeats)
