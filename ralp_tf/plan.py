@@ -6,6 +6,20 @@ forward and gradient ops run there) or ``/job:worker/device:GPU:0`` (computed by
 worker runs the step; variables placed by ParameterServerStrategy as usual). Layers a plan
 does not name are computed on the workers. ``provisioning`` optionally records the cluster
 shape the plan assumes (tasks per job); ``notes`` carries the planner's predictions.
+
+``storage`` (format ``ralp_tf.plan/2``) says which PS task stores the variables of a layer
+computed on the workers: a PS device string, or a list of two or more distinct PS device
+strings, meaning every variable of the layer is partitioned along its first axis into that many
+equal shards, shard i on the i-th task. Layers it does not name are stored by
+ParameterServerStrategy's round-robin, as before. A layer computed on a PS task is stored where
+it computes, so it cannot appear in ``storage``.
+
+**Formats.** ``ralp_tf.plan/1`` (placements, provisioning, notes) and ``ralp_tf.plan/2``
+(those plus storage) both load. A plan is written as ``/1`` when it stores nothing explicitly,
+so a plan that uses nothing new stays readable by older ralp_tf versions and its JSON does not
+change; with ``storage`` it is written as ``/2``. A ``/1`` document with a ``storage`` field is
+refused (it was written by hand or by a tool that mislabelled it). JSON keys are sorted, so two
+plans diff line by line.
 """
 from __future__ import annotations
 
@@ -13,7 +27,7 @@ import dataclasses
 import difflib
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ralp_tf.errors import PlanError, parse_json, read_json_file
 
@@ -21,7 +35,10 @@ _DEVICE = re.compile(
     r"^/job:(?P<job>[a-z_]+)(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
     r"/device:(?P<type>CPU|GPU):(?P<id>\d+)$")
 
-PLAN_FORMAT = "ralp_tf.plan/1"
+PLAN_FORMAT_V1 = "ralp_tf.plan/1"
+PLAN_FORMAT = "ralp_tf.plan/2"
+_FIELDS = {PLAN_FORMAT_V1: ("format", "policy", "placements", "provisioning", "notes"),
+           PLAN_FORMAT: ("format", "policy", "placements", "provisioning", "notes", "storage")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +90,7 @@ class Plan:
     policy: str = "manual"
     provisioning: Mapping[str, int] | None = None
     notes: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    storage: Mapping[str, str | Sequence[str]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.placements, Mapping):
@@ -92,6 +110,11 @@ class Plan:
                     for k, v in self.provisioning.items()):
                 raise PlanError("plan 'provisioning' must map job names to task counts (integers >= 0)")
             object.__setattr__(self, "provisioning", dict(self.provisioning))
+        object.__setattr__(self, "storage", _canonical_storage(self.storage))
+        computed_on_ps = sorted(set(self.storage) & set(self.ps_layers()))
+        if computed_on_ps:
+            raise PlanError(f"plan stores layer(s) {computed_on_ps} explicitly, but they compute on a PS task, where "
+                            "their variables live; remove them from 'storage'")
 
     # ----------------------------------------------------------------- queries
     def device_of(self, layer: str, default: str = "/job:worker/device:CPU:0") -> str:
@@ -105,6 +128,12 @@ class Plan:
             if d.is_ps:
                 out[layer] = int(d.task)  # type: ignore[arg-type]
         return out
+
+    def stored_on(self) -> dict[str, tuple[int, ...]]:
+        """Layer -> the PS task indices storing its variables (one, or one per shard), for the
+        layers ``storage`` names."""
+        return {layer: tuple(int(parse_device(d).task) for d in ((devs,) if isinstance(devs, str) else devs))  # type: ignore[arg-type]
+                for layer, devs in self.storage.items()}
 
     @property
     def is_split(self) -> bool:
@@ -121,7 +150,7 @@ class Plan:
         """Check every layer exists in the model and every device exists in the cluster."""
         if model_or_profile is not None:
             names = _layer_names(model_or_profile)
-            unknown = [n for n in self.placements if n not in names]
+            unknown = [n for n in [*self.placements, *self.storage] if n not in names]
             if unknown:
                 hints = []
                 for n in unknown[:5]:
@@ -139,19 +168,34 @@ class Plan:
                 if dev not in devices:
                     raise PlanError(f"layer {layer!r} is placed on {dev}, which is not in the cluster "
                                     f"({cluster.describe()}); valid devices: {', '.join(sorted(devices))}")
+            for layer, tasks in self.stored_on().items():
+                for k in tasks:
+                    if k >= cluster.num_ps:
+                        raise PlanError(f"plan stores layer {layer!r} on PS task {k} (/job:ps/replica:0/task:{k}), but "
+                                        f"the cluster has {cluster.num_ps} PS task(s)"
+                                        + (f" (tasks 0..{cluster.num_ps - 1})" if cluster.num_ps else "")
+                                        + "; store it on an existing PS task or add PS tasks")
         return self
 
     # ----------------------------------------------------------------- JSON
+    @property
+    def format(self) -> str:
+        """The format this plan is written in: ``/2`` when it stores anything explicitly, else ``/1``."""
+        return PLAN_FORMAT if self.storage else PLAN_FORMAT_V1
+
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"format": PLAN_FORMAT, "policy": self.policy, "placements": dict(self.placements)}
+        d: dict[str, Any] = {"format": self.format, "policy": self.policy, "placements": dict(self.placements)}
         if self.provisioning is not None:
             d["provisioning"] = dict(self.provisioning)
         if self.notes:
             d["notes"] = dict(self.notes)
+        if self.storage:
+            d["storage"] = {layer: devs if isinstance(devs, str) else list(devs) for layer, devs in self.storage.items()}
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+        """The plan as JSON with sorted keys (diffable)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
 
     @classmethod
     def from_dict(cls, d: Any) -> "Plan":
@@ -159,20 +203,28 @@ class Plan:
             raise PlanError(f"a plan is a JSON object, got {type(d).__name__}")
         if "placements" not in d:
             raise PlanError("plan JSON lacks 'placements' (an object mapping layer names to device strings)")
-        fmt = d.get("format", PLAN_FORMAT)
-        if fmt != PLAN_FORMAT:
-            raise PlanError(f"plan format {fmt!r} is not supported; expected {PLAN_FORMAT!r}")
-        unknown = set(d) - {"format", "policy", "placements", "provisioning", "notes"}
+        fmt = d.get("format", PLAN_FORMAT_V1 if "storage" not in d else PLAN_FORMAT)
+        if not isinstance(fmt, str) or fmt not in _FIELDS:
+            raise PlanError(f"plan format {fmt!r} is not supported; expected one of {', '.join(sorted(_FIELDS))}")
+        unknown = set(d) - set(_FIELDS[fmt])
+        newer = unknown & set(_FIELDS[PLAN_FORMAT])
+        if newer:
+            raise PlanError(f"plan of format {fmt!r} has field(s) {sorted(newer)}, which that format does not have; "
+                            f"set \"format\": \"{PLAN_FORMAT}\" to use them")
         if unknown:
-            raise PlanError(f"plan JSON has unknown field(s) {sorted(unknown)}; allowed: format, policy, "
-                            "placements, provisioning, notes")
+            raise PlanError(f"plan JSON has unknown field(s) {sorted(unknown)}; allowed: {', '.join(_FIELDS[fmt])}")
         policy = d.get("policy", "manual")
         if not isinstance(policy, str):
             raise PlanError("plan 'policy' must be a string")
         notes = d.get("notes", {})
         if not isinstance(notes, Mapping):
             raise PlanError("plan 'notes' must be an object")
-        return cls(placements=d["placements"], policy=policy, provisioning=d.get("provisioning"), notes=notes)
+        storage = d.get("storage", {})
+        if not isinstance(storage, Mapping):
+            raise PlanError("plan 'storage' must be an object mapping layer names to a PS device string or a list "
+                            "of PS device strings")
+        return cls(placements=d["placements"], policy=policy, provisioning=d.get("provisioning"), notes=notes,
+                   storage=storage)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Plan":
@@ -185,6 +237,39 @@ class Plan:
     @classmethod
     def load(cls, path: str) -> "Plan":
         return cls.from_dict(read_json_file(path, PlanError, "plan file"))
+
+
+def _canonical_storage(storage: Any) -> dict[str, str | tuple[str, ...]]:
+    """``storage`` with canonical PS device strings (a tuple for a partitioned layer); raises
+    PlanError naming the layer and the fix on anything else."""
+    if not isinstance(storage, Mapping):
+        raise PlanError("plan 'storage' must map layer names to a PS device string or a list of them")
+    out: dict[str, str | tuple[str, ...]] = {}
+    for layer, devs in storage.items():
+        if not isinstance(layer, str) or not layer:
+            raise PlanError(f"plan storage layer name {layer!r} must be a non-empty string")
+        many = not isinstance(devs, str)
+        if many and (not isinstance(devs, (list, tuple)) or len(devs) < 2):
+            raise PlanError(f"storage of layer {layer!r} must be a PS device string, or a list of two or more to "
+                            f"partition it, got {devs!r}")
+        names = []
+        for dev in (devs if many else [devs]):
+            try:
+                d = parse_device(dev)
+            except PlanError as exc:
+                raise PlanError(f"storage of layer {layer!r}: {exc}") from None
+            if not d.is_ps:
+                raise PlanError(f"storage of layer {layer!r} is {dev!r}, not a PS task; variables are stored on PS "
+                                "tasks, e.g. '/job:ps/replica:0/task:0/device:CPU:0'")
+            names.append(_PS_STORE.format(task=d.task))
+        if len(set(names)) != len(names):
+            raise PlanError(f"storage of layer {layer!r} names a PS task twice ({devs!r}); list each task once")
+        out[layer] = tuple(names) if many else names[0]
+    return out
+
+
+#: The device string a stored variable is given: a PS task's CPU (where PSS keeps variables).
+_PS_STORE = "/job:ps/replica:0/task:{task}/device:CPU:0"
 
 
 def _layer_names(model_or_profile: Any) -> list[str]:
