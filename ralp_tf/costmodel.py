@@ -1,52 +1,85 @@
-r"""The one cost model: bytes and time per training step for any placement.
+r"""The one cost model: bytes per host link and time per training step for any placement.
 
-Notation: ``b`` per-worker batch, ``N`` workers, ``M`` PS tasks, ``B_t`` link rate of task t
-(bits/s, each direction), ``F_t`` FLOP rate of task t, ``f_l`` forward FLOPs per sample of layer
-l, ``a_l`` output bytes per sample of layer l, ``p_v`` bytes of variable v.
+Every formula the planners, the benchmark's predictions and the "explain" output use is stated
+here (docs/costmodel.md has them by topic with worked numbers).
+
+Notation: ``b`` per-worker batch, ``N`` workers, ``M`` PS tasks, ``B_h`` link rate of host h
+(bits/s, each direction, shared by its tasks), ``F_t`` FLOP rate of task t, ``F_h`` CPU budget
+of host h, ``f_l`` forward FLOPs per sample of layer l, ``a_l`` output bytes per sample of
+layer l, ``p_v`` bytes of variable v. ``host(x)`` is the host of task x (:mod:`ralp_tf.cluster`).
 
 **Compute.** One layer's forward+backward time for a batch on task t is
 ``c(l, t) = 3 * f_l * b / F_t`` (backward ~ 2x forward), or the profiler's measured time when
 the profile has one and t is a CPU task.
 
-**Variable traffic** (per worker step, between the stepping worker and the PS task ``home(v)``
-holding variable v), for every layer l computed on the worker and called ``k_l`` times:
+**Variable storage.** ``home(v)``, the PS task(s) holding variable v of layer l, is: the plan's
+PS task for a layer computed on a PS task; the plan's ``storage`` task for a worker-computed
+layer it names, or, for a layer partitioned over K tasks, ``p_v / K`` on each of them; otherwise
+ParameterServerStrategy's round-robin over PS tasks, in creation order, counting only the
+variables so placed.
 
-* dense/conv/... variable: ``k_l * p_v`` down (each call reads it) and ``p_v`` up (the tape sums
-  the calls' gradients on the worker, then pushes one);
+**Variable traffic** (per worker step, between the stepping worker and ``home(v)``), for every
+layer l computed on the worker and called ``k_l`` times:
+
+* dense/conv/... variable: ``k_l * p_v`` down (each call reads it; *pull* phase) and ``p_v`` up
+  (the tape sums the calls' gradients on the worker, then pushes one; *push* phase);
 * embedding table: the lookup runs on ``home(v)``, where the table lives, so the table never
-  moves; the gathered rows are an activation *produced on* ``home(v)`` (below). The gradient
-  (IndexedSlices) is built on the worker, so ``b * a_l * k_l + 4 * b * ids_l * k_l`` goes up
-  (values and int32 indices).
-
-``home(v)`` is the plan's PS task for layers placed on PS tasks (variables colocated, no
-traffic to workers), and ParameterServerStrategy's round-robin over PS tasks, in creation
-order, for the rest.
+  moves; the gathered rows are an activation *produced on* ``home(v)`` (below; a table
+  partitioned over K tasks produces ``1/K`` of the rows on each). The gradient (IndexedSlices)
+  is built on the worker, so ``min(b * a_l * k_l, p_v) + 4 * b * ids_l * k_l`` goes up (values
+  and int32 indices; push phase).
 
 **Activation traffic.** Every activation tensor (one per layer call, ``ModelProfile.tensors``)
 is produced at ``src`` (the producer's device; ``home(v)`` for a worker-computed embedding) and
 read by the devices of its consumers (and by the worker's loss for a model output). For each
-distinct reading device ``d``: ``b * a`` crosses ``src -> d`` when ``d != src``, and, when a
-gradient flows into the producer (it is floating point with trainable parameters at or before
-it), ``b * a`` crosses back ``d -> g``, where ``g`` is the device computing the producer's
-gradient (the producer's device; the worker for a worker-computed embedding), when ``d != g``.
+distinct reading device ``d``: ``b * a`` crosses ``src -> d`` when ``d != src`` (phase
+``fwd:<producer>``), and, when a gradient flows into the producer (it is floating point with
+trainable parameters at or before it), ``b * a`` crosses back ``d -> g`` (phase
+``bwd:<producer>``), where ``g`` is the device
+computing the producer's gradient (the producer's device; the worker for a worker-computed
+embedding), when ``d != g``. Hops between two PS tasks computing parts of the head are priced
+the same way.
 
 **Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
-data with (measured gRPC dispatch and framing).
+data with (measured gRPC dispatch and framing), half each way (pull and push phases).
 
-**Step time** of one worker step with no contention:
-``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + 8 * (down + up) / min(B_w, B_ps)``
-(pull, compute and push happen one after another). With N asynchronous workers the cluster
-completes ``S = min(N / t_w, min_k B_k / (8 * N_k), min_k 1 / C_k)`` worker steps per second,
-where ``N_k = max(down_k, up_k)`` is PS k's per-step traffic in its busier direction and ``C_k``
-its per-step compute. The predicted step time is ``N / S`` and throughput ``S * b`` samples/s.
+**Per host link.** Traffic between two tasks of one host is loopback and free. A *synchronous
+step* is N worker steps, one per worker (N * b samples). A worker step moves its bytes in
+phases, one after another: ``pull`` (variable reads), ``fwd:<layer>`` (each activation),
+``bwd:<layer>`` (each activation gradient), ``push`` (variable gradients). Workers run in step
+with each other (measured: two workers on one PS link move ``down + up`` per worker step at the
+link rate, not ``max(down, up)``), so the same phase of every worker's step overlaps, and a
+link can carry a phase's traffic both ways at once. Host h's link carries, per synchronous step
+and phase ``q``, ``out_hq`` = the bytes of every worker's step sent from a task on h to a task
+on another host, and ``in_hq`` likewise received; it is busy
+``L_h = sum_q 8 * max(out_hq, in_hq) / B_h`` seconds per synchronous step. For a PS task on a
+host of its own that is ``8 * N * (down + up) / B``; with PS task i on worker i's host and
+variables spread evenly, each direction of a phase carries ``(N-1)/N`` of it, like a ring.
 
-**Ring all-reduce** (Horovod, MultiWorkerMirroredStrategy) over N workers, per synchronous
-step of ``N * b`` samples: each worker sends and receives ``2 (N-1)/N * P`` bytes of gradients
-(P = trainable parameter bytes), so
-``t = sum_l c(l, w) + 8 * 2 (N-1)/N * P / B_w`` and total bytes on all links ``2 (N-1) P``.
+**Per host CPU.** Tasks on one host share its CPU budget ``F_h`` (default: the highest
+``F_t`` of its CPU tasks). Per worker step, host h spends
+``C_h = sum_{PS k on h} ps_k * F_k / F_h + sum_{CPU workers w on h} c_w * F_w / F_h / N``
+seconds, where ``ps_k`` is PS k's compute for one worker step and ``c_w`` a worker step's
+compute on the worker; only hosts with PS compute are limited this way (a worker alone is
+bounded by its own step time below).
+
+**Step time.** One step of worker w, with no contention, takes
+``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
+(pull, compute and push happen one after another). The cluster completes
+``S = min(sum_w 1 / t_w, min_h N / L_h, min_h 1 / C_h)`` worker steps per second; the
+predicted (synchronous) step time is ``N / S`` and throughput ``S * b`` samples/s. The
+bottleneck is the term that sets ``S``.
+
+**Ring all-reduce** (Horovod, MultiWorkerMirroredStrategy) over N workers in index order, per
+synchronous step of ``N * b`` samples: each worker sends ``2 (N-1)/N * P`` bytes of gradients
+to the next (P = trainable parameter bytes) and receives as much from the previous, at the same
+time (full duplex), on the worker hosts only (PS tasks take no part). Hop w -> w+1 loads the
+links of both hosts when they differ. So
+``t = sum_l c(l, w) + max_h 8 * max(out_h, in_h) / B_h`` and total bytes ``2 (N-1) P``.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import Any, Mapping
@@ -57,6 +90,7 @@ from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profiler import LayerProfile, ModelProfile
 
 WORKER = "worker"
+PULL, PUSH = "pull", "push"
 #: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
 #: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
 STEP_OVERHEAD_BYTES = 8_000
@@ -69,8 +103,14 @@ class StepEstimate:
     """Predicted cost of one training step.
 
     ``bytes_between`` maps ``(src, dst)`` task keys ("worker", "ps:0", ...) to bytes moved per
-    worker step (for ring all-reduce: per worker per synchronous step). ``bytes_per_step`` is
-    the total over all worker<->PS pairs, both directions (ring: over all links).
+    worker step, loopback included (for ring all-reduce: per worker per synchronous step).
+    ``bytes_per_step`` is the total over all worker<->PS pairs, both directions (ring: over all
+    links).
+
+    Per host (see the module docstring), per synchronous step of ``num_workers * batch_size``
+    samples: ``link_bytes_out`` / ``link_bytes_in`` bytes sent / received over the host's link
+    (loopback excluded), ``link_s`` seconds the link is busy, ``host_cpu_s`` CPU seconds of
+    hosts with PS compute. ``busiest_link`` names the host with the largest ``link_s``.
     """
 
     mode: str
@@ -84,10 +124,26 @@ class StepEstimate:
     step_s: float
     samples_per_s: float
     bottleneck: str
+    link_bytes_out: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    link_bytes_in: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    link_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    host_cpu_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    busiest_link: str = ""
+
+    @property
+    def max_link_bytes(self) -> float:
+        """Bytes per synchronous step on the busiest host link, in its busier direction."""
+        return max([*self.link_bytes_out.values(), *self.link_bytes_in.values(), 0.0])
+
+    @property
+    def link_bytes_per_step(self) -> float:
+        """Bytes crossing host links per synchronous step (each counted once, at its sender)."""
+        return sum(self.link_bytes_out.values())
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["bytes_between"] = {f"{a}->{b}": v for (a, b), v in self.bytes_between.items()}
+        d["max_link_bytes"] = self.max_link_bytes
         return d
 
 
@@ -143,16 +199,34 @@ def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, st
     return out
 
 
-def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int) -> dict[str, list[tuple[int, int]]]:
-    """Layer -> [(variable bytes, PS index)], simulating ParameterServerStrategy's round-robin
-    for layers not placed on a PS task (creation order = topological order)."""
-    homes: dict[str, list[tuple[int, int]]] = {}
+def variable_traffic_bytes(layer: LayerProfile, batch_size: int) -> float:
+    """Bytes one worker step moves between a worker and the PS storing ``layer``'s variables,
+    both directions (module docstring): ``sum_v (k_l + 1) p_v`` for a dense/conv layer; for an
+    embedding, its rows (read) plus the IndexedSlices gradient."""
+    if layer.kind == "embedding":
+        rows = batch_size * layer.output_bytes * layer.calls
+        ids = rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
+        return sum(rows + min(rows, v) + _INDEX_BYTES * ids for v in layer.var_bytes)
+    return sum((layer.calls + 1) * v for v in layer.var_bytes)
+
+
+def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
+                   storage: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple[float, int]]]:
+    """Layer -> [(variable bytes, PS index)]: the plan's PS task for PS-computed layers, the
+    ``storage`` task(s) for layers it names (a partitioned variable is one entry per shard of
+    ``p_v / K``), else ParameterServerStrategy's round-robin (creation order = topological
+    order; only round-robin variables advance it)."""
+    storage = storage or {}
+    homes: dict[str, list[tuple[float, int]]] = {}
     counter = 0
     for l in profile.layers:
         loc = where[l.name]
         if loc.startswith("ps:"):
             k = int(loc[3:])
             homes[l.name] = [(v, k) for v in l.var_bytes]
+        elif l.name in storage:
+            tasks = storage[l.name]
+            homes[l.name] = [(v / len(tasks) if len(tasks) > 1 else v, k) for v in l.var_bytes for k in tasks]
         else:
             homes[l.name] = []
             for v in l.var_bytes:
@@ -168,91 +242,202 @@ def _has_trainable_upstream(profile: ModelProfile) -> dict[str, bool]:
     return flag
 
 
-def estimate(profile: ModelProfile, cluster: Cluster,
-             placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
-    """Predict bytes and time per worker step for ``placements`` (None: stock PSS)."""
-    if cluster.num_workers == 0:
-        raise PlanError("the cluster has no workers")
-    where = resolve_placements(profile, placements)
-    ps_used = {loc for loc in where.values() if loc.startswith("ps:")}
-    if ps_used and cluster.num_ps == 0:
-        raise PlanError("plan places layers on PS tasks but the cluster has no PS tasks; add a 'ps' job")
-    for loc in ps_used:
-        if int(loc[3:]) >= cluster.num_ps:
-            raise PlanError(f"plan uses {loc.replace(':', ' task ')} but the cluster has {cluster.num_ps} PS task(s)")
+def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
+    if locations and num_ps == 0:
+        raise PlanError(f"plan {what} PS tasks but the cluster has no PS tasks; add a 'ps' job")
+    for k in sorted(locations):
+        if k >= num_ps:
+            raise PlanError(f"plan {what} ps task {k} but the cluster has {num_ps} PS task(s)")
+
+
+def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
+                        storage: Mapping[str, tuple[int, ...]] | None = None
+                        ) -> dict[tuple[str, str, str], float]:
+    """``(src, dst, phase) -> bytes`` moved by one worker step (``"worker"`` is the stepping
+    worker, ``"ps:K"`` a PS task), per the variable, activation and control traffic of the
+    module docstring."""
     b = profile.batch_size
-    worker = cluster.workers[0]
-    traffic: dict[tuple[str, str], float] = {}
+    traffic: dict[tuple[str, str, str], float] = {}
 
-    def add(src: str, dst: str, nbytes: float) -> None:
+    def add(src: str, dst: str, nbytes: float, phase: str) -> None:
         if src != dst and nbytes:
-            traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
+            traffic[(src, dst, phase)] = traffic.get((src, dst, phase), 0.0) + nbytes
 
-    produced_at = dict(where)  # where each layer's output appears
-    # Variables of worker-computed layers.
-    if cluster.num_ps:
-        homes = variable_homes(profile, where, cluster.num_ps)
+    produced_at = {name: [(loc, 1.0)] for name, loc in where.items()}  # where each layer's output appears
+    if num_ps:
+        homes = variable_homes(profile, where, num_ps, storage)
         for l in profile.layers:
             if where[l.name] != WORKER:
                 continue
+            share = 1.0 / len((storage or {}).get(l.name, (0,)))
             for nbytes, k in homes[l.name]:
                 ps = f"ps:{k}"
                 if l.kind == "embedding":
-                    produced_at[l.name] = ps
-                    rows = b * l.output_bytes * l.calls
+                    if share == 1.0:
+                        produced_at[l.name] = [(ps, 1.0)]
+                    elif produced_at[l.name][0][0] == WORKER:
+                        produced_at[l.name] = [(ps, share)]
+                    elif (ps, share) not in produced_at[l.name]:
+                        produced_at[l.name].append((ps, share))
+                    rows = b * l.output_bytes * l.calls * share
                     ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
-                    add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids)
+                    add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
                 else:
-                    add(ps, WORKER, nbytes * l.calls)
-                    add(WORKER, ps, nbytes)
-    # Activations and their gradients across devices.
+                    add(ps, WORKER, nbytes * l.calls, PULL)
+                    add(WORKER, ps, nbytes, PUSH)
     grad_flows = _has_trainable_upstream(profile)
     kinds = {l.name: l.kind for l in profile.layers}
     for t in profile.activation_tensors():
-        src, grad_at = produced_at[t.producer], where[t.producer]
+        grad_at = where[t.producer]
         readers = {where[c] for c in t.consumers}
         if t.is_output:
             readers.add(WORKER)  # the loss
-        nbytes = b * t.bytes
-        for dst in readers:
-            if dst != src:
-                add(src, dst, nbytes)
-            if dst != grad_at and grad_flows[t.producer] and kinds[t.producer] != "input":
-                add(dst, grad_at, nbytes)
-    for ps_key in {k for pair in traffic for k in pair if k != WORKER}:
-        add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2)
-        add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2)
+        for src, share in produced_at[t.producer]:
+            nbytes = b * t.bytes * share
+            for dst in readers:
+                if dst != src:
+                    add(src, dst, nbytes, f"fwd:{t.producer}")
+                if dst != grad_at and grad_flows[t.producer] and kinds[t.producer] != "input":
+                    add(dst, grad_at, nbytes, f"bwd:{t.producer}")
+    for ps_key in {k for (s, d, _) in traffic for k in (s, d) if k != WORKER}:
+        add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
+        add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
+    return traffic
+
+
+def estimate(profile: ModelProfile, cluster: Cluster,
+             placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
+    """Predict bytes (per task pair and per host link) and time per step for ``placements``
+    (None: stock PSS); a Plan's ``storage`` is priced too (see the module docstring)."""
+    if cluster.num_workers == 0:
+        raise PlanError("the cluster has no workers")
+    where = resolve_placements(profile, placements)
+    storage = placements.stored_on() if isinstance(placements, Plan) else {}
+    ps_used = {loc for loc in where.values() if loc.startswith("ps:")}
+    _check_ps_indices({int(loc[3:]) for loc in ps_used}, cluster.num_ps, "places layers on")
+    _check_ps_indices({k for tasks in storage.values() for k in tasks}, cluster.num_ps, "stores variables on")
+    b = profile.batch_size
+    phased = worker_step_traffic(profile, where, cluster.num_ps, storage)
+    traffic: dict[tuple[str, str], float] = {}
+    for (src, dst, _), nbytes in phased.items():
+        traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
     # Compute.
+    worker = cluster.workers[0]
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     ps_s: dict[str, float] = {}
     for l in profile.layers:
         loc = where[l.name]
         if loc != WORKER:
             ps_s[loc] = ps_s.get(loc, 0.0) + layer_seconds(l, cluster.task("ps", int(loc[3:])), b)
-    # Communication time of one worker step: its own transfers, one after another.
-    comm_s = 0.0
-    for (src, dst), nbytes in traffic.items():
-        ends = [worker if x == WORKER else cluster.task("ps", int(x[3:])) for x in (src, dst)]
-        comm_s += transfer_seconds(nbytes, min(t.bandwidth_bps for t in ends))
-    t_w = worker_s + sum(ps_s.values()) + comm_s
     n = cluster.num_workers
-    limits = {"workers": n / t_w if t_w > 0 else math.inf}
-    for ps in cluster.ps:
-        key = f"ps:{ps.index}"
-        down = sum(v for (s, d), v in traffic.items() if s == key)
-        up = sum(v for (s, d), v in traffic.items() if d == key)
-        busiest = max(down, up) * n
-        if busiest and math.isfinite(ps.bandwidth_bps):
-            limits[f"{key} link"] = ps.bandwidth_bps / (8 * busiest)
-        if ps_s.get(key):
-            limits[f"{key} compute"] = 1.0 / ps_s[key]
-    bottleneck = min(limits, key=limits.get)  # type: ignore[arg-type]
-    steps_per_s = limits[bottleneck]
+    loads = _host_loads(cluster, phased, traffic, worker_s + sum(ps_s.values()))
+    cpu_s = _host_cpu(cluster, ps_s, worker_s)
+    limits: dict[tuple[str, str], float] = {
+        ("workers", ""): sum(count / t_w if t_w > 0 else math.inf for t_w, count in loads.step_s.items())}
+    for host, busy in loads.link_s.items():
+        if busy > 0:
+            limits[("link", host)] = n / busy
+    for host, per_worker_step in cpu_s.items():
+        limits[("cpu", host)] = 1.0 / per_worker_step
+    what, host = min(limits, key=limits.get)  # type: ignore[arg-type]
+    steps_per_s = limits[(what, host)]
+    bottleneck = what if not host else f"{host} {what} ({', '.join(cluster.host(host).tasks)})"
     pairs = sum(v for (s, d), v in traffic.items() if WORKER in (s, d))
     return StepEstimate(
         mode="ralp" if ps_used else "ps", batch_size=b, num_workers=n, bytes_between=traffic,
-        bytes_per_step=pairs, worker_compute_s=worker_s, ps_compute_s=ps_s, comm_s=comm_s,
-        step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck)
+        bytes_per_step=pairs, worker_compute_s=worker_s, ps_compute_s=ps_s, comm_s=max(loads.comm_s),
+        step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck,
+        link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
+        host_cpu_s={h: c * n for h, c in cpu_s.items()},
+        busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")
+
+
+@dataclasses.dataclass
+class _HostLoads:
+    """Per host: bytes out/in and busy seconds per synchronous step; per worker: comm seconds;
+    ``step_s``: worker step time -> number of workers with it."""
+
+    bytes_out: dict[str, float]
+    bytes_in: dict[str, float]
+    link_s: dict[str, float]
+    comm_s: list[float]
+    step_s: collections.Counter
+
+
+def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
+                traffic: Mapping[tuple[str, str], float], compute_s: float) -> _HostLoads:
+    """Host link loads of N worker steps and each worker's step time (module docstring).
+
+    Workers are priced by class: a host that runs a PS task is a class of its own; worker hosts
+    without PS tasks that share a link rate behave alike, so one of them stands for all."""
+    hosts = cluster._hosts_by_name
+    ps_host = {f"ps:{t.index}": t.host for t in cluster.ps}
+    ps_hosts = set(ps_host.values())
+    workers_on = collections.Counter(t.host for t in cluster.workers)
+    classes: dict[Any, list[str]] = {}
+    for h in workers_on:
+        classes.setdefault(h if h in ps_hosts else ("no PS", hosts[h].bandwidth_bps), []).append(h)
+    by_phase: dict[str, dict[str, list[float]]] = {}  # hosts with PS tasks
+    plain: list[tuple[list[str], dict[str, list[float]]]] = []  # PS-free worker hosts, per worker
+    comm: list[float] = []
+    step_s: collections.Counter = collections.Counter()
+    for members in classes.values():
+        rep = members[0]
+        per_worker: dict[str, dict[str, list[float]]] = {}
+        comm_s = 0.0  # one worker's own transfers, one after another
+        for (src, dst, phase), nbytes in phased.items():
+            hs, hd = (rep if src == WORKER else ps_host[src]), (rep if dst == WORKER else ps_host[dst])
+            if hs != hd:
+                per_worker.setdefault(hs, {}).setdefault(phase, [0.0, 0.0])[0] += nbytes
+                per_worker.setdefault(hd, {}).setdefault(phase, [0.0, 0.0])[1] += nbytes
+        for (src, dst), nbytes in traffic.items():
+            hs, hd = (rep if src == WORKER else ps_host[src]), (rep if dst == WORKER else ps_host[dst])
+            if hs != hd:
+                comm_s += transfer_seconds(nbytes, min(hosts[hs].bandwidth_bps, hosts[hd].bandwidth_bps))
+        in_class = sum(workers_on[h] for h in members)
+        for host, phases in per_worker.items():
+            if host == rep and rep not in ps_hosts:
+                plain.append((members, phases))
+                continue
+            for phase, (out, into) in phases.items():
+                pair = by_phase.setdefault(host, {}).setdefault(phase, [0.0, 0.0])
+                pair[0] += in_class * out
+                pair[1] += in_class * into
+        comm.extend([comm_s] * len(members))
+        step_s[compute_s + comm_s] += in_class
+    bytes_out, bytes_in, link_s = dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0)
+    for members, phases in plain:  # PS-free worker hosts: the same figures for the same worker count
+        by_count: dict[int, list[str]] = {}
+        for h in members:
+            by_count.setdefault(workers_on[h], []).append(h)
+        for count, same in by_count.items():
+            scaled = {phase: [count * out, count * into] for phase, (out, into) in phases.items()}
+            _phase_totals(scaled, hosts[same[0]].bandwidth_bps, same, bytes_out, bytes_in, link_s)
+    for host, phases in by_phase.items():
+        _phase_totals(phases, hosts[host].bandwidth_bps, [host], bytes_out, bytes_in, link_s)
+    return _HostLoads(bytes_out, bytes_in, link_s, comm, step_s)
+
+
+def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts: list[str],
+                  bytes_out: dict[str, float], bytes_in: dict[str, float], link_s: dict[str, float]) -> None:
+    """Write ``hosts``' bytes out/in and link seconds from their per-phase ``[out, in]`` bytes."""
+    busy = transfer_seconds(sum(max(pair) for pair in phases.values()), bandwidth_bps)
+    out, into = sum(p[0] for p in phases.values()), sum(p[1] for p in phases.values())
+    for h in hosts:
+        bytes_out[h], bytes_in[h], link_s[h] = out, into, busy
+
+
+def _host_cpu(cluster: Cluster, ps_s: Mapping[str, float], worker_s: float) -> dict[str, float]:
+    """Host -> CPU seconds per worker step, for hosts with PS compute (module docstring)."""
+    out: dict[str, float] = {}
+    budgets = {name: h.cpu_flops for name, h in cluster._hosts_by_name.items()}
+    for key, seconds in ps_s.items():
+        ps = cluster.task("ps", int(key[3:]))
+        out[ps.host] = out.get(ps.host, 0.0) + seconds * (ps.flops / budgets[ps.host])
+    for w in cluster.workers:
+        if w.host in out and not w.gpus:
+            out[w.host] += worker_s * (w.flops / budgets[w.host]) / cluster.num_workers
+    return {h: c for h, c in out.items() if c > 0}
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
@@ -264,7 +449,17 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
     worker = cluster.workers[0]
     p = profile.trainable_param_bytes
     per_worker = ring_allreduce_bytes(n, p)
-    comm_s = transfer_seconds(per_worker, min(t.bandwidth_bps for t in cluster.workers))
+    hosts = cluster._hosts_by_name
+    out = {h: 0.0 for h in hosts}
+    into = {h: 0.0 for h in hosts}
+    workers = cluster.workers
+    for i, w in enumerate(workers):
+        nxt = workers[(i + 1) % n]
+        if w.host != nxt.host and per_worker:
+            out[w.host] += per_worker
+            into[nxt.host] += per_worker
+    link_s = {h: transfer_seconds(max(out[h], into[h]), hosts[h].bandwidth_bps) for h in hosts}
+    comm_s = max(link_s.values())
     compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers)
     step_s = compute_s + comm_s
     traffic = {("worker", "next worker"): per_worker} if n > 1 else {}
@@ -272,4 +467,6 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
         mode="allreduce", batch_size=b, num_workers=n, bytes_between=traffic, bytes_per_step=per_worker * n,
         worker_compute_s=compute_s, ps_compute_s={}, comm_s=comm_s, step_s=step_s,
         samples_per_s=n * b / step_s if step_s > 0 else math.inf,
-        bottleneck="ring links" if comm_s > compute_s else "workers")
+        bottleneck="ring links" if comm_s > compute_s else "workers",
+        link_bytes_out=out, link_bytes_in=into, link_s=link_s,
+        busiest_link=max(link_s, key=link_s.get) if comm_s > 0 else "")

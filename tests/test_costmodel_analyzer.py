@@ -89,3 +89,23 @@ def test_slower_network_favours_ralp_more(profiles: dict[str, ModelProfile]) -> 
     fast = analyze(p, Cluster.local(2, 1, bandwidth="10gbit")).predicted_speedup
     slow = analyze(p, Cluster.local(2, 1, bandwidth="100mbit")).predicted_speedup
     assert slow > fast > 1
+
+
+@pytest.mark.parametrize("bw", ["100mbit", "1gbit", "10gbit"])
+def test_dedicated_two_worker_choices_are_unchanged_by_hosts(profiles: dict[str, ModelProfile], bw: str) -> None:
+    """The choices recorded before hosts existed, on today's layout (2 workers, 1 PS host)."""
+    cluster = Cluster.local(2, 1, bandwidth=bw)
+    for name in ("alexnet_cifar", "vgg16_cifar"):
+        assert set(analyze(profiles[name], cluster).plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
+    assert not analyze(profiles["resnet_cifar"], cluster).is_split
+
+
+def test_a_dedicated_ps_link_moves_down_plus_up_per_worker_step(profiles: dict[str, ModelProfile]) -> None:
+    """Measured (benchmarks/README.md, scaling slice): stock PSS on alexnet at 1 Gbit/s stays at
+    ~13.6-13.9 samples/s for 2 and 3 workers; the PS link moves (down + up) per worker step."""
+    p = profiles["alexnet_cifar"]
+    for n in (2, 3):
+        e = estimate(p, Cluster.local(n, 1, bandwidth="1gbit"))
+        down, up = e.bytes_between[("ps:0", "worker")], e.bytes_between[("worker", "ps:0")]
+        assert e.samples_per_s == pytest.approx(1e9 / (8 * (down + up)) * p.batch_size)
+        assert 12.5 < e.samples_per_s < 15
