@@ -10,9 +10,18 @@ Candidates, all priced by :func:`ralp_tf.costmodel.estimate`:
 * the same with every embedding layer (and the reshapes right after it) on PS tasks too.
 
 PS-side layers with weights go to PS tasks by longest-processing-time on parameter bytes (the
-largest layer to the least loaded task); weightless layers follow their producer's task. The
-analyzer returns the fastest candidate, but keeps "no split" unless the split is predicted to
-be at least ``min_speedup`` times faster.
+largest layer to the least loaded task: several PS compute tasks for the head, the activation
+hops between them priced by the cost model); weightless layers follow their producer's task.
+With more than one PS task, each candidate also comes in three more variants: the whole head
+on PS task 0 (one PS compute task, no hops), and both of those with balanced storage
+(:mod:`ralp_tf.storage`) of the worker-computed layers instead of PSS's round-robin; "no split"
+gets a balanced-storage variant too. The analyzer returns the fastest candidate (the first
+listed on a tie, the unvaried candidates first), but keeps "no split" unless the winner is
+predicted to be at least ``min_speedup`` times faster.
+
+The ring all-reduce (Horovod, MultiWorkerMirroredStrategy) on the worker hosts is priced next to
+it; when the ring is predicted faster than the chosen PSS plan, :meth:`Analysis.report` and
+:meth:`Analysis.to_dict` (``"ring_predicted_faster": true``) say so.
 """
 from __future__ import annotations
 
@@ -24,6 +33,10 @@ from ralp_tf.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan
 from ralp_tf.profiler import PS_PLACEABLE_KINDS, RALP_PS_KINDS, ModelProfile
+from ralp_tf.storage import with_balanced_storage
+
+BALANCED = ", balanced storage"
+HEAD_ON_ONE = ", head on ps:0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +69,16 @@ class Analysis:
     def predicted_speedup(self) -> float:
         return self.baseline.estimate.step_s / self.chosen.estimate.step_s
 
+    @property
+    def ring_predicted_faster(self) -> bool:
+        """Whether the ring all-reduce is predicted to train faster than the chosen PSS plan."""
+        return self.allreduce.samples_per_s > self.chosen.estimate.samples_per_s
+
+    @property
+    def ring_speedup(self) -> float:
+        """Predicted ring samples/s over the chosen plan's (above 1: the ring is faster)."""
+        return self.allreduce.samples_per_s / self.chosen.estimate.samples_per_s
+
     def report(self) -> str:
         """The decision in plain words and numbers."""
         base, chosen = self.baseline.estimate, self.chosen.estimate
@@ -78,17 +101,32 @@ class Analysis:
                 f"{ps_added * 1e3:.1f} ms per worker step; predicted {e.step_s * 1e3:.1f} ms/step, "
                 f"speed-up {base.step_s / e.step_s:.2f}x (bottleneck: {e.bottleneck}).")
         if self.is_split:
-            lines.append(f"  Decision: split. Predicted speed-up {self.predicted_speedup:.2f}x "
+            lines.append(f"  Decision: split ({self.chosen.label}). Predicted speed-up {self.predicted_speedup:.2f}x "
                          f">= the {self.min_speedup:.2f}x threshold.")
+        elif self.chosen is not self.baseline:
+            lines.append(f"  Decision: no split, {self.chosen.label}. Predicted speed-up "
+                         f"{self.predicted_speedup:.2f}x >= the {self.min_speedup:.2f}x threshold.")
         elif best is not None:
             lines.append(f"  Decision: no split. The best split is predicted "
                          f"{base.step_s / best.estimate.step_s:.2f}x, below the {self.min_speedup:.2f}x threshold: "
                          "the PS would do more work than the traffic it saves.")
         else:
             lines.append("  Decision: no split.")
+        chosen_e = self.chosen.estimate
+        if chosen_e.busiest_link:
+            lines.append(f"  Busiest host link with the chosen plan: {chosen_e.busiest_link}, "
+                         f"{chosen_e.max_link_bytes / 1e6:.2f} MB each way per synchronous step "
+                         f"({self.cluster.num_workers} worker steps).")
         ar = self.allreduce
         lines.append(f"  For reference, ring all-reduce: {ar.bytes_per_step / max(ar.num_workers, 1) / 1e6:.2f} MB "
                      f"sent per worker per step, predicted {ar.samples_per_s:.0f} samples/s.")
+        if self.ring_predicted_faster:
+            margin = "" if self.ring_speedup >= 1.05 else " (by under 5%: within the model's accuracy, a tie)"
+            lines.append(f"  The ring all-reduce is predicted FASTER than this plan{margin}: {ar.samples_per_s:.1f} vs "
+                         f"{chosen_e.samples_per_s:.1f} samples/s ({self.ring_speedup:.2f}x). Train with Horovod or "
+                         "MultiWorkerMirroredStrategy on these hosts"
+                         + ("." if self.cluster.num_ps >= self.cluster.num_workers else
+                            ", or run a PS task on every worker host (layout 'colocated')."))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -97,8 +135,11 @@ class Analysis:
             "split": self.is_split, "chosen": self.chosen.label, "predicted_speedup": self.predicted_speedup,
             "baseline": self.baseline.estimate.to_dict(), "chosen_estimate": self.chosen.estimate.to_dict(),
             "allreduce": self.allreduce.to_dict(), "plan": self.plan.to_dict(),
+            "ring_predicted_faster": self.ring_predicted_faster, "ring_speedup": self.ring_speedup,
             "candidates": [{"label": c.label, "ps_layers": list(c.ps_layers), "step_s": c.estimate.step_s,
-                            "bytes_per_step": c.estimate.bytes_per_step} for c in self.candidates],
+                            "bytes_per_step": c.estimate.bytes_per_step, "samples_per_s": c.estimate.samples_per_s,
+                            "max_link_bytes": c.estimate.max_link_bytes, "storage": bool(c.plan.storage)}
+                           for c in self.candidates],
         }
 
 
@@ -118,11 +159,14 @@ def assign_ps_tasks(profile: ModelProfile, ps_layers: list[str], num_ps: int) ->
     return out
 
 
-def plan_for(profile: ModelProfile, cluster: Cluster, ps_layers: list[str], policy: str = "ralp") -> Plan:
-    """A Plan putting ``ps_layers`` on PS tasks and every other layer on the workers."""
+def plan_for(profile: ModelProfile, cluster: Cluster, ps_layers: list[str], policy: str = "ralp", *,
+             ps_tasks: int | None = None) -> Plan:
+    """A Plan putting ``ps_layers`` on PS tasks (spread over the first ``ps_tasks`` of them,
+    default all) and every other layer on the workers."""
     if ps_layers and cluster.num_ps == 0:
         raise PlanError("a RALP split needs PS tasks, but the cluster has none; add a 'ps' job")
-    tasks = assign_ps_tasks(profile, ps_layers, cluster.num_ps) if ps_layers else {}
+    spread = cluster.num_ps if ps_tasks is None else min(ps_tasks, cluster.num_ps)
+    tasks = assign_ps_tasks(profile, ps_layers, spread) if ps_layers else {}
     placements = {}
     for l in profile.layers:
         if l.kind == "input":
@@ -170,13 +214,24 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
     baseline_plan = plan_for(profile, cluster, [], policy="ralp")
     baseline = Candidate("no split", (), baseline_plan, estimate(profile, cluster, baseline_plan))
     candidates = [baseline]
-    if cluster.num_ps:
-        for label, names in candidate_splits(profile):
-            plan = plan_for(profile, cluster, names)
-            candidates.append(Candidate(label, tuple(names), plan, estimate(profile, cluster, plan)))
-    splits = [c for c in candidates if c.ps_layers]
-    best = min(splits, key=lambda c: c.estimate.step_s) if splits else None
-    chosen = best if best is not None and baseline.estimate.step_s / best.estimate.step_s >= min_speedup else baseline
+    splits = candidate_splits(profile) if cluster.num_ps else []
+    for label, names in splits:
+        plan = plan_for(profile, cluster, names)
+        candidates.append(Candidate(label, tuple(names), plan, estimate(profile, cluster, plan)))
+    if cluster.num_ps > 1:
+        for label, names in [("no split", []), *splits]:
+            variants = [(label, plan_for(profile, cluster, names))]
+            if names:
+                variants.append((label + HEAD_ON_ONE, plan_for(profile, cluster, names, ps_tasks=1)))
+                candidates.append(Candidate(variants[1][0], tuple(names), variants[1][1],
+                                            estimate(profile, cluster, variants[1][1])))
+            for vlabel, vplan in variants:
+                plan = with_balanced_storage(vplan, profile, cluster)
+                candidates.append(Candidate(vlabel + BALANCED, tuple(names), plan, estimate(profile, cluster, plan)))
+    split_candidates = [c for c in candidates if c.ps_layers]
+    best = min(split_candidates, key=lambda c: c.estimate.step_s) if split_candidates else None
+    fastest = min(candidates, key=lambda c: c.estimate.step_s)
+    chosen = fastest if baseline.estimate.step_s / fastest.estimate.step_s >= min_speedup else baseline
     notes = {"predicted_step_s": chosen.estimate.step_s, "predicted_bytes_per_step": chosen.estimate.bytes_per_step,
              "predicted_speedup": baseline.estimate.step_s / chosen.estimate.step_s, "cut": chosen.label}
     plan = dataclasses.replace(chosen.plan, notes=notes)
