@@ -23,15 +23,19 @@ with ``plan(profile, cluster) -> Plan``) and places in one call.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import logging
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from ralp_tf.analyzer import Analysis
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ModelError, PlanError
+from ralp_tf.isolation import outside_strategy
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profiler import ModelProfile, check_tf_keras_model, profile
+from ralp_tf.tracer import input_specs, leaf_layers
 from ralp_tf.verify import verify_placement
 
 log = logging.getLogger(__name__)
@@ -192,11 +196,19 @@ def _gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
     return wrapped
 
 
-def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True) -> Any:
-    """A placed copy of ``model`` under ``strategy`` (see the module docstring).
+def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True,
+          input_shape: Any = None) -> Any:
+    """The placed model under ``strategy`` (see the module docstring).
 
-    The copy has the same layer names and, with ``copy_weights``, the same weights. Raises
-    PlanError for unknown layers/devices, ModelError for models that cannot be placed.
+    Layers are named by path (:func:`ralp_tf.tracer.leaf_layers`): ``fc1``, or
+    ``classifier/fc1`` inside a nested model. A Sequential or Functional model (nested ones
+    included) is re-created under the strategy: the copy has the same layer names and, with
+    ``copy_weights``, the same weights. A subclassed model cannot be re-created, so it is placed
+    in place and returned: its planned layers' variables are created on their PS task when it is
+    built here (``input_shape``, without the batch dimension, tells how, unless the model knows);
+    a model already built elsewhere is accepted only if its variables already live where the plan
+    says (build it under :func:`colocated_variables`, as the decorator does). Raises PlanError for
+    unknown layers/devices, ModelError for models that cannot be placed.
 
     With ``verify`` (the default) one training step is traced and every placed layer's
     variables, forward ops and gradient ops are checked against the plan
@@ -204,38 +216,29 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     the layer. ``verify=False`` skips the check (about a second per model) for experts who
     have checked their model another way.
     """
-    import tf_keras
-
     check_tf_keras_model(model)
     _check_strategy(strategy)
     if not isinstance(plan, Plan):
         raise PlanError(f"place() takes a ralp_tf.Plan, got {type(plan).__name__}; build one with "
                         "Plan(placements={...}) or Plan.from_json(text)")
     cluster = cluster_of(strategy)
-    plan.validate(model, cluster)
+    leaves = leaf_layers(model)
+    inputs = [l.name for l in getattr(model, "layers", []) if type(l).__name__ == "InputLayer"]
+    plan.validate([*inputs, *leaves], cluster)
     ps_layers = plan.ps_layers()
-    by_name = {l.name: l for l in model.layers}
     for name in ps_layers:
-        kind_layer = by_name[name]
-        if type(kind_layer).__name__ == "InputLayer":
+        if name in inputs:
             raise PlanError(f"layer {name!r} is a model input; inputs stay on the workers")
-    _refuse_calls_outside(model, plan)
+    _refuse_layers_at_two_paths(model, leaves, ps_layers)
     anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
-
-    def clone_layer(layer: Any) -> Any:
-        new = layer.__class__.from_config(layer.get_config())
-        if layer.name in ps_layers:
-            _placed_build(new, strategy, anchors[ps_layers[layer.name]])
-        return new
-
-    with strategy.scope():
-        placed = tf_keras.models.clone_model(model, clone_function=clone_layer)
-        if copy_weights:
-            placed.set_weights(model.get_weights())
-    for layer in placed.layers:
+    if getattr(model, "_is_graph_network", False):
+        placed = _recreated(model, strategy, ps_layers, anchors, copy_weights)
+    else:
+        placed = _built_in_place(model, strategy, ps_layers, anchors, input_shape)
+    for path, layer in leaf_layers(placed).items():
         if "build" in layer.__dict__:
             del layer.build  # the colocation wrapper was only needed while building
-        dev = plan.placements.get(layer.name)
+        dev = plan.placements.get(path)
         if dev is None:
             continue
         d = parse_device(dev)
@@ -246,37 +249,105 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     placed.ralp_plan = plan
     _check_variable_homes(placed, ps_layers)
     if verify:
-        verify_placement(placed, plan)
+        verify_placement(placed, plan, input_shape=input_shape)
     return placed
 
 
-def _refuse_calls_outside(model: Any, plan: Plan) -> None:
-    """Refuse a plan that places a layer some of whose calls happen inside a nested model: the
-    placement pass re-creates the model's own layers, so those calls could not follow."""
+def _recreated(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: dict[int, Any],
+               copy_weights: bool) -> Any:
+    """``model`` re-created from its layers' configs under ``strategy``, nested models included,
+    each planned layer's variables created on its PS task."""
     import tf_keras
 
-    planned = {name for name, dev in plan.placements.items() if parse_device(dev).is_ps}
-    for outer in model.layers:
-        if not isinstance(outer, tf_keras.Model):
-            continue
-        inner = {l.name for l in outer._flatten_layers(include_self=False)}
-        for name in sorted(planned & inner):
-            raise PlanError(f"layer {name!r} is also called inside the nested model {outer.name!r}, where the plan "
-                            f"cannot place it; keep {name!r} on the workers, or build the model without nesting it")
+    def clone_layer(layer: Any, prefix: str) -> Any:
+        path = f"{prefix}{layer.name}"
+        if isinstance(layer, tf_keras.Model) and getattr(layer, "_is_graph_network", False):
+            return tf_keras.models.clone_model(layer, clone_function=lambda l: clone_layer(l, f"{path}/"))
+        try:
+            new = layer.__class__.from_config(layer.get_config())
+        except Exception as exc:
+            raise ModelError(f"layer {path!r} ({type(layer).__name__}) cannot be re-created from its config "
+                             f"({type(exc).__name__}: {exc}); give it get_config()/from_config(), or write the model "
+                             "as a subclassed tf_keras.Model, which ralp_tf places in place") from exc
+        if path in ps_layers:
+            _placed_build(new, strategy, anchors[ps_layers[path]])
+        return new
+
+    with strategy.scope():
+        placed = tf_keras.models.clone_model(model, clone_function=lambda l: clone_layer(l, ""))
+        if copy_weights:
+            placed.set_weights(model.get_weights())
+    return placed
+
+
+def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: dict[int, Any],
+                    input_shape: Any) -> Any:
+    """A subclassed ``model``, built under ``strategy`` with each planned layer's variables on its
+    PS task (or checked to be there already)."""
+    import tensorflow as tf
+
+    if model.weights:
+        return model  # built elsewhere: _check_variable_homes says whether its variables are where planned
+    leaves = leaf_layers(model)
+    for path, k in ps_layers.items():
+        _placed_build(leaves[path], strategy, anchors[k])
+    specs = input_specs(model, input_shape)
+    with strategy.scope():
+        tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False),
+                    autograph=False).get_concrete_function(*specs)
+    return model
+
+
+@contextlib.contextmanager
+def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
+    """While active (inside ``strategy.scope()``), variables created under the name scope of a layer
+    the plan puts on PS task k are created on task k. For models whose layers are created and
+    built in one go (a subclassed model built in its constructor); matched by the layer's own
+    name (the last part of its path), so those names must be unique in the plan."""
+    import tensorflow as tf
+
+    ps_layers = plan.ps_layers()
+    by_leaf = {path.rsplit("/", 1)[-1]: k for path, k in ps_layers.items()}
+    anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
+
+    def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+        scope = tf.get_current_name_scope().rstrip("/").split("/")
+        k = by_leaf.get(scope[-1]) if scope and scope[-1] else None
+        if k is not None:
+            kwargs["colocate_with"] = anchors[k]
+            kwargs["use_resource"] = True
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield
+
+
+def _refuse_layers_at_two_paths(model: Any, leaves: dict[str, Any], ps_layers: dict[str, int]) -> None:
+    """Refuse a plan that places a layer the model also calls at another path (e.g. inside a
+    nested model): the copy would not share it, and the plan could not place every call."""
+    paths_of: dict[int, list[str]] = {}
+    for path, layer in leaves.items():
+        paths_of.setdefault(id(layer), []).append(path)
+    for path in sorted(ps_layers):
+        others = [p for p in paths_of.get(id(leaves.get(path)), []) if p != path]
+        if others:
+            raise PlanError(f"layer {path!r} is also called at {others[0]!r} (inside a nested model), where the plan "
+                            f"cannot place it; keep {path!r} on the workers, or build the model without nesting it")
 
 
 def _check_variable_homes(model: Any, ps_layers: dict[str, int]) -> None:
     import tensorflow as tf
 
-    for layer in model.layers:
-        k = ps_layers.get(layer.name)
-        if k is None:
-            continue
-        for v in layer.weights:
+    leaves = leaf_layers(model)
+    for path, k in ps_layers.items():
+        for v in leaves[path].weights:
             spec = tf.DeviceSpec.from_string(v.device)
             if spec.job != "ps" or int(spec.task or 0) != k:
-                raise PlanError(f"variable {v.name} of layer {layer.name!r} landed on {v.device}, not PS task {k}; "
-                                "build the model from a config-serialisable layer so it can be re-created")
+                raise PlanError(
+                    f"variable {v.name} of layer {path!r} landed on {v.device}, not PS task {k}. A subclassed model "
+                    "must reach place() unbuilt (ralp_tf builds it), or be built under "
+                    "ralp_tf.applier.colocated_variables(plan, strategy), as @ralp_tf.placement does; a layer "
+                    "that creates variables outside build() cannot be colocated: keep it on the workers")
 
 
 def unplace(model: Any) -> Any:
@@ -325,13 +396,55 @@ def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_s
     raise PlanError(f"placement policy {policy!r} is not a policy name, a Plan, or an object with plan()")
 
 
+def place_from_builder(build: Callable[[], Any], base: Any, plan: Plan, strategy: Any, *, input_shape: Any = None,
+                       verify: bool = True) -> Any:
+    """Place the model ``build()`` makes, given ``base``: an instance it made earlier, outside the
+    strategy, that was profiled and planned.
+
+    A Sequential/Functional ``base`` is re-created under the strategy (:func:`place`). A
+    subclassed model cannot be, so ``build()`` makes a new instance under the strategy and
+    :func:`colocated_variables`, and the plan's layer paths are carried over from ``base``'s
+    layers to the new instance's by position (auto-generated layer names differ between two
+    instances).
+    """
+    if getattr(base, "_is_graph_network", False):
+        return place(base, plan, strategy, verify=verify)
+    before = list(leaf_layers(base))
+    with strategy.scope():
+        model = build()
+    check_tf_keras_model(model)
+    after = list(leaf_layers(model))
+    if len(before) != len(after):
+        raise ModelError(f"the model-building function made {len(before)} and then {len(after)} layers; it must "
+                         "build the same architecture every time it is called")
+    plan = _renamed(plan, dict(zip(before, after)))
+    if model.weights:  # built by its constructor: rebuild it with the plan's colocation
+        with strategy.scope(), colocated_variables(plan, strategy):
+            model = build()
+    return place(model, plan, strategy, verify=verify, input_shape=input_shape)
+
+
+def _renamed(plan: Plan, names: dict[str, str]) -> Plan:
+    """``plan`` with its layer paths renamed by ``names`` (paths not in ``names`` unchanged)."""
+    fields = {f.name for f in dataclasses.fields(plan)}
+    changes: dict[str, Any] = {"placements": {names.get(k, k): v for k, v in plan.placements.items()}}
+    if "storage" in fields:
+        changes["storage"] = {names.get(k, k): v for k, v in plan.storage.items()}
+    return dataclasses.replace(plan, **changes)
+
+
 def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 32, bandwidth: Any = None,
-              flops: Any = None, min_speedup: float = 1.05) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+              flops: Any = None, min_speedup: float = 1.05, input_shape: Any = None
+              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``@placement(policy)`` on a model-building function returns a placed model.
 
     The strategy is ``strategy`` or the one whose scope is active when the function is called.
-    ``batch_size`` (per worker), ``bandwidth`` and ``flops`` feed the planner's cost model. The
-    returned model carries ``ralp_plan`` and, for "ralp", ``ralp_analysis``.
+    The function is first called outside the strategy (:func:`ralp_tf.isolation.outside_strategy`)
+    to profile and plan; the placed model is then created under it (:func:`place_from_builder`),
+    so no unused copy's variables are left on the parameter servers. ``batch_size`` (per
+    worker), ``bandwidth`` and ``flops`` feed the planner's cost model; ``input_shape`` (without
+    the batch dimension) is needed only for a subclassed model that its function does not build.
+    The returned model carries ``ralp_plan`` and, for "ralp", ``ralp_analysis``.
     """
 
     def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
@@ -344,17 +457,18 @@ def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 3
                 raise ModelError("@ralp_tf.placement needs a ParameterServerStrategy: pass strategy=... or call "
                                  "the decorated function inside `with strategy.scope():`")
             _check_strategy(strat)
-            base = build(*args, **kwargs)
-            check_tf_keras_model(base)
             rates: dict[str, Any] = {}
             if bandwidth is not None:
                 rates["bandwidth"] = bandwidth
             if flops is not None:
                 rates["flops"] = flops
             cluster = cluster_of(strat, **rates)
-            prof = profile(base, batch_size=batch_size)
+            base = outside_strategy(build, *args, **kwargs)
+            check_tf_keras_model(base)
+            prof = outside_strategy(profile, base, batch_size=batch_size, input_shape=input_shape)
             plan, analysis = plan_with_policy(policy, prof, cluster, min_speedup=min_speedup)
-            placed = place(base, plan, strat)
+            placed = place_from_builder(functools.partial(build, *args, **kwargs), base, plan, strat,
+                                        input_shape=input_shape)
             placed.ralp_analysis = analysis
             return placed
 

@@ -160,6 +160,55 @@ def ctr_head(vocab: int = 50_000, embed_dim: int = 64, ids: int = 8, hidden: int
     return k.Model(inp, L.Dense(2, name="logits")(x), name="ctr_head")
 
 
+def alexnet_cifar_subclassed(num_classes: int = 10) -> Any:
+    """:func:`alexnet_cifar`'s layers (same names) as a subclassed ``tf_keras.Model``, unbuilt:
+    build it with ``model.build((None, 32, 32, 3))`` or let ralp_tf build it."""
+    k = _keras()
+    L = k.layers
+
+    class AlexNetCifar(k.Model):
+        def __init__(self) -> None:
+            super().__init__(name="alexnet_cifar")
+            self.convs = [L.Conv2D(f, 3, padding="same", activation="relu", name=f"conv{i + 1}")
+                          for i, f in enumerate([64, 192, 384, 256, 256])]
+            self.pools = {0: L.MaxPooling2D(2, name="pool1"), 1: L.MaxPooling2D(2, name="pool2"),
+                          4: L.MaxPooling2D(2, name="pool5")}
+            self.flatten = L.Flatten(name="flatten")
+            self.fc1 = L.Dense(4096, activation="relu", name="fc1")
+            self.fc2 = L.Dense(4096, activation="relu", name="fc2")
+            self.logits = L.Dense(num_classes, name="logits")
+
+        def call(self, x: Any, training: bool = False) -> Any:
+            for i, conv in enumerate(self.convs):
+                x = conv(x)
+                if i in self.pools:
+                    x = self.pools[i](x)
+            return self.logits(self.fc2(self.fc1(self.flatten(x))))
+
+    model = AlexNetCifar()
+    model.build((None, 32, 32, 3))
+    return model
+
+
+def transfer_classifier(num_classes: int = 10, hidden: int = 1024) -> Any:
+    """The transfer-learning shape: a nested conv ``features`` model, GlobalAveragePooling, then a
+    nested ``classifier`` model (``classifier/fc1``, ``classifier/fc2``, ``classifier/logits``)."""
+    k = _keras()
+    L = k.layers
+    image = L.Input((32, 32, 3), name="image")
+    x = image
+    for i, filters in enumerate([32, 64, 128]):
+        x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+        x = L.MaxPooling2D(2, name=f"pool{i + 1}")(x)
+    features = k.Model(image, x, name="features")
+    classifier = k.Sequential([L.Dense(hidden, activation="relu", name="fc1", input_shape=(128,)),
+                               L.Dense(hidden, activation="relu", name="fc2"),
+                               L.Dense(num_classes, name="logits")], name="classifier")
+    inp = L.Input((32, 32, 3), name="input_image")
+    out = classifier(L.GlobalAveragePooling2D(name="gap")(features(inp)))
+    return k.Model(inp, out, name="transfer_classifier")
+
+
 BUILTIN_MODELS: dict[str, ModelBuilder] = {
     "alexnet_cifar": alexnet_cifar,
     "vgg16_cifar": vgg16_cifar,
@@ -169,6 +218,8 @@ BUILTIN_MODELS: dict[str, ModelBuilder] = {
     "siamese_cnn": siamese_cnn,
     "reused_dense": reused_dense,
     "ctr_head": ctr_head,
+    "alexnet_cifar_subclassed": alexnet_cifar_subclassed,
+    "transfer_classifier": transfer_classifier,
 }
 
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -203,18 +254,35 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, An
 
     rng = np.random.default_rng(seed)
     xs = []
-    for t in model.inputs:
+    for t in (model.inputs if getattr(model, "inputs", None) else _input_specs(model)):
         shape = [batch_size] + [int(d) for d in t.shape[1:]]
         if t.dtype.is_integer:
             high = _id_range(model, t)
             xs.append(rng.integers(0, high, size=shape).astype(t.dtype.as_numpy_dtype))
         else:
             xs.append(rng.standard_normal(shape).astype("float32"))
-    n_out = int(model.outputs[0].shape[-1])
+    n_out = output_units(model)
     labels = rng.integers(0, max(n_out, 2), size=(batch_size,)).astype("int32")
     if n_out == 1:
         labels = labels.astype("float32").reshape(batch_size, 1)
     return (xs[0] if len(xs) == 1 else xs), labels
+
+
+def _input_specs(model: Any) -> list[Any]:
+    from ralp_tf.tracer import input_specs
+
+    return input_specs(model)
+
+
+def output_units(model: Any) -> int:
+    """Size of the last dimension of the model's (first) output; a subclassed model is traced once."""
+    import tensorflow as tf
+
+    if getattr(model, "outputs", None):
+        return int(model.outputs[0].shape[-1])
+    specs = _input_specs(model)
+    fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False), autograph=False)
+    return int(tf.nest.flatten(fn.get_concrete_function(*specs).structured_outputs)[0].shape[-1])
 
 
 def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
@@ -225,7 +293,7 @@ def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
     averages over the batch."""
     import tf_keras
 
-    if int(model.outputs[0].shape[-1]) == 1:
+    if output_units(model) == 1:
         def binary_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
             return tf_keras.losses.binary_crossentropy(labels, logits, from_logits=True)
 

@@ -35,110 +35,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ralp_tf.errors import KerasVersionError, ModelError, ValidationError, parse_json
+from ralp_tf.layer_kinds import (LAYER_KINDS, PS_PLACEABLE_KINDS, RALP_PS_KINDS, call_flops,  # noqa: F401
+                                 dtype_size, layer_kind, prod, register_layer_kind, shape_tuple)
+from ralp_tf.tracer import LayerCall, Trace, input_specs, trace_calls
 
 log = logging.getLogger(__name__)
-
-LAYER_KINDS: tuple[str, ...] = (
-    "input", "conv", "pool", "dense", "embedding", "normalization", "activation", "reshape", "other",
-)
-#: Kinds RALP may compute on a parameter-server task.
-PS_PLACEABLE_KINDS = frozenset({"conv", "pool", "dense", "embedding", "normalization", "activation", "reshape"})
-#: Kinds the RALP analyzer moves to PS tasks: weight-heavy, compute-light.
-RALP_PS_KINDS = frozenset({"dense", "embedding"})
-
-FlopsFn = Callable[[Any, Sequence[tuple], Sequence[tuple]], float]
-
-_KIND_BY_CLASS: dict[str, str] = {}
-_FLOPS_BY_CLASS: dict[str, FlopsFn] = {}
-
-
-def register_layer_kind(class_name: str, kind: str, flops_fn: FlopsFn | None = None) -> None:
-    """Declare the kind of a layer class (by class name), and optionally its FLOP formula.
-
-    ``flops_fn(layer, input_shapes, output_shapes)`` returns forward FLOPs per sample; shapes
-    exclude the batch dimension. Registering a custom layer silences the "unknown kind"
-    warning and lets the planners move it.
-    """
-    if kind not in LAYER_KINDS:
-        raise ValidationError(f"unknown layer kind {kind!r}; use one of {', '.join(LAYER_KINDS)}")
-    _KIND_BY_CLASS[class_name] = kind
-    if flops_fn is not None:
-        _FLOPS_BY_CLASS[class_name] = flops_fn
-
-
-def _prod(xs: Iterable[int | None]) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x) if x is not None else 1
-    return out
-
-
-def _conv_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    kernel = layer.kernel_size
-    groups = getattr(layer, "groups", 1) or 1
-    c_in = ins[0][-1] if layer.data_format == "channels_last" else ins[0][0]
-    return 2.0 * _prod(kernel) * (c_in / groups) * _prod(outs[0])
-
-
-def _depthwise_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    return 2.0 * _prod(layer.kernel_size) * _prod(outs[0])
-
-
-def _separable_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    c_in = ins[0][-1]
-    spatial = _prod(outs[0][:-1])
-    depthwise = 2.0 * _prod(layer.kernel_size) * c_in * layer.depth_multiplier * spatial
-    pointwise = 2.0 * c_in * layer.depth_multiplier * _prod(outs[0])
-    return depthwise + pointwise
-
-
-def _conv_transpose_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    c_out = outs[0][-1]
-    return 2.0 * _prod(layer.kernel_size) * c_out * _prod(ins[0])
-
-
-def _dense_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    d_in = ins[0][-1]
-    rows = _prod(ins[0][:-1])
-    return 2.0 * d_in * layer.units * rows + (layer.units * rows if layer.use_bias else 0)
-
-
-def _embedding_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
-    return float(_prod(outs[0]))
-
-
-for _name in ("Conv1D", "Conv2D", "Conv3D", "Convolution1D", "Convolution2D", "Convolution3D"):
-    register_layer_kind(_name, "conv", _conv_flops)
-for _name in ("Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose"):
-    register_layer_kind(_name, "conv", _conv_transpose_flops)
-register_layer_kind("DepthwiseConv2D", "conv", _depthwise_flops)
-register_layer_kind("DepthwiseConv1D", "conv", _depthwise_flops)
-register_layer_kind("SeparableConv1D", "conv", _separable_flops)
-register_layer_kind("SeparableConv2D", "conv", _separable_flops)
-register_layer_kind("Dense", "dense", _dense_flops)
-register_layer_kind("Embedding", "embedding", _embedding_flops)
-for _name in ("MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
-              "AveragePooling3D", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
-              "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D", "MaxPool2D", "AvgPool2D"):
-    register_layer_kind(_name, "pool")
-for _name in ("BatchNormalization", "LayerNormalization", "GroupNormalization", "UnitNormalization",
-              "Normalization"):
-    register_layer_kind(_name, "normalization")
-for _name in ("Activation", "ReLU", "Softmax", "LeakyReLU", "PReLU", "ELU", "ThresholdedReLU", "Dropout",
-              "SpatialDropout1D", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "AlphaDropout",
-              "Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Rescaling"):
-    register_layer_kind(_name, "activation")
-for _name in ("Flatten", "Reshape", "Permute", "RepeatVector", "Concatenate", "Cropping1D", "Cropping2D",
-              "ZeroPadding1D", "ZeroPadding2D", "UpSampling1D", "UpSampling2D"):
-    register_layer_kind(_name, "reshape")
-# Known layers that run arbitrary or unusual code: kept on workers, no warning.
-for _name in ("Lambda", "Dot", "TFOpLambda", "SlicingOpLambda"):
-    register_layer_kind(_name, "other")
-register_layer_kind("InputLayer", "input")
-
-
-#: FLOPs per output element where TF's counter knows none of a layer's ops.
-_ELEMENTWISE_FLOPS: dict[str, float] = {"activation": 1.0, "normalization": 4.0, "pool": 1.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,7 +292,7 @@ def _check_batch_size(batch_size: Any) -> None:
 
 
 def check_tf_keras_model(model: Any) -> None:
-    """Raise a clear error unless ``model`` is a built tf_keras Sequential or Functional model."""
+    """Raise a clear error unless ``model`` is a tf_keras model (Sequential ones built)."""
     import tf_keras
 
     module = type(model).__module__
@@ -402,12 +303,9 @@ def check_tf_keras_model(model: Any) -> None:
                 "(Keras 2). Build it with `import tf_keras as keras` (pip install tf-keras==2.21.*), or set "
                 "TF_USE_LEGACY_KERAS=1 before importing tensorflow so that tf.keras is tf_keras.")
         raise ModelError(f"expected a tf_keras.Model, got {type(model).__name__}")
-    if not getattr(model, "_is_graph_network", False):
-        if isinstance(model, tf_keras.Sequential) and not model.built:
-            raise ModelError(f"Sequential model {model.name!r} is not built; give its first layer an "
-                             "input_shape or call model.build((None, ...)) before profiling or placing it")
-        raise ModelError(f"model {model.name!r} is subclassed and has no layer graph; write it as a "
-                         "Sequential or Functional tf_keras model so its layers can be profiled and placed")
+    if isinstance(model, tf_keras.Sequential) and not model.built:
+        raise ModelError(f"Sequential model {model.name!r} is not built; give its first layer an "
+                         "input_shape or call model.build((None, ...)) before profiling or placing it")
 
 
 def _model_nodes(model: Any) -> list[Any]:
@@ -418,119 +316,96 @@ def _model_nodes(model: Any) -> list[Any]:
     return nodes
 
 
-def _shape_tuple(t: Any) -> tuple[int | None, ...]:
-    return tuple(None if d is None else int(d) for d in t.shape)
-
-
-def _dtype_size(t: Any) -> int:
-    import tensorflow as tf
-
-    return tf.as_dtype(t.dtype).size
-
-
-def _layer_kind(layer: Any, warn: bool) -> str:
-    name = type(layer).__name__
-    kind = _KIND_BY_CLASS.get(name)
-    if kind is None:
-        if warn:
-            warnings.warn(f"layer {layer.name!r} of class {name} has no registered kind; profiled as 'other', "
-                          "it stays on the workers. Call ralp_tf.register_layer_kind("
-                          f"{name!r}, KIND) to let the planners move it.", stacklevel=3)
-        return "other"
-    return kind
-
-
-def _tf_counted_flops(layer: Any, in_tensors: Sequence[Any], single: bool) -> float:
-    """Forward FLOPs per sample of ``layer`` counted by TF's profiler on a batch of 1."""
-    import tensorflow as tf
-
-    specs = [tf.TensorSpec([1] + list(_shape_tuple(t)[1:]), t.dtype) for t in in_tensors]
-    if any(d is None for s in specs for d in s.shape):
-        return 0.0
-
-    @tf.function
-    def fn(*xs: Any) -> Any:
-        return layer(xs[0] if single else list(xs), training=False)
-
-    try:
-        graph = fn.get_concrete_function(*specs).graph
-        opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
-        opts["output"] = "none"
-        stats = tf.compat.v1.profiler.profile(graph, options=opts)
-        return float(stats.total_float_ops)
-    except Exception as exc:  # TF's profiler has no stats for some ops; count nothing, say so.
-        log.debug("FLOP counter failed on %s: %s", layer.name, exc)
-        return 0.0
-
-
 def _node_key(t: Any) -> tuple[str, int]:
     """(layer name, call index) of the layer call that produced the symbolic tensor ``t``."""
     history = t._keras_history
     return history.layer.name, int(history.node_index)
 
 
-def _call_profile(layer: Any, node: Any, kind: str) -> tuple[list[Any], list[tuple], list[Any], float, str, int]:
-    """Inputs, output shapes, outputs, forward FLOPs per sample (and their source) and output bytes
-    per sample of one call of ``layer``."""
-    outs = _flatten(node.outputs)
-    ins = _flatten(node.keras_inputs) if kind != "input" else []
-    in_shapes = [_shape_tuple(t)[1:] for t in ins]
-    out_shapes = [_shape_tuple(t)[1:] for t in outs]
-    flops_fn = _FLOPS_BY_CLASS.get(type(layer).__name__)
-    if kind == "input":
-        flops, source = 0.0, "none"
-    elif flops_fn is not None:
-        flops, source = float(flops_fn(layer, in_shapes, out_shapes)), "analytic"
-    else:
-        flops, source = _tf_counted_flops(layer, ins, single=len(ins) == 1), "tf_profiler"
-        if flops == 0.0 and kind in _ELEMENTWISE_FLOPS:
-            # TF's counter has no statistics for e.g. Relu or FusedBatchNorm: count per element.
-            flops = _ELEMENTWISE_FLOPS[kind] * sum(_prod(s) for s in out_shapes)
-            source = "elementwise"
-    out_bytes = int(sum(_prod(s) * _dtype_size(t) for s, t in zip(out_shapes, outs)))
-    return ins, out_shapes, outs, flops, source, out_bytes
+def _graph_calls(model: Any) -> Trace:
+    """The calls of a Sequential/Functional model with no nested model, read from its layer graph."""
+    calls = []
+    for node in _model_nodes(model):
+        outs = _flatten(node.outputs)
+        ins = [] if type(node.layer).__name__ == "InputLayer" else _flatten(node.keras_inputs)
+        calls.append(LayerCall(node.layer.name, node.layer, ins, outs, [_node_key(t) for t in ins],
+                               _node_key(outs[0])))
+    return Trace(calls=calls, output_keys={_node_key(t) for t in _flatten(model.outputs)})
+
+
+def _needs_tracing(model: Any) -> bool:
+    import tf_keras
+
+    if not getattr(model, "_is_graph_network", False):
+        return True
+    return any(isinstance(l, tf_keras.Model) for l in model.layers)
 
 
 def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_repeats: int = 5,
-            warn_unknown: bool = True) -> ModelProfile:
-    """Profile a built tf_keras Sequential or Functional model (see the module docstring)."""
+            warn_unknown: bool = True, input_shape: Any = None) -> ModelProfile:
+    """Profile a tf_keras model (see the module docstring).
+
+    Sequential and Functional models are read from their layer graph; subclassed models and
+    models with nested models are traced (:mod:`ralp_tf.tracer`), their layers named by path.
+    ``input_shape`` (without the batch dimension) is needed only for a subclassed model that
+    was never built or called.
+    """
     _check_batch_size(batch_size)
     check_tf_keras_model(model)
-    calls: dict[str, list[tuple[Any, ...]]] = {}
-    tensors: dict[tuple[str, int], dict[str, Any]] = {}
-    for node in _model_nodes(model):  # topological order: every call's inputs are known before it
-        layer = node.layer
-        kind = _layer_kind(layer, warn_unknown and layer.name not in calls)
-        info = _call_profile(layer, node, kind)
-        calls.setdefault(layer.name, []).append((layer, kind, *info))
-        ins, outs = info[0], info[2]
-        for t in ins:
-            consumers = tensors[_node_key(t)]["consumers"]
-            if layer.name not in consumers:
-                consumers.append(layer.name)
-        tensors[_node_key(outs[0])] = {"producer": layer.name, "bytes": info[5], "consumers": []}
+    trace = trace_calls(model, input_specs(model, input_shape)) if _needs_tracing(model) else _graph_calls(model)
+    return _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats,
+                     warn=warn_unknown)
+
+
+def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, repeats: int,
+              warn: bool) -> ModelProfile:
+    """Layers (calls grouped by name, in first-call order) and one tensor per call."""
+    by_name: dict[str, list[LayerCall]] = {}
+    tensors: dict[Any, dict[str, Any]] = {}
+    for call in trace.calls:
+        by_name.setdefault(call.name, []).append(call)
+        for key in call.in_keys:
+            consumers = tensors[key]["consumers"]
+            if call.name not in consumers:
+                consumers.append(call.name)
+        out_bytes = int(sum(prod(shape_tuple(t)[1:]) * dtype_size(t) for t in call.outputs))
+        tensors[call.out_key] = {"producer": call.name, "bytes": out_bytes, "consumers": []}
     layers: list[LayerProfile] = []
-    for name, infos in calls.items():
-        layer, kind, ins, out_shapes, _, _, source, out_bytes = infos[0]
+    for name, calls in by_name.items():
+        first = calls[0]
+        layer = first.layer
+        if layer is None:  # a model input or a plain TF op of the model's own code
+            kind, class_name = ("input", "InputLayer") if first.op_type is None else ("other", first.op_type)
+            weights: list[Any] = []
+            trainable_weights: list[Any] = []
+            flops = [0.0 if kind == "input" else float(sum(prod(shape_tuple(t)[1:]) for t in c.outputs))
+                     for c in calls]
+            source = "none" if kind == "input" else "elementwise"
+        else:
+            kind = "input" if type(layer).__name__ == "InputLayer" else layer_kind(layer, warn)
+            class_name, weights, trainable_weights = type(layer).__name__, layer.weights, layer.trainable_weights
+            counted = [call_flops(layer, kind, c.inputs, c.outputs) for c in calls]
+            flops, source = [f for f, _ in counted], counted[0][1]
         earlier = {l.name for l in layers}
-        inbound = [_node_key(t)[0] for info in infos for t in info[2]]
-        var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in layer.weights)
-        trainable = sum(int(np.prod(v.shape)) * v.dtype.size for v in layer.trainable_weights)
+        inbound = [tensors[k]["producer"] for c in calls for k in c.in_keys]
+        var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in weights)
         measured = None
-        if measure and kind != "input":
-            measured = _measure_layer(layer, ins, batch_size, measure_repeats) * len(infos)
+        if measure and layer is not None and kind != "input":
+            measured = _measure_layer(layer, first.inputs, batch_size, repeats) * len(calls)
+        out_shapes = [shape_tuple(t)[1:] for t in first.outputs]
         layers.append(LayerProfile(
-            name=name, kind=kind, class_name=type(layer).__name__, param_bytes=sum(var_bytes),
-            trainable_param_bytes=trainable, var_bytes=var_bytes, flops=sum(info[5] for info in infos),
-            flops_source=source, output_bytes=out_bytes,
+            name=name, kind=kind, class_name=class_name, param_bytes=sum(var_bytes),
+            trainable_param_bytes=sum(int(np.prod(v.shape)) * v.dtype.size for v in trainable_weights),
+            var_bytes=var_bytes, flops=sum(flops), flops_source=source,
+            output_bytes=tensors[first.out_key]["bytes"],
             inbound=tuple(dict.fromkeys(u for u in inbound if u in earlier)),
             output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
-            calls=len(infos)))
-    output_keys = {_node_key(t) for t in _flatten(model.outputs)}
-    outputs = tuple(dict.fromkeys(key[0] for key in sorted(output_keys, key=lambda k: list(calls).index(k[0]))))
-    tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in output_keys)
+            calls=len(calls)))
+    order = list(by_name)
+    outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
+    tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)
                             for key, t in tensors.items())
-    return ModelProfile(model_name=model.name, batch_size=int(batch_size), layers=tuple(layers), outputs=outputs,
+    return ModelProfile(model_name=model_name, batch_size=batch_size, layers=tuple(layers), outputs=outputs,
                         tensors=tensor_profiles)
 
 
@@ -543,7 +418,7 @@ def _flatten(x: Any) -> list[Any]:
 def _random_input(t: Any, batch_size: int, layer: Any) -> Any:
     import tensorflow as tf
 
-    shape = [batch_size] + [d or 1 for d in _shape_tuple(t)[1:]]
+    shape = [batch_size] + [d or 1 for d in shape_tuple(t)[1:]]
     dtype = tf.as_dtype(t.dtype)
     if dtype.is_integer:
         high = int(getattr(layer, "input_dim", 2))

@@ -24,7 +24,7 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import estimate
 from ralp_tf.errors import ClusterRuntimeError, check_int
 from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch, weights_checksum
-from ralp_tf.applier import cluster_of, place, plan_with_policy
+from ralp_tf.applier import cluster_of, place_from_builder, plan_with_policy
 from ralp_tf.profiler import profile
 from ralp_tf.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
@@ -107,7 +107,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         prof = prof.scaled_compute(compute_scale)
     plan, analysis = plan_with_policy(policy, prof, cluster)
     plan.validate(prof, cluster)
-    model = place(base, plan, strategy)
+    model = place_from_builder(builder, base, plan, strategy)
     with strategy.scope():
         optimizer = tf_keras.optimizers.SGD(learning_rate)
     loss_fn = _loss_fn(base)

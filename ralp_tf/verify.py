@@ -23,23 +23,24 @@ from typing import Any
 
 from ralp_tf.errors import PlacementMismatchError
 from ralp_tf.plan import Plan, parse_device
+from ralp_tf.tracer import input_specs, leaf_layers
 
 #: Op types that never carry a layer's data (no check).
 _UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
 
 
-def _symbolic_inputs(model: Any) -> list[Any]:
+def _symbolic_inputs(model: Any, input_shape: Any = None) -> list[Any]:
     import tensorflow as tf
 
-    return [tf.TensorSpec([2] + [d or 1 for d in t.shape[1:]], t.dtype) for t in model.inputs]
+    return [tf.TensorSpec([2] + [d or 1 for d in s.shape[1:]], s.dtype) for s in input_specs(model, input_shape)]
 
 
-def traced_training_step(model: Any) -> Any:
+def traced_training_step(model: Any, input_shape: Any = None) -> Any:
     """The graph of one traced (never executed) training step of ``model``: forward, a scalar
     loss, and the tape's gradients with respect to ``model.trainable_variables``."""
     import tensorflow as tf
 
-    specs = _symbolic_inputs(model)
+    specs = _symbolic_inputs(model, input_shape)
 
     @tf.function(autograph=False)
     def step(*xs: Any) -> Any:
@@ -68,23 +69,26 @@ def _carries_data(op: Any) -> bool:
     return any(o.shape.rank != 0 for o in op.outputs)
 
 
-def _in_scope(op_name: str, layer_name: str) -> bool:
-    return layer_name in op_name.split("/")[:-1]
+def _in_scope(op_name: str, layer_path: str) -> bool:
+    """Whether ``op_name`` lies under the name scope of the layer at ``layer_path`` ("fc1",
+    "classifier/fc1"): the path's parts appear consecutively among the op's scopes."""
+    scopes, parts = op_name.split("/")[:-1], layer_path.split("/")
+    return any(scopes[i:i + len(parts)] == parts for i in range(len(scopes) - len(parts) + 1))
 
 
-def verify_placement(model: Any, plan: Plan) -> None:
+def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None) -> None:
     """Raise PlacementMismatchError unless every PS-placed layer's variables, forward ops and
     gradient ops are on its planned task (see the module docstring)."""
     ps_layers = {name: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
     if not ps_layers:
         return
-    by_name = {l.name: l for l in model.layers}
+    by_name = leaf_layers(model)
     for name, dev in ps_layers.items():
         for v in by_name[name].weights:
             if not _same_task(v.device, "ps", dev.task):
                 raise PlacementMismatchError(
                     f"layer {name!r}: variable {v.name} is on {v.device or 'no device'}, not {dev.canonical()}")
-    graph = traced_training_step(model)
+    graph = traced_training_step(model, input_shape)
     var_shapes = {name: {tuple(v.shape) for v in by_name[name].trainable_weights} for name in ps_layers}
     for op in graph.get_operations():
         if not _carries_data(op):

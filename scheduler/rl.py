@@ -41,7 +41,7 @@ inference timing uses fewer repeats when little time is left.
 
 **Isolation.** The policy's variables, tf.functions and optimizer live outside any distribution
 strategy: :meth:`RL.solve` / :meth:`RL.plan` (inherited), :meth:`RL.train`, :meth:`RL.imitate`
-and :meth:`RL.pretrain` run in :func:`scheduler.isolation.outside_strategy`, so the solver
+and :meth:`RL.pretrain` run in :func:`ralp_tf.isolation.outside_strategy`, so the solver
 works as a placement policy inside ``strategy.scope()`` and creates nothing on the cluster.
 
 **Result.** The best placement the policy produced (among the training samples and the
@@ -62,7 +62,7 @@ from ralp_tf.costmodel import transfer_seconds
 from ralp_tf.profiler import LAYER_KINDS
 from scheduler.base import Solver
 from scheduler.errors import ProblemError
-from scheduler.isolation import outside_strategy
+from ralp_tf.isolation import outside_strategy
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 
@@ -418,7 +418,7 @@ class RL(Solver):
         (optional) receives, per problem index, the best distinct placements sampled
         (placement -> (objective, penalised score)). The returned dict names every problem
         trained on (``trained_on``), so callers can check that a held-out workload was not.
-        Runs outside any distribution strategy (:mod:`scheduler.isolation`).
+        Runs outside any distribution strategy (:mod:`ralp_tf.isolation`).
         """
         return outside_strategy(self._train, problems, seconds=seconds, iterations=iterations, track=track,
                                 order=order)
@@ -470,7 +470,7 @@ class RL(Solver):
         ``problems[i]``, e.g. the exact optimum of a *training* problem) under the policy, one
         problem per step in random order, for ``seconds`` or ``iterations``. Contract: only the
         given problems are read; ``trained_on`` in the result names them. Runs outside any
-        distribution strategy (:mod:`scheduler.isolation`)."""
+        distribution strategy (:mod:`ralp_tf.isolation`)."""
         return outside_strategy(self._imitate, problems, targets, seconds=seconds, iterations=iterations)
 
     def _imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float,
@@ -573,7 +573,7 @@ class RL(Solver):
         ``solver.train_seconds = 0`` (no retraining). ``policy``: start from a copy of this
         (already trained) policy instead of a fresh one; the given policy is not modified.
         ``solver.pretrain_info["trained_on"]`` names the problems it was trained on. Runs outside
-        any distribution strategy (:mod:`scheduler.isolation`)."""
+        any distribution strategy (:mod:`ralp_tf.isolation`)."""
 
         def pretrained() -> "RL":
             solver = cls(policy=None if policy is None else policy.clone(), **kwargs)

@@ -33,7 +33,7 @@ def test_ps_killed_stops_clearly_and_rerun_resumes_from_the_checkpoint(tmp_path:
     ckpt = tmp_path / "ckpt"
     args = ["--steps", "30", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5"]
     first = _run(args + ["--inject-fault", "ps:0:17"])
-    assert first.returncode == 2
+    assert first.returncode == 3
     err = first.stderr
     assert "Last checkpoint: step 15" in err and "Rerun the same command to resume" in err
     assert "ps:0" in err and "Traceback" not in err

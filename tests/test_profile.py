@@ -127,17 +127,65 @@ def test_custom_layer_is_other_with_warning() -> None:
         assert profile(k.Model(inp, out)).layer("scale").kind == "activation"
 
 
-def test_subclassed_and_unbuilt_models_are_refused() -> None:
+def test_unbuilt_and_untraceable_models_are_refused_with_the_fix() -> None:
+    import tensorflow as tf
     import tf_keras as k
 
-    class Sub(k.Model):
+    class Identity(k.Model):
         def call(self, x):  # type: ignore[no-untyped-def]
             return x
 
-    with pytest.raises(ModelError, match="subclassed"):
-        profile(Sub())
+    with pytest.raises(ModelError, match="never been called and has no input shape; pass input_shape"):
+        profile(Identity())
     with pytest.raises(ModelError, match="not built"):
         profile(k.Sequential([k.layers.Dense(3)]))
+
+    class Gate(k.layers.Layer):
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return x if tf.reduce_sum(x) > 0 else -x  # Python control flow on a tensor's value
+
+    class Gated(k.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate, self.fc = Gate(name="gate"), k.layers.Dense(2, name="fc")
+
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return self.fc(self.gate(x))
+
+    with pytest.raises(ModelError, match="cannot be traced \\(in layer 'gate'\\).*tf.cond"):
+        profile(Gated(), input_shape=(4,))
+
+
+def test_subclassed_and_nested_models_are_profiled_by_path() -> None:
+    functional = profile(models.alexnet_cifar(), batch_size=8)
+    subclassed = profile(models.alexnet_cifar_subclassed(), batch_size=8)
+    assert [l.name for l in subclassed.layers][1:] == [l.name for l in functional.layers][1:]
+    for a, b in zip(functional.layers[2:], subclassed.layers[2:]):  # after the input and its reader
+        assert a.to_dict() == b.to_dict()
+    assert functional.layers[1].flops == subclassed.layers[1].flops
+    nested = profile(models.transfer_classifier(), batch_size=8)
+    assert {"features/conv1", "classifier/fc1", "classifier/fc2", "classifier/logits"} <= set(nested.names)
+    assert nested.layer("classifier/fc1").inbound == ("gap",) and nested.layer("classifier/fc1").kind == "dense"
+    assert nested.outputs == ("classifier/logits",)
+
+
+def test_plain_tensorflow_ops_between_layers_are_recorded() -> None:
+    import tensorflow as tf
+    import tf_keras as k
+
+    class Residual(k.Model):
+        def __init__(self) -> None:
+            super().__init__(name="residual")
+            self.a, self.b = k.layers.Dense(8, name="a"), k.layers.Dense(8, name="b")
+
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return self.b(tf.nn.relu(self.a(x)) + x)
+
+    prof = profile(Residual(), batch_size=4, input_shape=(8,))
+    ops = [l for l in prof.layers if l.name.startswith("op:")]
+    assert ops and all(l.kind == "other" for l in ops)
+    assert set(prof.layer("b").inbound) <= {l.name for l in ops}
+    assert "a" in {u for l in ops for u in l.inbound}
 
 
 def test_summary_lists_every_layer(alexnet_profile: ModelProfile) -> None:

@@ -1,4 +1,4 @@
-"""Run a solver's work outside the caller's TensorFlow context (distribution strategy above all).
+"""Run work outside the caller's TensorFlow context (distribution strategy above all): solvers, profiling copies.
 
 Solvers are called as placement policies from inside ``with strategy.scope():`` (the
 ``@ralp_tf.placement`` decorator plans while the user's ParameterServerStrategy scope is active).
