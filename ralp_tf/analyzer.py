@@ -207,8 +207,15 @@ def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
     return out
 
 
-def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05) -> Analysis:
-    """Price every candidate split and choose one (see the module docstring)."""
+def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
+            partition: bool = False) -> Analysis:
+    """Price every candidate split and choose one (see the module docstring).
+
+    ``partition`` lets balanced storage split a layer's variables over several PS tasks. The
+    cost model prices such plans, but the applier cannot create the shards yet
+    (:func:`ralp_tf.applier.variable_homes` refuses them), so plans meant to be applied leave
+    it off; projections may turn it on.
+    """
     if cluster.num_workers == 0:
         raise PlanError("the cluster has no workers")
     baseline_plan = plan_for(profile, cluster, [], policy="ralp")
@@ -226,7 +233,7 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
                 candidates.append(Candidate(variants[1][0], tuple(names), variants[1][1],
                                             estimate(profile, cluster, variants[1][1])))
             for vlabel, vplan in variants:
-                plan = with_balanced_storage(vplan, profile, cluster)
+                plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
                 candidates.append(Candidate(vlabel + BALANCED, tuple(names), plan, estimate(profile, cluster, plan)))
     split_candidates = [c for c in candidates if c.ps_layers]
     best = min(split_candidates, key=lambda c: c.estimate.step_s) if split_candidates else None

@@ -229,12 +229,13 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     for name in ps_layers:
         if name in inputs:
             raise PlanError(f"layer {name!r} is a model input; inputs stay on the workers")
-    _refuse_layers_at_two_paths(model, leaves, ps_layers)
-    anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
+    homes = variable_homes(plan)
+    _refuse_layers_at_two_paths(model, leaves, homes)
+    anchors = _ps_anchors(strategy, set(homes.values())) if homes else {}
     if getattr(model, "_is_graph_network", False):
-        placed = _recreated(model, strategy, ps_layers, anchors, copy_weights)
+        placed = _recreated(model, strategy, homes, anchors, copy_weights)
     else:
-        placed = _built_in_place(model, strategy, ps_layers, anchors, input_shape)
+        placed = _built_in_place(model, strategy, homes, anchors, input_shape)
     for path, layer in leaf_layers(placed).items():
         if "build" in layer.__dict__:
             del layer.build  # the colocation wrapper was only needed while building
@@ -247,10 +248,23 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
         elif d.device_type == "GPU":
             layer.call = _gpu_call(layer.call, "GPU")
     placed.ralp_plan = plan
-    _check_variable_homes(placed, ps_layers)
+    _check_variable_homes(placed, homes)
     if verify:
         verify_placement(placed, plan, input_shape=input_shape)
     return placed
+
+
+def variable_homes(plan: Plan) -> dict[str, int]:
+    """Layer path -> the PS task its variables are created on: the task of a PS-computed layer,
+    or the one task the plan's ``storage`` names for a worker-computed layer. Storage split over
+    several tasks is refused: the cost model prices it, the applier does not create shards yet."""
+    homes = dict(plan.ps_layers())
+    for path, tasks in plan.stored_on().items():
+        if len(tasks) != 1:
+            raise PlanError(f"the plan splits the variables of layer {path!r} over PS tasks {list(tasks)}; ralp_tf "
+                            "prices partitioned storage but cannot apply it yet: store the layer on one PS task")
+        homes[path] = tasks[0]
+    return homes
 
 
 def _recreated(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: dict[int, Any],
@@ -301,14 +315,14 @@ def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchor
 @contextlib.contextmanager
 def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
     """While active (inside ``strategy.scope()``), variables created under the name scope of a layer
-    the plan puts on PS task k are created on task k. For models whose layers are created and
+    whose variables the plan puts on PS task k (:func:`variable_homes`) are created on task k. For models whose layers are created and
     built in one go (a subclassed model built in its constructor); matched by the layer's own
     name (the last part of its path), so those names must be unique in the plan."""
     import tensorflow as tf
 
-    ps_layers = plan.ps_layers()
-    by_leaf = {path.rsplit("/", 1)[-1]: k for path, k in ps_layers.items()}
-    anchors = _ps_anchors(strategy, set(ps_layers.values())) if ps_layers else {}
+    homes = variable_homes(plan)
+    by_leaf = {path.rsplit("/", 1)[-1]: k for path, k in homes.items()}
+    anchors = _ps_anchors(strategy, set(homes.values())) if homes else {}
 
     def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         scope = tf.get_current_name_scope().rstrip("/").split("/")

@@ -10,7 +10,10 @@ parameter-server task it then checks that
 * every forward op and every gradient op of the layer (ops whose name scope contains the
   layer's name: ``model/fc1/MatMul``, ``gradient_tape/model/fc1/MatMul/MatMul_1``) runs on it;
 * no ``AddN`` that sums the gradients of the layer's variables over several calls runs
-  elsewhere.
+  elsewhere;
+
+and, for every worker-computed layer whose variables the plan stores on a PS task
+(``Plan.storage``), that they live there.
 
 Ops that move no data are not checked: constants, no-ops, and ops whose every output is a
 scalar (the tape's zero gradients for unused scalar outputs); nor are ops on a variable's
@@ -80,14 +83,17 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None) -> None
     """Raise PlacementMismatchError unless every PS-placed layer's variables, forward ops and
     gradient ops are on its planned task (see the module docstring)."""
     ps_layers = {name: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
-    if not ps_layers:
+    if not ps_layers and not plan.storage:
         return
     by_name = leaf_layers(model)
-    for name, dev in ps_layers.items():
+    stored = {name: tasks[0] for name, tasks in plan.stored_on().items() if len(tasks) == 1}
+    for name, task in [*((n, d.task) for n, d in ps_layers.items()), *stored.items()]:
         for v in by_name[name].weights:
-            if not _same_task(v.device, "ps", dev.task):
+            if not _same_task(v.device, "ps", task):
                 raise PlacementMismatchError(
-                    f"layer {name!r}: variable {v.name} is on {v.device or 'no device'}, not {dev.canonical()}")
+                    f"layer {name!r}: variable {v.name} is on {v.device or 'no device'}, not PS task {task} as planned")
+    if not ps_layers:
+        return
     graph = traced_training_step(model, input_shape)
     var_shapes = {name: {tuple(v.shape) for v in by_name[name].trainable_weights} for name in ps_layers}
     for op in graph.get_operations():
