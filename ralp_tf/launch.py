@@ -291,7 +291,9 @@ class LocalCluster:
         spec: dict[str, list[str]] = {}
         for job, n in (("worker", self.num_workers), ("ps", self.num_ps)):
             hosts = [self.launcher.host(f"{job}{i}") for i in range(n)]
-            spec[job] = [f"{h}:{free_port(h) if h.startswith('127.') else 2222 + i}" for i, h in enumerate(hosts)]
+            first = 0 if job == "worker" else self.num_workers  # port 2222 + global task index: unique per host
+            spec[job] = [f"{h}:{free_port(h) if h.startswith('127.') else 2222 + first + i}"
+                         for i, h in enumerate(hosts)]
         if not spec["ps"]:
             del spec["ps"]
         return spec

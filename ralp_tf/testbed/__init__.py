@@ -6,6 +6,9 @@
   are not allowed.
 * :func:`make_testbed`: the namespace testbed where possible, else the loopback one.
 * :func:`cleanup_stale`: remove what a crashed run left behind.
+* :func:`layout_hosts`: the host map of a layout (``dedicated``: a host per task; ``colocated``:
+  host *i* runs worker *i* and PS *i*, the chief on host 0), for ``hosts=``; ``host_cpu=`` gives
+  every host a CPU budget (cgroup v1 quota, root).
 
 Both testbeds fit ``ralp_tf.launch.LocalCluster``'s launcher protocol: ``host(task) -> str`` and
 ``popen(task, argv, env, stdout, stderr) -> subprocess.Popen``.
@@ -25,15 +28,25 @@ import logging
 from typing import Any, Sequence
 
 from ralp_tf.testbed.base import (BaseTestbed, TestbedConfigError, TestbedError, TestbedInterrupted,
-                                  bytes_delta, max_tasks_for_memory)
+                                  bytes_delta, max_tasks_for_memory, tf_thread_env, usable_cores)
+from ralp_tf.testbed.layout import COLOCATED, DEDICATED, LAYOUTS, MAX_TASKS_PER_HOST, layout_hosts, tasks_of
 from ralp_tf.testbed.loopback import LoopbackTestbed
 from ralp_tf.testbed.netns import Testbed, cleanup_stale, netns_support
 
 __all__ = ["BaseTestbed", "Testbed", "LoopbackTestbed", "TestbedError", "TestbedConfigError",
            "TestbedInterrupted", "bytes_delta", "cleanup_stale", "make_testbed", "netns_support",
-           "max_tasks_for_memory"]
+           "max_tasks_for_memory", "layout_hosts", "tasks_of", "LAYOUTS", "DEDICATED", "COLOCATED",
+           "MAX_TASKS_PER_HOST", "cpu_budget_support", "tf_thread_env", "usable_cores"]
 
 _log = logging.getLogger(__name__)
+
+
+def cpu_budget_support() -> tuple[bool, str]:
+    """(True, "") when testbeds here can give hosts CPU budgets (``host_cpu=``: root and the cgroup
+    v1 CPU controller), else (False, what is missing)."""
+    from ralp_tf.testbed._cgroups import cpu_controller_support
+
+    return cpu_controller_support()
 
 
 def make_testbed(task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
@@ -49,5 +62,6 @@ def make_testbed(task_names: Sequence[str], bandwidth: str | float | int | None 
         raise TestbedError(why)
     _log.warning("%s; falling back to LoopbackTestbed: links are uncapped and byte counts are TCP payload",
                  why)
-    kwargs = {k: v for k, v in kwargs.items() if k in ("prefix", "mem_per_task_gib", "term_grace_s")}
+    kwargs = {k: v for k, v in kwargs.items()
+              if k in ("prefix", "mem_per_task_gib", "term_grace_s", "hosts", "host_cpu", "max_tasks_per_host")}
     return LoopbackTestbed(task_names, bandwidth, ignore_bandwidth=True, **kwargs)

@@ -5,11 +5,12 @@ owner's prefix lock inherited as fd 3. The owner writes lines:
 
 * ``ns NAME``       a namespace it created,
 * ``pgid N``        a process group it started,
+* ``cg PATH``       a CPU group (cgroup v1) it created,
 * ``done``          teardown finished; the reaper exits without doing anything.
 
 When stdin reaches EOF without ``done`` (the owner died), the reaper kills the process groups and
-the processes inside the namespaces, deletes the namespaces and exits. It holds the prefix lock
-until then, so a new testbed with the same prefix waits for it instead of racing it.
+the processes inside the namespaces and CPU groups, deletes the namespaces and groups and exits.
+It holds the prefix lock until then, so a new testbed with the same prefix waits for it instead of racing it.
 """
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the owner must not kill the watchdog
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import _nsops  # noqa: E402  (stdlib-only sibling module)
+    import _cgroups  # noqa: E402  (stdlib-only sibling modules)
+    import _nsops  # noqa: E402
 
     namespaces: list[str] = []
     pgids: list[int] = []
+    groups: list[str] = []
     done = False
     for raw in sys.stdin:
         words = raw.split()
@@ -38,6 +41,8 @@ def main() -> int:
             namespaces.append(words[1])
         elif words[0] == "pgid" and len(words) == 2 and words[1].isdigit():
             pgids.append(int(words[1]))
+        elif words[0] == "cg" and len(words) == 2:
+            groups.append(words[1])
     if done:
         return 0
     for pgid in pgids:
@@ -47,6 +52,11 @@ def main() -> int:
         try:
             _nsops.delete_netns(name)
         except Exception as exc:  # keep going: delete as much as possible
+            print(f"ralp_tf testbed reaper: {exc}", file=sys.stderr)
+    for path in groups:
+        try:
+            _cgroups.remove_group(path)
+        except Exception as exc:
             print(f"ralp_tf testbed reaper: {exc}", file=sys.stderr)
     return 0
 

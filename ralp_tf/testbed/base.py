@@ -23,7 +23,7 @@ from typing import IO, Any, Mapping, Sequence
 from ralp_tf.cluster import format_bandwidth, parse_bandwidth
 from ralp_tf.errors import ClusterConfigError, RalpError
 from ralp_tf.launch import TASK_MEMORY_GIB, available_memory_bytes, max_tasks_for_memory
-from ralp_tf.testbed import _nsops
+from ralp_tf.testbed import _cgroups, _nsops
 
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
 PREFIX = re.compile(r"^[a-z][a-z0-9]{0,11}$")
@@ -81,11 +81,15 @@ def validate_bandwidth(bandwidth: str | float | int | None) -> float:
         raise TestbedConfigError(f"{exc} (testbed link rate)") from None
 
 
-def check_capacity(n_tasks: int, mem_per_task_gib: float, address_limit: int, address_what: str) -> None:
-    """Raise :class:`TestbedConfigError` naming the limit if ``n_tasks`` do not fit."""
-    if n_tasks > address_limit:
-        raise TestbedConfigError(f"{n_tasks} tasks do not fit: {address_what} holds at most {address_limit}; "
-                                 "use fewer tasks or a larger subnet")
+def check_capacity(n_tasks: int, mem_per_task_gib: float, address_limit: int, address_what: str,
+                   n_hosts: int | None = None) -> None:
+    """Raise :class:`TestbedConfigError` naming the limit if ``n_tasks`` tasks on ``n_hosts`` hosts
+    (default: a host per task) do not fit: hosts against ``address_limit``, tasks against memory."""
+    hosts = n_tasks if n_hosts is None else n_hosts
+    if hosts > address_limit:
+        what = "tasks" if n_hosts is None else "hosts"
+        raise TestbedConfigError(f"{hosts} {what} do not fit: {address_what} holds at most {address_limit}; "
+                                 f"use fewer {what} or a larger subnet")
     limit = max_tasks_for_memory(mem_per_task_gib)
     if n_tasks > limit:
         avail = available_memory_bytes() / 2**30
@@ -93,6 +97,50 @@ def check_capacity(n_tasks: int, mem_per_task_gib: float, address_limit: int, ad
             f"{n_tasks} tasks need about {n_tasks * mem_per_task_gib:.1f} GiB ({mem_per_task_gib:g} GiB per "
             f"TensorFlow task) but {avail:.1f} GiB is available: this machine holds at most {limit} tasks. "
             "Use fewer tasks, or pass mem_per_task_gib= if your tasks are smaller")
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask): what every host budget shares."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def validate_host_cpu(host_cpu: float | Mapping[str, float] | None, hosts: Sequence[str]) -> dict[str, float] | None:
+    """Per-host CPU budgets in cores: ``None`` (no budgets), one number for every host, or a mapping
+    naming every host. Each must be at least 0.01 core and all together at most the machine's cores
+    (:func:`usable_cores`), or hosts would take CPU from each other and the figures would lie."""
+    if host_cpu is None:
+        return None
+    if isinstance(host_cpu, Mapping):
+        missing, unknown = [h for h in hosts if h not in host_cpu], [h for h in host_cpu if h not in hosts]
+        if missing or unknown:
+            raise TestbedConfigError(f"host_cpu must name every host exactly: missing {missing}, unknown {unknown} "
+                                     f"(hosts: {list(hosts)}); or pass one number for all")
+        budgets = {h: host_cpu[h] for h in hosts}
+    else:
+        budgets = {h: host_cpu for h in hosts}
+    for h, cores in budgets.items():
+        if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not math.isfinite(cores) \
+                or cores < _cgroups.MIN_CORES:
+            raise TestbedConfigError(f"CPU budget of host {h!r} must be a number of cores >= {_cgroups.MIN_CORES} "
+                                     f"(e.g. 0.5), got {cores!r}")
+    total, cores_here = sum(budgets.values()), usable_cores()
+    if total > cores_here + 1e-9:
+        raise TestbedConfigError(
+            f"host CPU budgets sum to {total:g} cores over {len(budgets)} hosts but this machine has {cores_here}: "
+            "emulated hosts would take CPU from each other and the figures would lie. Give each host at most "
+            f"{cores_here / len(budgets):.3g} cores, or use fewer hosts")
+    return {h: float(c) for h, c in budgets.items()}
+
+
+def tf_thread_env(cores: float) -> dict[str, str]:
+    """TensorFlow thread-pool sizes for a process on a host with ``cores`` CPUs of budget:
+    ``TF_NUM_INTRAOP_THREADS = ceil(cores)`` (at least 1) and ``TF_NUM_INTEROP_THREADS`` = that, at
+    least 2 (one blocked op must not stall the rest). TF reads both when its pools are created."""
+    intra = max(1, math.ceil(cores - 1e-9))
+    return {"TF_NUM_INTRAOP_THREADS": str(intra), "TF_NUM_INTEROP_THREADS": str(max(2, intra))}
 
 
 def _lock_dir() -> str:
@@ -147,6 +195,14 @@ class BaseTestbed:
 
     Subclasses implement ``_build()``, ``_destroy()``, ``host()``, ``_wrap(task, argv)`` and
     ``link_bytes()``.
+
+    Hosts: ``hosts`` maps host names to task names (:mod:`ralp_tf.testbed.layout`); ``None`` is the
+    ``dedicated`` layout, a host per task named like it. ``host_cpu`` gives every host a CPU budget
+    in cores (one number, or ``{host: cores}``): a cgroup v1 CPU group per host, joined by every
+    process started for that host before it runs, and TF thread-pool sizes to match
+    (:func:`tf_thread_env`, unless the caller's ``env`` sets them). Budgets need root and the
+    cgroup v1 CPU controller; without them the constructor raises :class:`TestbedError` naming what
+    is missing.
     """
 
     __test__ = False  # not a pytest test class
@@ -156,11 +212,25 @@ class BaseTestbed:
     bytes_kind: str = "unavailable"
 
     def __init__(self, task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
-                 prefix: str = "ralptb", term_grace_s: float = 5.0) -> None:
+                 prefix: str = "ralptb", term_grace_s: float = 5.0,
+                 hosts: Mapping[str, Sequence[str]] | None = None,
+                 host_cpu: float | Mapping[str, float] | None = None, max_tasks_per_host: int | None = None) -> None:
+        from ralp_tf.testbed.layout import MAX_TASKS_PER_HOST, validate_hosts
+
         self.tasks: list[str] = validate_tasks(task_names)
         self.bandwidth_bps: float = validate_bandwidth(bandwidth)
         self.prefix: str = validate_prefix(prefix)
         self.term_grace_s = term_grace_s
+        #: host name -> its tasks (dedicated layout: ``{task: [task]}``)
+        self.hosts: dict[str, list[str]] = validate_hosts(hosts, self.tasks, max_tasks_per_host or MAX_TASKS_PER_HOST)
+        self._host_of = {t: h for h, members in self.hosts.items() for t in members}
+        #: host name -> CPU budget in cores, or None (no budgets)
+        self.host_cpu: dict[str, float] | None = validate_host_cpu(host_cpu, list(self.hosts))
+        if self.host_cpu is not None:
+            ok, why = _cgroups.cpu_controller_support()
+            if not ok:
+                raise TestbedError(why)
+        self._cpu_groups: dict[str, str] = {}
         self._procs: list[tuple[str, subprocess.Popen]] = []
         self._lock = PrefixLock(self.prefix)
         self._reaper: subprocess.Popen | None = None
@@ -186,6 +256,7 @@ class BaseTestbed:
             self._open = True
             atexit.register(self.close)
             self._start_reaper()
+            self._build_cpu_groups()
             self._build()
         except BaseException:
             self.close()
@@ -204,7 +275,10 @@ class BaseTestbed:
             deferred = self._block_signals()
             try:
                 self._kill_processes()
-                self._destroy()
+                try:
+                    self._destroy()
+                finally:
+                    self._destroy_cpu_groups()
             finally:
                 self._open = False
                 self._stop_reaper()
@@ -218,6 +292,59 @@ class BaseTestbed:
     @property
     def is_open(self) -> bool:
         return self._open
+
+    # ---- hosts and CPU budgets ---------------------------------------------------------------
+
+    @property
+    def layout(self) -> str:
+        """``dedicated`` (a host per task), ``colocated`` (as :func:`~ralp_tf.testbed.layout.layout_hosts`
+        builds it for this testbed's workers and PS tasks) or ``custom``."""
+        from ralp_tf.testbed.layout import COLOCATED, layout_hosts
+
+        if all(members == [h] for h, members in self.hosts.items()):
+            return "dedicated"
+        workers = sum(t.startswith("worker") for t in self.tasks)
+        ps = sum(t.startswith("ps") for t in self.tasks)
+        try:
+            if self.hosts == layout_hosts(workers, ps, COLOCATED, chief="chief" in self.tasks):
+                return COLOCATED
+        except TestbedConfigError:
+            pass
+        return "custom"
+
+    def host_of(self, task: str) -> str:
+        """Name of the host that runs ``task`` (the task's own name in the dedicated layout)."""
+        if task not in self._host_of:
+            raise TestbedConfigError(f"unknown task {task!r}; this testbed has {self.tasks}")
+        return self._host_of[task]
+
+    def cpu_group(self, host: str) -> str | None:
+        """Path of ``host``'s CPU group while the testbed runs (None without budgets)."""
+        return self._cpu_groups.get(host)
+
+    def _build_cpu_groups(self) -> None:
+        if _cgroups.cpu_controller_support()[0]:
+            _cgroups.cleanup_prefix(self.prefix)  # we hold the prefix lock: these are leftovers
+        for host, cores in (self.host_cpu or {}).items():
+            path = _cgroups.group_path(f"{self.prefix}-{host}")
+            self._tell_reaper(f"cg {path}")  # first, so the reaper knows it even if we die right after
+            self._cpu_groups[host] = path
+            try:
+                _cgroups.create_group(f"{self.prefix}-{host}", cores)
+            except _cgroups.CgroupError as exc:
+                raise TestbedError(str(exc)) from None
+
+    def _destroy_cpu_groups(self) -> None:
+        errors = []
+        for host, path in list(self._cpu_groups.items()):
+            try:
+                _cgroups.remove_group(path)
+                del self._cpu_groups[host]
+            except _cgroups.CgroupError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise TestbedError("teardown left CPU groups behind: " + "; ".join(errors)
+                               + f". Run ralp_tf.testbed.cleanup_stale({self.prefix!r})")
 
     # ---- processes ---------------------------------------------------------------------------
 
@@ -237,13 +364,22 @@ class BaseTestbed:
 
         The process gets its own session and process group; teardown signals the whole group, so
         its children go too. ``env`` replaces the environment (``None``: inherit). The returned
-        Popen's pid is the command itself (``ip netns exec`` execs it).
+        Popen's pid is the command itself (``ip netns exec`` execs it). With CPU budgets it joins
+        its host's CPU group before it runs, and ``TF_NUM_INTRAOP_THREADS``/``TF_NUM_INTEROP_THREADS``
+        default to the budget (:func:`tf_thread_env`).
         """
         self._check_task(task)
         argv = [str(a) for a in argv]
         if not argv:
             raise TestbedConfigError("popen needs a command, e.g. [sys.executable, 'script.py']")
-        proc = subprocess.Popen(self._wrap(task, argv), env=None if env is None else dict(env), stdout=stdout,
+        command = self._wrap(task, argv)
+        group = self._cpu_groups.get(self.host_of(task))
+        if group is not None:
+            command = _cgroups.join_argv(group, command)
+            env = dict(os.environ if env is None else env)
+            for key, value in tf_thread_env(self.host_cpu[self.host_of(task)]).items():
+                env.setdefault(key, value)
+        proc = subprocess.Popen(command, env=None if env is None else dict(env), stdout=stdout,
                                 stderr=stderr, stdin=stdin, cwd=cwd, start_new_session=True,
                                 text=text)
         self._procs.append((task, proc))
@@ -376,11 +512,16 @@ class BaseTestbed:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
-        """JSON-ready summary: kind, tasks with hosts, bandwidth, what bytes are counted."""
+        """JSON-ready summary: kind, tasks with their addresses, bandwidth, what bytes are counted,
+        the layout, and per host its address, tasks and CPU budget (``cpu_cores``, None: none)."""
         return {"kind": type(self).__name__, "emulated": self.emulated, "bytes_kind": self.bytes_kind,
                 "bandwidth": format_bandwidth(self.bandwidth_bps) if not math.isinf(self.bandwidth_bps)
                 else "uncapped",
-                "tasks": {t: self.host(t) for t in self.tasks} if self._open else list(self.tasks)}
+                "tasks": {t: self.host(t) for t in self.tasks} if self._open else list(self.tasks),
+                "layout": self.layout,
+                "hosts": {h: {"address": self.host(members[0]) if self._open else None, "tasks": list(members),
+                              "cpu_cores": (self.host_cpu or {}).get(h)} for h, members in self.hosts.items()},
+                "cpu_budgets": self.host_cpu is not None}
 
     def _build(self) -> None:
         raise NotImplementedError
@@ -391,5 +532,5 @@ class BaseTestbed:
 
 def bytes_delta(after: Mapping[str, Mapping[str, int]], before: Mapping[str, Mapping[str, int]]
                 ) -> dict[str, dict[str, int]]:
-    """``after - before`` for two :meth:`link_bytes` snapshots, per task and direction."""
+    """``after - before`` for two :meth:`link_bytes` snapshots, per host link and direction."""
     return {t: {k: int(after[t][k]) - int(before.get(t, {}).get(k, 0)) for k in after[t]} for t in after}

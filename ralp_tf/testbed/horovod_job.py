@@ -20,6 +20,7 @@ finished with identical weights.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import json
 import os
@@ -78,11 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _write_standin(tb: Any, workers: Sequence[str], folder: str) -> str:
-    """Create ``folder/ssh`` (the stand-in) and its host map; returns the folder for PATH."""
-    mapping = {}
+    """Create ``folder/ssh`` (the stand-in) and its host map (address or task -> the host's namespace
+    and, with CPU budgets, its CPU group, so remote ranks run on that host's budget); returns the
+    folder for PATH."""
+    mapping: dict[str, dict[str, str | None]] = {}
     for t in workers:
-        mapping[tb.host(t)] = tb.netns(t)
-        mapping[t] = tb.netns(t)
+        group = tb.cpu_group(tb.host_of(t))
+        target = {"netns": tb.netns(t), "cgroup_procs": os.path.join(group, "cgroup.procs") if group else None}
+        mapping[tb.host(t)] = target
+        mapping[t] = target
     map_path = os.path.join(folder, "hosts.json")
     with open(map_path, "w") as f:
         json.dump(mapping, f)
@@ -123,7 +128,8 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
         if tb.emulated and n > 1:
             _write_standin(tb, workers, tmp)
             env["PATH"] = tmp + os.pathsep + os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-            horovodrun += ["-H", ",".join(f"{tb.host(t)}:1" for t in workers), "--network-interface", "eth0"]
+            slots = collections.Counter(tb.host(t) for t in workers)  # ranks per host address
+            horovodrun += ["-H", ",".join(f"{ip}:{n}" for ip, n in slots.items()), "--network-interface", "eth0"]
         else:  # loopback, or one rank: horovodrun runs it locally (inside that worker's namespace)
             horovodrun += ["-H", f"localhost:{n}"]
         cmd = horovodrun + [sys.executable, "-m", "ralp_tf.testbed.horovod_job"] + jobs.job_argv(args)

@@ -9,8 +9,15 @@ allowed (containers without CAP_SYS_ADMIN, unprivileged users). What it cannot d
   (:meth:`LoopbackTestbed.free_port`);
 * count wire bytes: :meth:`LoopbackTestbed.link_bytes` sums the kernel's per-socket TCP payload
   counters (``ss -ti``: ``bytes_sent``/``bytes_received``) of the *live* TCP sockets of each
-  task's processes. Headers are not included and sockets already closed are missed; hence
-  ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``.
+  host's processes. Headers are not included and sockets already closed are missed; hence
+  ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``;
+* separate hosts: ``hosts=`` is accepted (same host maps as :class:`~ralp_tf.testbed.Testbed`), but
+  every host is 127.0.0.1 and all of them share one uncapped "link", the loopback device. Only
+  the byte counts follow the hosts: they are summed per host, and sockets between two tasks of
+  the same host are left out, as they never reach a host link on the namespace testbed.
+
+CPU budgets (``host_cpu=``) work here too when the process is root and has the cgroup v1 CPU
+controller (they do not need namespaces).
 
 Every process it starts gets the loopback bind shim (``LD_PRELOAD``), so servers that bind the
 wildcard address (TF's gRPC servers, gloo) listen on 127.0.0.1 only.
@@ -42,8 +49,11 @@ class LoopbackTestbed(BaseTestbed):
 
     def __init__(self, task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
                  prefix: str = "ralptb", mem_per_task_gib: float = DEFAULT_MEM_PER_TASK_GIB,
-                 ignore_bandwidth: bool = False, term_grace_s: float = 5.0, **_ignored: object) -> None:
-        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s)
+                 ignore_bandwidth: bool = False, term_grace_s: float = 5.0,
+                 hosts: Mapping[str, Sequence[str]] | None = None, host_cpu: float | Mapping[str, float] | None = None,
+                 max_tasks_per_host: int | None = None, **_ignored: object) -> None:
+        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s, hosts=hosts,
+                         host_cpu=host_cpu, max_tasks_per_host=max_tasks_per_host)
         if not math.isinf(self.bandwidth_bps):
             if not ignore_bandwidth:
                 raise TestbedConfigError(
@@ -51,7 +61,7 @@ class LoopbackTestbed(BaseTestbed):
                     "(root), or pass bandwidth=None / ignore_bandwidth=True to run uncapped")
             self.requested_bandwidth_bps = self.bandwidth_bps
             self.bandwidth_bps = math.inf
-        check_capacity(len(self.tasks), mem_per_task_gib, 1000, "the loopback testbed")
+        check_capacity(len(self.tasks), mem_per_task_gib, 1000, "the loopback testbed", n_hosts=len(self.hosts))
 
     def _build(self) -> None:
         pass
@@ -85,8 +95,10 @@ class LoopbackTestbed(BaseTestbed):
             return s.getsockname()[1]
 
     def link_bytes(self) -> dict[str, dict[str, int]]:
-        """Per task, TCP payload bytes sent (``tx``) and received (``rx``) on the live sockets of
-        the processes it started (and their children). Not wire bytes; see the module docstring."""
+        """Per host (= task in the dedicated layout), TCP payload bytes sent (``tx``) and received
+        (``rx``) on the live sockets of the processes started for its tasks (and their children),
+        leaving out sockets whose peer is a process of the same host. Not wire bytes; see the
+        module docstring."""
         if not self._open:
             raise TestbedError("the testbed is not running")
         if shutil.which("ss") is None:
@@ -96,18 +108,24 @@ class LoopbackTestbed(BaseTestbed):
             for pid in _nsops.session_pids(proc.pid):
                 owner[pid] = task
         out = subprocess.run(["ss", "-tinpH"], capture_output=True, text=True, check=False).stdout
-        counts = {t: {"tx": 0, "rx": 0} for t in self.tasks}
+        counts = {h: {"tx": 0, "rx": 0} for h in self.hosts}
         lines = out.splitlines()
+        sockets = []  # (host, local address, peer address, info line)
         for i, line in enumerate(lines):
             if line.startswith((" ", "\t")):
                 continue
             info = lines[i + 1] if i + 1 < len(lines) and lines[i + 1].startswith((" ", "\t")) else ""
             pids = {int(p) for p in _USERS.findall(line)}
-            tasks = {owner[p] for p in pids if p in owner}
-            if len(tasks) != 1:
+            hosts = {self.host_of(owner[p]) for p in pids if p in owner}
+            fields = line.split()
+            if len(hosts) != 1 or len(fields) < 5:
                 continue
-            task = tasks.pop()
+            sockets.append((hosts.pop(), fields[3], fields[4], info))
+        host_at = {local: host for host, local, _, _ in sockets}
+        for host, _, peer, info in sockets:
+            if host_at.get(peer) == host:
+                continue  # both ends on one host: not link traffic
             m_s, m_r = _SENT.search(info), _RECV.search(info)
-            counts[task]["tx"] += int(m_s.group(1)) if m_s else 0
-            counts[task]["rx"] += int(m_r.group(1)) if m_r else 0
+            counts[host]["tx"] += int(m_s.group(1)) if m_s else 0
+            counts[host]["rx"] += int(m_r.group(1)) if m_r else 0
         return counts

@@ -11,8 +11,8 @@ trains ``--model`` (tf_keras) under its scope on a fixed synthetic batch of ``--
 per worker (global batch ``batch x workers``), times ``--steps`` steps after ``--warmup`` and
 prints ``RALP_JOB result {...}`` like the Horovod job.
 
-Launcher: :func:`run_mwms` starts one worker per task inside the testbed's namespaces (all on
-port 2222 there; distinct free ports on loopback) and returns one record, ``valid`` only if all
+Launcher: :func:`run_mwms` starts one worker per task inside the testbed's namespaces (worker
+*i* on port 2222 + *i*, so workers sharing a host do not collide; distinct free ports on loopback) and returns one record, ``valid`` only if all
 workers end with identical weights.
 """
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
     jobs.check_model_name(model)
     workers = jobs.resolve_workers(tb, workers)
     n = len(workers)
-    ports = [port] * n if tb.emulated else [tb.free_port() for _ in workers]
+    ports = [port + i for i in range(n)] if tb.emulated else [tb.free_port() for _ in workers]
     cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None}

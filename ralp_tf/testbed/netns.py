@@ -1,6 +1,9 @@
-"""The emulated multi-host cluster: one network namespace per task, a bridge, capped links.
+"""The emulated multi-host cluster: one network namespace per host, a bridge, capped links.
 
-Topology (``prefix="ralptb"``, tasks ``worker0``, ``ps0``)::
+A *host* runs one or more tasks (``hosts=``, see :mod:`ralp_tf.testbed.layout`); in the default
+dedicated layout every task is a host of its own, named like it. Below, "task" reads "host".
+
+Topology (``prefix="ralptb"``, tasks ``worker0``, ``ps0``, dedicated)::
 
     ns ralptb-worker0            ns ralptb--switch                ns ralptb-ps0
     lo, eth0 10.231.0.1/24 ══ veth ══ p0 ─┐                  ┌─ p1 ══ veth ══ eth0 10.231.0.2/24, lo
@@ -26,9 +29,9 @@ import os
 import signal
 import socket
 import shutil
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from ralp_tf.testbed import _nsops
+from ralp_tf.testbed import _cgroups, _nsops
 from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, PrefixLock, TestbedConfigError,
                                   TestbedError, check_capacity, validate_prefix)
 
@@ -47,7 +50,8 @@ def netns_support() -> tuple[bool, str]:
 
 def cleanup_stale(prefix: str = "ralptb", *, wait_s: float = 30.0) -> list[str]:
     """Remove leftovers of crashed testbeds with ``prefix``: every namespace ``<prefix>-*`` and its
-    processes (SIGKILL), and their ``/etc/netns`` folders. Returns the names removed.
+    processes (SIGKILL), their ``/etc/netns`` folders, and the CPU groups
+    ``/sys/fs/cgroup/cpu/<prefix>-*`` with their processes. Returns the names (groups as paths).
 
     Waits up to ``wait_s`` for a live owner of the prefix (or its reaper) to finish, then raises
     :class:`TestbedError` rather than destroy a testbed that is in use.
@@ -59,7 +63,10 @@ def cleanup_stale(prefix: str = "ralptb", *, wait_s: float = 30.0) -> list[str]:
     lock = PrefixLock(prefix)
     lock.acquire(wait_s)
     try:
-        return _nsops.cleanup_prefix(prefix)
+        removed = _nsops.cleanup_prefix(prefix)
+        if _cgroups.cpu_controller_support()[0]:
+            removed += _cgroups.cleanup_prefix(prefix)
+        return removed
     finally:
         lock.release()
 
@@ -78,10 +85,14 @@ class Testbed(BaseTestbed):
 
     Args:
         task_names: one name per task, e.g. ``["chief", "worker0", "worker1", "ps0"]``.
+        hosts: host name -> its tasks (:func:`~ralp_tf.testbed.layout.layout_hosts`); all tasks of a
+            host share its namespace ``<prefix>-<host>``, address and capped link. ``None``: the
+            dedicated layout, a host per task named like it (the namespace ``<prefix>-<task>``).
+        host_cpu: CPU budget per host in cores (a number, or ``{host: cores}``); ``None``: no budgets.
         bandwidth: link rate each way (``"100mbit"``, ``"1gbit"``, ``"10gbit"``, bits/s as a number),
             or ``None``/``"uncapped"``.
-        subnet: private IPv4 subnet; task *i* gets its *i*-th host address.
-        prefix: namespace names are ``<prefix>-<task>`` and ``<prefix>--switch``. One live testbed
+        subnet: private IPv4 subnet; host *i* gets its *i*-th host address.
+        prefix: namespace names are ``<prefix>-<host>`` and ``<prefix>--switch``. One live testbed
             per prefix; leftovers with this prefix are removed at start.
         delay: one-way extra latency per link (``"5ms"``). Needs ``tc netem``; where the kernel lacks
             it (as on the project's reference machines) a :class:`TestbedError` says so.
@@ -99,8 +110,10 @@ class Testbed(BaseTestbed):
     def __init__(self, task_names: Sequence[str], bandwidth: str | float | int | None = None, *,
                  subnet: str = "10.231.0.0/24", prefix: str = "ralptb", delay: str | None = None,
                  mem_per_task_gib: float = DEFAULT_MEM_PER_TASK_GIB, hostname_in_hosts: bool = True,
-                 term_grace_s: float = 5.0) -> None:
-        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s)
+                 term_grace_s: float = 5.0, hosts: Mapping[str, Sequence[str]] | None = None,
+                 host_cpu: float | Mapping[str, float] | None = None, max_tasks_per_host: int | None = None) -> None:
+        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s, hosts=hosts,
+                         host_cpu=host_cpu, max_tasks_per_host=max_tasks_per_host)
         try:
             net = ipaddress.ip_network(subnet, strict=False)
         except (ValueError, TypeError) as exc:
@@ -109,12 +122,13 @@ class Testbed(BaseTestbed):
             raise TestbedConfigError(f"subnet {subnet!r} must be a private IPv4 network (e.g. 10.231.0.0/24) so "
                                      "its addresses cannot be confused with real hosts")
         self.subnet = net
-        hosts = list(net.hosts()) if net.num_addresses <= 65536 else None
-        limit = len(hosts) if hosts is not None else 65534
+        limit = min(net.num_addresses - 2, 65534)
         check_capacity(len(self.tasks), mem_per_task_gib, min(limit, 250),
-                       f"subnet {net} (and the one-bridge topology, 250 ports)")
-        self._ips = {t: str(hosts[i] if hosts is not None else net.network_address + 1 + i)
-                     for i, t in enumerate(self.tasks)}
+                       f"subnet {net} (and the one-bridge topology, 250 ports)", n_hosts=len(self.hosts))
+        addresses = list(net.hosts()) if net.num_addresses <= 65536 else None
+        #: host name -> its IPv4 address
+        self._ips = {h: str(addresses[i] if addresses is not None else net.network_address + 1 + i)
+                     for i, h in enumerate(self.hosts)}
         self.delay_ms = self._parse_delay(delay)
         self.hostname_in_hosts = hostname_in_hosts
         self.switch_ns = f"{self.prefix}-{SWITCH}"
@@ -147,26 +161,38 @@ class Testbed(BaseTestbed):
     # ---- names -------------------------------------------------------------------------------
 
     def netns(self, task: str) -> str:
-        """Name of ``task``'s network namespace (for ``ip netns exec``)."""
-        if task not in self.tasks:
-            raise TestbedConfigError(f"unknown task {task!r}; this testbed has {self.tasks}")
-        return f"{self.prefix}-{task}"
+        """Name of the network namespace of ``task``'s host (for ``ip netns exec``)."""
+        return self.host_netns(self.host_of(task))
 
-    def port_name(self, task: str) -> str:
-        return f"p{self.tasks.index(task)}"
+    def host_netns(self, host: str) -> str:
+        """Name of host ``host``'s network namespace, ``<prefix>-<host>``."""
+        if host not in self.hosts:
+            raise TestbedConfigError(f"unknown host {host!r}; this testbed has hosts {list(self.hosts)}")
+        return f"{self.prefix}-{host}"
+
+    def port_name(self, host: str) -> str:
+        """The switch port of ``host``'s link (a task name works too: its host's port)."""
+        if host not in self.hosts:
+            host = self.host_of(host)
+        return f"p{list(self.hosts).index(host)}"
 
     def host(self, task: str) -> str:
-        """The task's IPv4 address (reachable only from the testbed's namespaces)."""
-        if task not in self.tasks:
-            raise TestbedConfigError(f"unknown task {task!r}; this testbed has {self.tasks}")
-        return self._ips[task]
+        """The IPv4 address of ``task``'s host (reachable only from the testbed's namespaces); tasks
+        of one host share it, so they need distinct ports."""
+        return self._ips[self.host_of(task)]
+
+    def host_address(self, host: str) -> str:
+        """The IPv4 address of host ``host``."""
+        if host not in self.hosts:
+            raise TestbedConfigError(f"unknown host {host!r}; this testbed has hosts {list(self.hosts)}")
+        return self._ips[host]
 
     def task_of_host(self, ip: str) -> str:
-        """The task whose address is ``ip``."""
-        for t, a in self._ips.items():
+        """The first task of the host whose address is ``ip`` (the task itself in the dedicated layout)."""
+        for h, a in self._ips.items():
             if a == ip:
-                return t
-        raise TestbedConfigError(f"no task has address {ip!r}; addresses are {self._ips}")
+                return self.hosts[h][0]
+        raise TestbedConfigError(f"no host has address {ip!r}; addresses are {self._ips}")
 
     # ---- build / destroy ---------------------------------------------------------------------
 
@@ -188,19 +214,19 @@ class Testbed(BaseTestbed):
                        "forward_delay", "0"])
             _nsops.sh(["ip", "-n", sw, "link", "set", "br0", "up"])
             plen = self.subnet.prefixlen
-            for i, task in enumerate(self.tasks):
-                ns, port = self.netns(task), f"p{i}"
+            for i, host in enumerate(self.hosts):
+                ns, port = self.host_netns(host), f"p{i}"
                 self._add_ns(ns)
                 _nsops.sh(["ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", port,
                            "netns", sw])
-                _nsops.sh(["ip", "-n", ns, "addr", "add", f"{self._ips[task]}/{plen}", "dev", "eth0"])
-                self.offloads[task] = _nsops.in_netns(ns, lambda: _nsops.disable_offloads(["eth0"]))
+                _nsops.sh(["ip", "-n", ns, "addr", "add", f"{self._ips[host]}/{plen}", "dev", "eth0"])
+                self.offloads[host] = _nsops.in_netns(ns, lambda: _nsops.disable_offloads(["eth0"]))
                 self.offloads[f"switch:{port}"] = _nsops.in_netns(sw, lambda p=port: _nsops.disable_offloads([p]))
                 _nsops.sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
                 _nsops.sh(["ip", "-n", sw, "link", "set", port, "master", "br0", "up"])
                 self._shape(ns, "eth0")
                 self._shape(sw, port)
-                self._write_hosts(task)
+                self._write_hosts(host)
         except _nsops.NsOpError as exc:
             raise TestbedError(f"building the testbed failed: {exc}") from None
         self._check_offloads()
@@ -244,12 +270,16 @@ class Testbed(BaseTestbed):
             raise TestbedError(f"could not turn segmentation offload off on {sorted(bad)}: byte counts would "
                                "not be wire bytes")
 
-    def _write_hosts(self, task: str) -> None:
+    def _names(self, host: str) -> str:
+        """The names of ``host`` in /etc/hosts: the host name and its tasks' names, tab-separated."""
+        return "\t".join(dict.fromkeys([host] + self.hosts[host]))
+
+    def _write_hosts(self, host: str) -> None:
         if not self.hostname_in_hosts:
             return
-        d = os.path.join(_nsops.ETC_NETNS_DIR, self.netns(task))
-        lines = ["127.0.0.1\tlocalhost", f"{self._ips[task]}\t{socket.gethostname()}\t{task}"]
-        lines += [f"{ip}\t{t}" for t, ip in self._ips.items() if t != task]
+        d = os.path.join(_nsops.ETC_NETNS_DIR, self.host_netns(host))
+        lines = ["127.0.0.1\tlocalhost", f"{self._ips[host]}\t{socket.gethostname()}\t{self._names(host)}"]
+        lines += [f"{ip}\t{self._names(h)}" for h, ip in self._ips.items() if h != host]
         try:
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "hosts"), "w") as f:
@@ -278,8 +308,9 @@ class Testbed(BaseTestbed):
     # ---- measurement -------------------------------------------------------------------------
 
     def link_stats(self) -> dict[str, dict[str, int]]:
-        """Per task: ``tx``/``rx`` bytes and packets of its link, plus ``rx_dropped`` (frames the
-        switch-side cap's queue dropped), read from the switch ports' counters in one call."""
+        """Per host link (keyed by host name; = task name in the dedicated layout): ``tx``/``rx`` bytes
+        and packets, plus ``rx_dropped`` (frames the switch-side cap's queue dropped), read from the
+        switch ports' counters in one call. Traffic between tasks of one host never reaches it."""
         if not self._open:
             raise TestbedError("the testbed is not running")
         out = _nsops.sh(["ip", "-n", self.switch_ns, "-s", "-j", "link", "show"]).stdout
@@ -287,16 +318,17 @@ class Testbed(BaseTestbed):
         q = json.loads(_nsops.sh(["tc", "-n", self.switch_ns, "-s", "-j", "qdisc", "show"]).stdout or "[]")
         qdrops = {d.get("dev"): int(d.get("drops", 0)) for d in q if d.get("root")}
         stats: dict[str, dict[str, int]] = {}
-        for task in self.tasks:
-            port = by_port[self.port_name(task)]
+        for host in self.hosts:
+            port = by_port[self.port_name(host)]
             s = port.get("stats64") or port["stats"]
-            stats[task] = {"tx": int(s["rx"]["bytes"]), "rx": int(s["tx"]["bytes"]),
+            stats[host] = {"tx": int(s["rx"]["bytes"]), "rx": int(s["tx"]["bytes"]),
                            "tx_packets": int(s["rx"]["packets"]), "rx_packets": int(s["tx"]["packets"]),
-                           "rx_dropped": qdrops.get(self.port_name(task), 0)}
+                           "rx_dropped": qdrops.get(self.port_name(host), 0)}
         return stats
 
     def link_bytes(self) -> dict[str, dict[str, int]]:
-        """Exact wire bytes per link since the testbed started: ``{task: {"tx": n, "rx": n}}``, where
-        ``tx`` is what the task sent onto its link and ``rx`` what the link delivered to it (Ethernet
-        frames, headers included). Use :func:`~ralp_tf.testbed.bytes_delta` for an interval."""
+        """Exact wire bytes per host link since the testbed started: ``{host: {"tx": n, "rx": n}}``
+        (host = task in the dedicated layout), where ``tx`` is what the host's tasks sent onto its
+        link and ``rx`` what the link delivered to them (Ethernet frames, headers included). Use
+        :func:`~ralp_tf.testbed.bytes_delta` for an interval."""
         return {t: {"tx": s["tx"], "rx": s["rx"]} for t, s in self.link_stats().items()}

@@ -5,8 +5,8 @@ Command line (run inside namespaces by :func:`measure`)::
     python -m ralp_tf.testbed.netperf server --port 5201 [--timeout 30]
     python -m ralp_tf.testbed.netperf client --host 10.231.0.2 --port 5201 --bytes 20000000 [--seconds 10]
 
-Each side prints one JSON line. The server reports the payload it received and the time from its
-first to its last byte (``mbit_s`` is payload goodput, so about 4-5% below the link rate because
+Each side prints one JSON line. The server reports the payload it received, the wall-clock times
+of its first and last byte (``first_t``/``last_t``) and the time between them (``mbit_s`` is payload goodput, so about 4-5% below the link rate because
 of TCP/IP/Ethernet headers).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import socket
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
 CHUNK = 1 << 16
 
@@ -42,7 +42,10 @@ def serve(port: int, timeout: float, host: str = "0.0.0.0") -> dict[str, Any]:
                 total += len(data)
                 last = now
     secs = (last - first) if first is not None and last is not None else 0.0
-    return {"bytes": total, "seconds": secs, "mbit_s": (total * 8 / secs / 1e6) if secs > 0 else None}
+    now_wall, now_mono = time.time(), time.monotonic()
+    first_t, last_t = ((now_wall - (now_mono - t)) if t is not None else None for t in (first, last))
+    return {"bytes": total, "seconds": secs, "mbit_s": (total * 8 / secs / 1e6) if secs > 0 else None,
+            "first_t": first_t, "last_t": last_t}
 
 
 def send(host: str, port: int, nbytes: int, seconds: float, connect_timeout: float = 10.0) -> dict[str, Any]:
@@ -70,33 +73,54 @@ def send(host: str, port: int, nbytes: int, seconds: float, connect_timeout: flo
 def measure(tb: Any, src: str, dst: str, nbytes: int = 20_000_000, seconds: float = 10.0,
             port: int = 5201) -> dict[str, Any]:
     """Send up to ``nbytes`` (or for at most ``seconds``) from task ``src`` to task ``dst`` of testbed
-    ``tb``; returns the server's figures plus ``link`` (:func:`bytes_delta` of ``tb.link_bytes()``
-    over the transfer, or None where the testbed cannot count)."""
+    ``tb``; returns the server's figures plus ``client`` and ``link`` (:func:`bytes_delta` of
+    ``tb.link_bytes()`` over the transfer, keyed by host, or None where the testbed cannot count)."""
+    both = measure_concurrent(tb, [(src, dst)], nbytes, seconds, port)
+    return {**both["streams"][0], "link": both["link"]}
+
+
+def measure_concurrent(tb: Any, pairs: Sequence[tuple[str, str]], nbytes: int = 20_000_000, seconds: float = 10.0,
+                       port: int = 5201) -> dict[str, Any]:
+    """One stream per ``(src, dst)`` task pair, all at once (stream *i*'s server on ``port + i``):
+    ``{"streams": [server figures + "client", ...], "link": per-host bytes_delta or None,
+    "seconds": first byte to last byte over all streams, "mbit_s": total payload goodput}``. Two
+    tasks of one host sending at once share that host's capped link."""
     from ralp_tf.testbed.base import TestbedError, bytes_delta
 
-    if not tb.emulated:
-        port = tb.free_port()
+    ports = [port + i if tb.emulated else tb.free_port() for i in range(len(pairs))]
     before = tb.link_bytes() if tb.emulated else None
-    server = tb.popen(dst, [sys.executable, "-m", "ralp_tf.testbed.netperf", "server", "--port", str(port),
-                            "--timeout", str(seconds + 20)], stdout=-1, stderr=-1, text=True)
+    servers = []
     try:
-        line = server.stdout.readline()
-        if not line.startswith("{"):
-            raise TestbedError(f"netperf server on {dst} failed: {line}{server.stderr.read()[-1000:]}")
-        client = tb.run(src, [sys.executable, "-m", "ralp_tf.testbed.netperf", "client", "--host", tb.host(dst),
-                              "--port", str(port), "--bytes", str(nbytes), "--seconds", str(seconds)],
-                        timeout=seconds + 30, check=True)
-        out, err = server.communicate(timeout=30)
+        for (src, dst), p in zip(pairs, ports):
+            server = tb.popen(dst, [sys.executable, "-m", "ralp_tf.testbed.netperf", "server", "--port", str(p),
+                                    "--timeout", str(seconds + 20)], stdout=-1, stderr=-1, text=True)
+            servers.append(server)
+            line = server.stdout.readline()
+            if not line.startswith("{"):
+                raise TestbedError(f"netperf server on {dst} failed: {line}{server.stderr.read()[-1000:]}")
+        clients = [tb.popen(src, [sys.executable, "-m", "ralp_tf.testbed.netperf", "client", "--host", tb.host(dst),
+                                  "--port", str(p), "--bytes", str(nbytes), "--seconds", str(seconds)],
+                            stdout=-1, stderr=-1, text=True) for (src, dst), p in zip(pairs, ports)]
+        streams = []
+        for (src, dst), client, server in zip(pairs, clients, servers):
+            c_out, c_err = client.communicate(timeout=seconds + 30)
+            if client.returncode != 0:
+                raise TestbedError(f"netperf client on {src} exited {client.returncode}: {c_err[-1000:]}")
+            out, err = server.communicate(timeout=30)
+            if server.returncode != 0:
+                raise TestbedError(f"netperf server on {dst} exited {server.returncode}: {err[-1000:]}")
+            streams.append({**json.loads(out.strip().splitlines()[-1]),
+                            "client": json.loads(c_out.strip().splitlines()[-1])})
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    if server.returncode != 0:
-        raise TestbedError(f"netperf server on {dst} exited {server.returncode}: {err[-1000:]}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["client"] = json.loads(client.stdout.strip().splitlines()[-1])
-    result["link"] = bytes_delta(tb.link_bytes(), before) if before is not None else None
-    return result
+        for server in servers:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+    timed = [st for st in streams if st["first_t"] is not None]
+    span = max(st["last_t"] for st in timed) - min(st["first_t"] for st in timed) if timed else 0.0
+    total = sum(st["bytes"] for st in streams)
+    return {"streams": streams, "link": bytes_delta(tb.link_bytes(), before) if before is not None else None,
+            "seconds": span, "mbit_s": total * 8 / span / 1e6 if span > 0 else None}
 
 
 def main(argv: list[str] | None = None) -> int:

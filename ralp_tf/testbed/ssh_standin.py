@@ -5,9 +5,11 @@ Horovod starts remote ranks with ``ssh -o ... HOST [-p PORT] [-i FILE] [-o ...] 
 
     python ssh_standin.py MAPFILE <ssh arguments...>
 
-which looks HOST up in MAPFILE (JSON ``{address or task name: namespace}``) and replaces itself
-with ``ip netns exec NAMESPACE sh -c "COMMAND"``: the command runs as root in the target task's
-namespace, with this process's environment (real ssh would start a login shell; Horovod passes
+which looks HOST up in MAPFILE (JSON ``{address or task name: namespace}``, or
+``{...: {"netns": namespace, "cgroup_procs": path or null}}``), joins the target host's CPU group
+when one is given (writes its own PID to ``cgroup.procs``, so the command inherits the host's CPU
+budget, not the caller's) and replaces itself with ``ip netns exec NAMESPACE sh -c "COMMAND"``:
+the command runs as root in the target host's namespace, with this process's environment (real ssh would start a login shell; Horovod passes
 every variable it needs on the command line anyway). Unknown hosts exit 255 like ssh does.
 """
 from __future__ import annotations
@@ -61,10 +63,19 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"ssh stand-in: {exc}", file=sys.stderr)
         return 255
-    ns = mapping.get(host)
-    if ns is None:
+    target = mapping.get(host)
+    if target is None:
         print(f"ssh stand-in: unknown host {host!r}; testbed hosts are {sorted(mapping)}", file=sys.stderr)
         return 255
+    ns = target["netns"] if isinstance(target, dict) else target
+    procs = target.get("cgroup_procs") if isinstance(target, dict) else None
+    if procs:
+        try:
+            with open(procs, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError as exc:
+            print(f"ssh stand-in: cannot join CPU group {procs}: {exc}", file=sys.stderr)
+            return 255
     os.execvp("ip", ["ip", "netns", "exec", ns, "sh", "-c", command or "true"])
     return 255  # not reached
 

@@ -2,7 +2,7 @@
 
 Tests that build namespaces need root and iproute2; they are skipped (with the reason) otherwise
 (see tbhelpers.needs_netns). Every test uses its own namespace prefix starting with ``tbt`` and
-the autouse fixture checks that no namespace with that prefix is left behind.
+the autouse fixture checks that no namespace or CPU group with that prefix is left behind.
 """
 from __future__ import annotations
 
@@ -10,19 +10,22 @@ import os
 
 import pytest
 
-from ralp_tf.testbed import _nsops
-from tbhelpers import tbt_namespaces
+from ralp_tf.testbed import _cgroups, _nsops
+from tbhelpers import tbt_cpu_groups, tbt_namespaces
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers():
-    """Fail a test that leaves a ``tbt*`` namespace behind (and remove it)."""
+    """Fail a test that leaves a ``tbt*`` namespace or CPU group behind (and remove it)."""
     yield
     left = tbt_namespaces()
-    if left:
-        for n in left:
-            _nsops.delete_netns(n)
-        pytest.fail(f"namespaces left behind: {left}")
+    groups = tbt_cpu_groups()
+    for n in left:
+        _nsops.delete_netns(n)
+    for g in groups:
+        _cgroups.remove_group(g)
+    if left or groups:
+        pytest.fail(f"left behind: namespaces {left}, CPU groups {groups}")
 
 
 @pytest.fixture

@@ -3,29 +3,12 @@ from __future__ import annotations
 
 import math
 import shutil
-import textwrap
 
 import pytest
 
 from ralp_tf.testbed import LoopbackTestbed
 from ralp_tf.testbed.netperf import measure
-from tbhelpers import PY, pid_alive
-
-SERVER = textwrap.dedent("""
-    import socket, sys, time
-    s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
-    print("ready", flush=True)
-    c, _ = s.accept(); n = 0
-    while n < int(sys.argv[2]):
-        n += len(c.recv(65536))
-    print("got", n, flush=True); time.sleep(600)
-""")
-CLIENT = textwrap.dedent("""
-    import socket, sys, time
-    c = socket.create_connection(("127.0.0.1", int(sys.argv[1]))); c.sendall(b"x" * int(sys.argv[2]))
-    print("sent", flush=True); time.sleep(600)
-""")
-
+from tbhelpers import CLIENT, PY, SERVER, pid_alive
 
 def test_loopback_api_and_counts():
     with LoopbackTestbed(["worker0", "ps0"], None, prefix="tbtlo") as tb:

@@ -13,7 +13,7 @@ import pytest
 
 from ralp_tf.testbed import Testbed, TestbedError, cleanup_stale
 from polling import wait_until
-from tbhelpers import PY, needs_netns, pid_alive, tbt_namespaces
+from tbhelpers import PY, needs_netns, pid_alive, start_owner, tbt_namespaces
 
 pytestmark = [needs_netns, pytest.mark.needs_root]
 
@@ -34,13 +34,7 @@ OWNER = textwrap.dedent("""
 
 
 def _start_owner(prefix: str, env: dict) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen([PY, "-c", OWNER, prefix], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    line = proc.stdout.readline()
-    if not line:
-        proc.kill()
-        pytest.fail(f"owner did not start: {proc.stderr.read()[-2000:]}")
-    return proc, json.loads(line)
+    return start_owner(OWNER, prefix, env)
 
 
 def _ns_pids(prefix: str) -> list[int]:
