@@ -366,3 +366,81 @@ def test_killed_bench_leaves_nothing(sig, tmp_path):
         time.sleep(1)
     assert _namespaces(prefix) == []
     assert [p for p in tasks if _alive(p)] == []
+
+
+# ------------------------------------------------------------------------------------------
+# layouts and per-host CPU budgets (issue 10)
+
+
+def _config(argv: list[str]) -> "bench.BenchConfig":
+    import argparse
+
+    from ralp_tf.bench.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return bench.config_from_args(parser.parse_args(["bench", *argv]), argv)
+
+
+def test_layout_and_host_cpu_config(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # the reference machine: 2 cores
+    cfg = _config(["--quick", "--layout", "colocated", "--host-cpu", "1"])
+    (cell,) = cfg.cells
+    assert cfg.layout == "colocated" and cfg.host_cpu == 1.0 and cell.num_ps == 2
+    assert cell.hosts == {"host0": ["chief", "worker0", "ps0"], "host1": ["worker1", "ps1"]}
+    assert cell.key == "small_cnn/w2/1gbit" and sorted(cell.tasks) == ["chief", "ps0", "ps1", "worker0", "worker1"]
+    dedicated = _config(["--quick"]).cells[0]
+    assert dedicated.layout == "dedicated" and dedicated.num_ps == 1 and len(dedicated.hosts) == 4
+    with pytest.raises(bench.BenchConfigError, match=r"--host-cpu 0\.75 x 4 hosts .* use --host-cpu 0\.5"):
+        _config(["--quick", "--host-cpu", "0.75"])
+    with pytest.raises(bench.BenchConfigError, match="--host-cpu must be a number of cores >= 0.01"):
+        _config(["--quick", "--host-cpu", "0"])
+
+
+def test_bad_layout_is_one_line_exit_2(tmp_path):
+    r = _bench(["--layout", "ring", "--out-dir", str(tmp_path)], timeout=60)
+    assert r.returncode == 2 and "invalid choice: 'ring'" in r.stderr, r.stderr
+
+
+def test_bytes_per_host_link_and_layout_in_json():
+    runs = [{"valid": True, "steps": 2, "samples_per_s": s, "link_bytes": {"host0": {"tx": tx, "rx": 10},
+                                                                          "host1": {"tx": 4, "rx": tx}}}
+            for s, tx in ((100.0, 200), (110.0, 400), (120.0, 600))]
+    m = bench.summarize_strategy(runs, 3)
+    assert m["link_bytes_per_step"] == {"host0": {"tx": 200.0, "rx": 5.0}, "host1": {"tx": 2.0, "rx": 200.0}}
+    assert bench.StrategySummary.from_dict(m).to_dict() == m
+    from ralp_tf.bench.records import CellRecord
+    from ralp_tf.bench.report import strategy_json
+
+    cell = {"model": "m", "workers": 2, "bandwidth": "1gbit", "key": "m/w2/1gbit", "status": "ok",
+            "strategies": {"ps": m}, "layout": "colocated", "hosts": {"host0": ["worker0", "ps0"]},
+            "host_cpu": {"host0": 0.5}, "num_ps": 2, "testbed": {"bytes_kind": "wire"}}
+    assert CellRecord.from_dict(cell).to_dict() == cell
+    out = strategy_json({"cells": [cell], "config": {"strategies": ["ps"]}})["ps"]
+    assert out["layout"] == "colocated" and out["host_cpu"] == {"host0": 0.5}
+    assert out["link_bytes_per_step"]["host0"]["tx"] == 200.0
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.integration
+def test_quick_colocated_with_host_budgets(tmp_path):
+    """Every strategy of the quick cell on 2 colocated hosts (worker i + PS i, chief on host 0), each
+    host capped at 1 core; bytes reported per host link."""
+    from ralp_tf.testbed import cpu_budget_support
+
+    budget = ["--host-cpu", "1"] if cpu_budget_support()[0] else []
+    # ralp is left out: with one PS per host its plan may partition a layer's storage, which the
+    # applier does not apply yet (issue 10 item 2, in progress); the layout is what this test pins.
+    r = _bench(["--quick", "--json", "--layout", "colocated", *budget, "--strategies", "ps,allreduce",
+                "--out-dir", str(tmp_path), "--prefix", "rbtqc"], timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = _last_json(r.stdout)
+    _check_cell_json(out, ["ps", "allreduce"])
+    for s in ("ps", "allreduce"):
+        assert out[s]["valid"] and out[s]["layout"] == "colocated", out[s]
+        assert set(out[s]["hosts"]) == {"host0", "host1"} and set(out[s]["link_bytes_per_step"]) == {"host0", "host1"}
+        assert out[s]["host_cpu"] == {"host0": 1.0 if budget else None, "host1": 1.0 if budget else None}
+    doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
+    assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
+    assert _namespaces("rbtqc") == []

@@ -57,6 +57,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--prefix", default="rbench", help="namespace prefix of the testbed (default rbench)")
     p.add_argument("--testbed", choices=("auto", "netns", "loopback"), default="auto",
                    help="netns (root), loopback (uncapped), or auto: netns where possible (default)")
+    p.add_argument("--layout", choices=("dedicated", "colocated"), default="dedicated",
+                   help="hosts: dedicated (every task on a host of its own, 1 PS; default) or colocated (host i runs "
+                        "worker i and PS i, the chief on host 0); every strategy runs on the same hosts")
+    p.add_argument("--host-cpu", type=float, default=None, metavar="CORES",
+                   help="CPU budget of every emulated host in cores (cgroup v1 quota, root; the sum over a cell's "
+                        "hosts must fit this machine's cores). Default: no budgets")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

@@ -3,12 +3,17 @@ parsers and :func:`config_from_args`.
 
 **Matrix.** Cells are ``model x workers x bandwidth`` (default: the four built-in benchmark
 models x {1, 2, 3} workers x {100mbit, 1gbit, uncapped}; ``--cell MODEL:WORKERS:BW`` adds single
-cells), always with 1 PS task.
+cells), with 1 PS task in the ``dedicated`` layout (every task on a host of its own, today's layout)
+or one PS per worker in the ``colocated`` layout (``--layout colocated``: host *i* runs worker *i*
+and PS *i*, the chief on host 0; :mod:`ralp_tf.testbed.layout`). ``--host-cpu CORES`` gives every
+emulated host that CPU budget (a cgroup v1 quota; every strategy of a cell runs on the same hosts,
+links and budgets).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import Sequence
@@ -40,13 +45,28 @@ class BenchConfigError(ValidationError):
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One matrix cell: ``workers`` workers and 1 PS training ``model`` over ``bandwidth`` links."""
+    """One matrix cell: ``workers`` workers and :attr:`num_ps` PS tasks training ``model`` over
+    ``bandwidth`` links, on the hosts of ``layout``."""
 
     model: str
     workers: int
     bandwidth: str  # canonical text, e.g. "100mbit", "1gbit", "uncapped"
     #: strategies of this cell only (``--cell M:W:BW:s1+s2``); None: the run's ``--strategies``
     strategies: tuple[str, ...] | None = None
+    #: ``dedicated`` (a host per task, 1 PS) or ``colocated`` (host i: worker i + PS i, chief on host 0)
+    layout: str = "dedicated"
+
+    @property
+    def num_ps(self) -> int:
+        """PS tasks: 1 (``NUM_PS``) when dedicated, one per worker host when colocated."""
+        return self.workers if self.layout == "colocated" else NUM_PS
+
+    @property
+    def hosts(self) -> dict[str, list[str]]:
+        """The testbed's host map (host name -> tasks), :func:`ralp_tf.testbed.layout.layout_hosts`."""
+        from ralp_tf.testbed.layout import layout_hosts
+
+        return layout_hosts(self.workers, self.num_ps, self.layout)
 
     @property
     def key(self) -> str:
@@ -56,7 +76,7 @@ class Cell:
     @property
     def tasks(self) -> list[str]:
         """The testbed's tasks: ``chief``, ``worker0..``, ``ps0..``."""
-        return ["chief"] + [f"worker{i}" for i in range(self.workers)] + [f"ps{i}" for i in range(NUM_PS)]
+        return ["chief"] + [f"worker{i}" for i in range(self.workers)] + [f"ps{i}" for i in range(self.num_ps)]
 
     @property
     def bandwidth_bps(self) -> float:
@@ -88,6 +108,8 @@ class BenchConfig:
     json_out: bool = False
     quick: bool = False
     command: str = ""
+    layout: str = "dedicated"  # dedicated | colocated
+    host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
 
 
 def _split(text: str | Sequence[str] | None) -> list[str]:
@@ -179,6 +201,26 @@ def parse_cell(text: str) -> Cell:
     return Cell(parse_models(parts[0])[0], parse_workers(parts[1])[0], parse_bandwidths(parts[2])[0], strategies)
 
 
+def check_layout(cells: Sequence[Cell], host_cpu: float | None) -> None:
+    """Every cell's tasks fit in memory and, with ``--host-cpu``, its hosts' budgets fit in this
+    machine's cores; raises :class:`BenchConfigError` naming the cell and the fix."""
+    from ralp_tf.testbed import max_tasks_for_memory, usable_cores
+
+    if host_cpu is not None and not (math.isfinite(host_cpu) and host_cpu >= 0.01):
+        raise BenchConfigError(f"--host-cpu must be a number of cores >= 0.01 (e.g. 0.5), got {host_cpu}")
+    limit, cores = max_tasks_for_memory(MEM_PER_TASK_GIB), usable_cores()
+    for c in cells:
+        if len(c.tasks) > limit:
+            raise BenchConfigError(f"cell {c.key} ({c.layout}) needs {len(c.tasks)} TensorFlow tasks "
+                                   f"(~{MEM_PER_TASK_GIB:g} GiB each) but at most {limit} fit in the memory available "
+                                   "now; use fewer workers")
+        if host_cpu is not None and host_cpu * len(c.hosts) > cores + 1e-9:
+            raise BenchConfigError(
+                f"--host-cpu {host_cpu:g} x {len(c.hosts)} hosts (cell {c.key}, {c.layout} layout: "
+                f"{', '.join(c.hosts)}) = {host_cpu * len(c.hosts):g} cores, more than the {cores} cores here; "
+                f"use --host-cpu {math.floor(cores / len(c.hosts) * 100) / 100:g} or fewer workers")
+
+
 def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None) -> BenchConfig:
     """Validate the parsed arguments (raising :class:`BenchConfigError` with the fix) and build
     the run's :class:`BenchConfig`."""
@@ -199,12 +241,16 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
         repeats = args.repeats if args.repeats is not None else 3
         steps, warmup = args.steps, args.warmup
     cells = [Cell(m, w, b) for m in models for w in workers for b in bws]
+    layout = getattr(args, "layout", None) or "dedicated"
+    host_cpu = getattr(args, "host_cpu", None)
     for c in explicit_cells:
         same = [i for i, x in enumerate(cells) if (x.model, x.workers, x.bandwidth) == (c.model, c.workers, c.bandwidth)]
         if same:
             cells[same[0]] = c
         else:
             cells.append(c)
+    cells = [dataclasses.replace(c, layout=layout) for c in cells]
+    check_layout(cells, host_cpu)
     for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps")):
         check_int(value, flag, error=BenchConfigError)
     for value, flag in ((steps, "--steps"), (warmup, "--warmup"), (args.min_steps, "--min-steps")):
@@ -228,4 +274,4 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        max_steps=args.max_steps, prefix=args.prefix, testbed=args.testbed,
                        scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
                        report=report, json_out=args.json, quick=args.quick,
-                       command="ralp-tf bench " + " ".join(argv or []))
+                       command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ralp_tf._procutil import die_with_parent
-from ralp_tf.bench.config import NUM_PS, BenchError, Cell
+from ralp_tf.bench.config import BenchError, Cell
 
 if TYPE_CHECKING:
     from ralp_tf.cluster import Cluster
@@ -75,10 +75,10 @@ def compute_scale(workers: int) -> float:
 
 
 def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
-    """The local cluster of ``cell`` (its workers, 1 PS) with links at ``bandwidth_bps``."""
+    """The local cluster of ``cell`` (its workers and PS tasks) with links at ``bandwidth_bps``."""
     from ralp_tf.cluster import Cluster
 
-    return Cluster.local(cell.workers, NUM_PS, bandwidth=bandwidth_bps)
+    return Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps)
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,

@@ -129,6 +129,8 @@ class StrategySummary:
     invalid_reason: str | None = None
     log_tail: str | None = None
     speedup_vs_ps: float | None = None
+    #: per host link and direction, median bytes per global step over the valid runs (of ``bytes_kind``)
+    link_bytes_per_step: dict[str, dict[str, float]] | None = None
 
     @classmethod
     def skipped(cls, reason: str) -> StrategySummary:
@@ -152,6 +154,7 @@ class StrategySummary:
         self.spread = (max(sps) - min(sps)) / statistics.median(sps) if len(sps) > 1 else None
         self.step_error = _rel_err(self.measured_step_s, self.predicted_step_s)
         self.bytes_error = _rel_err(self.bytes_per_step, self.predicted_bytes_per_step)
+        self.link_bytes_per_step = _link_medians(ok)
         bad = [r for r in runs if not r.valid]
         if bad:
             self.invalid_reason = "; ".join(sorted({"invalid" if r.invalid_reason is None else str(r.invalid_reason) for r in bad}))
@@ -180,9 +183,23 @@ class StrategySummary:
                 "valid", "valid_runs", "n_runs", "samples_per_s_all", "spread", "step_error", "bytes_error")})
             if self.invalid_reason is not None:
                 out.update(invalid_reason=self.invalid_reason, log_tail=self.log_tail)
+        if self.link_bytes_per_step is not None:
+            out["link_bytes_per_step"] = self.link_bytes_per_step
         if self.speedup_vs_ps is not None:
             out["speedup_vs_ps"] = self.speedup_vs_ps
         return out
+
+
+def _link_medians(runs: Sequence[RunRecord]) -> dict[str, dict[str, float]] | None:
+    """Per host link and direction, the median over ``runs`` of the timed window's bytes
+    (the launcher's ``link_bytes``) / timed global steps; None when no run counted them."""
+    per_step = [{host: {d: n / r.steps for d, n in dirs.items()} for host, dirs in r.launcher["link_bytes"].items()}
+                for r in runs if isinstance(r.launcher.get("link_bytes"), Mapping) and r.steps]
+    if not per_step:
+        return None
+    hosts = dict.fromkeys(h for run in per_step for h in run)
+    return {h: {d: _median(run[h][d] for run in per_step if h in run)
+                for d in dict.fromkeys(d for run in per_step if h in run for d in run[h])} for h in hosts}
 
 
 def summarize_strategy(runs: Sequence[Mapping[str, Any]], repeats: int) -> dict[str, Any]:
@@ -212,9 +229,16 @@ class CellRecord:
     bench_predictions: dict[str, Any] | None = None
     rejected_label: str | None = None
     wall_s: float | None = None
+    #: ``dedicated`` or ``colocated`` (absent in results written before hosts existed)
+    layout: str | None = None
+    #: host name -> its tasks; every strategy of the cell ran on these hosts
+    hosts: dict[str, list[str]] | None = None
+    num_ps: int | None = None
+    #: host name -> CPU budget in cores (None: no budget)
+    host_cpu: dict[str, float | None] | None = None
 
     _OPTIONAL = ("profile_error", "error", "testbed", "scheduler_plan", "bench_predictions", "rejected_label",
-                 "wall_s")
+                 "wall_s", "layout", "hosts", "num_ps", "host_cpu")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CellRecord:

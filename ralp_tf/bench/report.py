@@ -24,7 +24,10 @@ everything else in this file is written by hand.
 #: Keys of one strategy in the ``--json`` object, in order (docs/bench.md lists their units).
 JSON_KEYS = ("samples_per_s", "bytes_per_step", "predicted_step_s", "measured_step_s", "valid", "status",
              "predicted_bytes_per_step", "step_error", "bytes_error", "speedup_vs_ps", "spread", "valid_runs",
-             "n_runs", "steps", "warmup", "reason", "invalid_reason", "log_tail", "samples_per_s_all")
+             "n_runs", "steps", "warmup", "reason", "invalid_reason", "log_tail", "samples_per_s_all",
+             "link_bytes_per_step")
+#: Keys of the cell (layout, hosts, budgets) repeated in each of its strategies in ``--json``, when recorded.
+JSON_CELL_KEYS = ("layout", "hosts", "host_cpu")
 #: Keys every strategy of the ``--json`` object has (null when unknown).
 JSON_REQUIRED = ("samples_per_s", "bytes_per_step", "predicted_step_s", "measured_step_s")
 
@@ -123,6 +126,7 @@ def strategy_json(doc: Mapping[str, Any]) -> dict[str, Any]:
                 d.setdefault(k, None)
             d["valid"] = bool(st.get("valid"))
             d["bytes_kind"] = cell.get("testbed", {}).get("bytes_kind")
+            d.update({k: cell[k] for k in JSON_CELL_KEYS if k in cell})
             res[s] = d
         return res
 

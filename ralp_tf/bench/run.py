@@ -1,9 +1,11 @@
 """Running the matrix: one testbed per cell, every strategy of the cell on it.
 
-Every cell gets one testbed, ``make_testbed(["chief", "worker0".., "ps0"], bandwidth)`` (network
-namespaces and ``tc tbf`` caps as root, else the uncapped loopback fallback), and every strategy
-of the cell runs on it, on the same model, the same synthetic data and the same per-worker
-batch ``b``:
+Every cell gets one testbed, ``make_testbed(["chief", "worker0".., "ps0"..], bandwidth,
+hosts=cell.hosts, host_cpu=--host-cpu)`` (network namespaces and ``tc tbf`` caps as root, else the
+uncapped loopback fallback; the hosts of ``--layout``; with ``--host-cpu`` a CPU budget per host,
+dropped with a warning where cgroups are unavailable), and every strategy of the cell runs on
+it, on the same hosts, links and budgets, the same model, the same synthetic data and the same
+per-worker batch ``b`` (rings: one rank per worker, i.e. on each worker's host):
 
 =============  =================================================================================
 ``ps``         stock ParameterServerStrategy (:func:`ralp_tf.testbed.ps_job.run_ps`, policy "ps")
@@ -137,6 +139,8 @@ class Bench:
         self.results_path = cfg.out_dir / "results" / f"{cfg.name}.json"
         self.work = Path(tempfile.mkdtemp(prefix="ralp_bench_"))
         self.profiles: dict[str, Any] = {}
+        #: CPU budget per host actually applied (None: none; --host-cpu dropped where cgroups are missing)
+        self.host_cpu, budget_note = self._budget(cfg)
         self.cells: list[CellRecord] = []
         self.doc: dict[str, Any] = {
             "name": cfg.name, "command": cfg.command, "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
@@ -144,10 +148,29 @@ class Bench:
                 "strategies": list(cfg.strategies), "repeats": cfg.repeats, "batch_per_worker": cfg.batch,
                 "steps": cfg.steps or "auto", "warmup": cfg.warmup or "auto", "window_s": cfg.window_s,
                 "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
+                "layout": cfg.layout, "host_cpu": self.host_cpu, "host_cpu_requested": cfg.host_cpu,
                 "scheduler_solver": cfg.scheduler_solver,
                 "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
             "units": dict(UNITS), "cells": self.cells, "complete": False,
         }
+        if budget_note:
+            self.doc["config"]["host_cpu_note"] = budget_note
+
+    def _budget(self, cfg: BenchConfig) -> tuple[float | None, str | None]:
+        """(CPU budget per host to apply, why ``--host-cpu`` was dropped or None). Without root or the
+        cgroup v1 CPU controller the bench runs without budgets and says so (``--testbed netns``
+        raises instead: the user asked for the real thing)."""
+        if cfg.host_cpu is None:
+            return None, None
+        from ralp_tf.testbed import cpu_budget_support
+
+        ok, why = cpu_budget_support()
+        if ok:
+            return cfg.host_cpu, None
+        if cfg.testbed == "netns":
+            raise BenchError(f"--host-cpu: {why}")
+        self.progress.say(f"warning: --host-cpu {cfg.host_cpu:g} ignored, running without CPU budgets: {why}")
+        return None, f"--host-cpu {cfg.host_cpu:g} was requested but not applied: {why}"
 
     def document(self) -> dict[str, Any]:
         """The results document as JSON data (what the results file holds)."""
@@ -211,16 +234,19 @@ class Bench:
         from ralp_tf.testbed import LoopbackTestbed, Testbed, make_testbed
 
         cfg = self.cfg
+        common = {"prefix": cfg.prefix, "mem_per_task_gib": MEM_PER_TASK_GIB, "hosts": cell.hosts,
+                  "host_cpu": self.host_cpu}
         if cfg.testbed == "loopback":
-            return LoopbackTestbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, ignore_bandwidth=True,
-                                   mem_per_task_gib=MEM_PER_TASK_GIB)
+            return LoopbackTestbed(cell.tasks, cell.bandwidth, ignore_bandwidth=True, **common)
         if cfg.testbed == "netns":
-            return Testbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, mem_per_task_gib=MEM_PER_TASK_GIB)
-        return make_testbed(cell.tasks, cell.bandwidth, prefix=cfg.prefix, mem_per_task_gib=MEM_PER_TASK_GIB)
+            return Testbed(cell.tasks, cell.bandwidth, **common)
+        return make_testbed(cell.tasks, cell.bandwidth, **common)
 
     def run_cell(self, cell: Cell, index: int) -> None:
         """Build the cell's testbed and run its strategies on it; a testbed failure marks the cell."""
-        entry = CellRecord(model=cell.model, workers=cell.workers, bandwidth=cell.bandwidth, key=cell.key)
+        entry = CellRecord(model=cell.model, workers=cell.workers, bandwidth=cell.bandwidth, key=cell.key,
+                           layout=cell.layout, hosts=cell.hosts, num_ps=cell.num_ps,
+                           host_cpu={h: self.host_cpu for h in cell.hosts})
         self.cells.append(entry)
         head = f"cell {index + 1}/{len(self.cfg.cells)} {cell.key}"
         try:
@@ -376,7 +402,7 @@ class Bench:
         try:
             if strategy in PS_STRATEGIES:
                 policy = {"ps": "ps", "ralp": "ralp"}.get(strategy, plan_path)
-                launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=NUM_PS, batch=self.cfg.batch,
+                launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
                                   steps=steps, warmup=warmup, timeout=timeout)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
