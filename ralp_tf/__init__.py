@@ -16,7 +16,8 @@ from ralp_tf.errors import (ClusterConfigError, ClusterRuntimeError, KerasVersio
                             PlacementMismatchError, PlanError, RalpError, ValidationError)
 from ralp_tf.launch import LocalCluster
 from ralp_tf.plan import Plan
-from ralp_tf.profiler import LayerProfile, ModelProfile, TensorProfile, profile, register_layer_kind
+from ralp_tf.layer_kinds import register_layer_kind
+from ralp_tf.profiler import LayerProfile, ModelProfile, TensorProfile, profile
 from ralp_tf.verify import verify_placement
 
 __all__ = [

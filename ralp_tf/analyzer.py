@@ -32,7 +32,9 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan
-from ralp_tf.profiler import PS_PLACEABLE_KINDS, RALP_PS_KINDS, ModelProfile
+from ralp_tf.layer_kinds import PS_PLACEABLE_KINDS, RALP_PS_KINDS
+from ralp_tf.profiler import ModelProfile
+from ralp_tf.compression import AUTO, parse_setting
 from ralp_tf.storage import with_balanced_storage
 
 BALANCED = ", balanced storage"
@@ -208,8 +210,13 @@ def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
 
 
 def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
-            partition: bool = False) -> Analysis:
+            partition: bool = False, compression: Any = None) -> Analysis:
     """Price every candidate split and choose one (see the module docstring).
+
+    ``compression``: None (no compression), a setting applied to every candidate (``"fp16"``,
+    ``{"activations": "bf16"}``, see :mod:`ralp_tf.compression`), or ``"auto"``: every candidate
+    is priced with and without fp16 activations and weights, and the faster kept (int8 and
+    top-k are never chosen here).
 
     ``partition`` lets balanced storage split a layer's variables over several PS tasks. The
     cost model prices such plans, but the applier cannot create the shards yet
@@ -235,6 +242,16 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
             for vlabel, vplan in variants:
                 plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
                 candidates.append(Candidate(vlabel + BALANCED, tuple(names), plan, estimate(profile, cluster, plan)))
+    if compression is not None:
+        auto = compression == "auto"
+        setting = AUTO if auto else parse_setting(compression, "analyze(compression=...)")
+        compressed = []
+        for c in candidates:
+            plan = dataclasses.replace(c.plan, compression={"*": setting})
+            compressed.append(Candidate(f"{c.label}, {setting.describe()} on the wire", c.ps_layers, plan,
+                                        estimate(profile, cluster, plan)))
+        candidates = candidates + compressed if auto else compressed
+        baseline = candidates[0]
     split_candidates = [c for c in candidates if c.ps_layers]
     best = min(split_candidates, key=lambda c: c.estimate.step_s) if split_candidates else None
     fastest = min(candidates, key=lambda c: c.estimate.step_s)

@@ -31,9 +31,11 @@ from typing import Any, Callable, Iterator, Protocol
 
 from ralp_tf.analyzer import Analysis
 from ralp_tf.cluster import Cluster
+from ralp_tf.compression import AUTO, parse_setting
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.isolation import outside_strategy
 from ralp_tf.plan import Plan, parse_device
+from ralp_tf.layer_wrappers import compression_of, gpu_call, narrow_weights_call, placed_build, ps_call
 from ralp_tf.profiler import ModelProfile, check_tf_keras_model, profile
 from ralp_tf.tracer import input_specs, leaf_layers
 from ralp_tf.verify import verify_placement
@@ -80,122 +82,6 @@ def _ps_anchors(strategy: Any, tasks: set[int]) -> dict[int, Any]:
     return anchors
 
 
-def _placed_build(layer: Any, strategy: Any, anchor: Any) -> None:
-    original = layer.build
-
-    @functools.wraps(original)
-    def build(*args: Any, **kwargs: Any) -> Any:
-        with strategy.extended.colocate_vars_with(anchor):
-            return original(*args, **kwargs)
-
-    layer.build = build
-
-
-class _CallChain:
-    """Links the calls of one placed layer made while tracing one graph.
-
-    ``tf.GradientTape`` sums the gradients of a variable used by several calls with an ``AddN``
-    that has no device, so it would run on the worker and pull every call's weight gradient
-    over the network. The calls are therefore chained: each call after the first takes a
-    scalar token per trainable variable from the previous call, and its gradient function hands
-    its variable gradients (plus those handed to it) back along the token. Only the first call
-    returns variable gradients to the tape: one gradient per variable, summed on the layer's
-    device. In eager mode nothing is chained: eager ops run on the coordinator anyway.
-    """
-
-    def __init__(self) -> None:
-        self._graph: Any = None
-        self._tokens: list[Any] | None = None
-
-    def previous(self) -> list[Any] | None:
-        import tensorflow as tf
-
-        if tf.executing_eagerly() or self._graph is not tf.compat.v1.get_default_graph():
-            return None
-        return self._tokens
-
-    def record(self, tokens: list[Any]) -> None:
-        import tensorflow as tf
-
-        self._graph, self._tokens = tf.compat.v1.get_default_graph(), tokens
-
-
-def _ps_call(layer: Any, call: Callable[..., Any], device: str) -> Callable[..., Any]:
-    """Wrap a layer's ``call`` so its forward and gradient ops, and the sum of its variables'
-    gradients over all its calls, run on ``device`` (see :class:`_CallChain`)."""
-    import tensorflow as tf
-
-    chain = _CallChain()
-
-    @tf.autograph.experimental.do_not_convert
-    def wrapped(inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        flat_in = tf.nest.flatten(inputs)
-        n_in = len(flat_in)
-        chained = [v for v in layer.trainable_weights] if not tf.executing_eagerly() else []
-        previous = chain.previous() if chained else None
-        carried_in = list(previous or [])
-
-        @tf.custom_gradient
-        def block(*xs: Any) -> Any:
-            with tf.device(device), tf.GradientTape(watch_accessed_variables=True) as tape:
-                for x in xs[:n_in]:
-                    if x.dtype.is_floating:
-                        tape.watch(x)
-                y = call(tf.nest.pack_sequence_as(inputs, list(xs[:n_in])), *args, **kwargs)
-                tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
-            flat_y = tf.nest.flatten(y)
-
-            def grad(*dys: Any, variables: Any = None) -> Any:
-                variables = list(variables or [])
-                dy, carried = list(dys[:len(flat_y)]), list(dys[len(flat_y):])
-                float_idx = [i for i, x in enumerate(xs[:n_in]) if x.dtype.is_floating]
-                with tf.device(device):
-                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables, output_gradients=dy,
-                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-                    var_grads = list(grads[len(float_idx):])
-                    # ParameterServerStrategy wraps variables (CachingVariable): match them by name
-                    slot = {v.name: i for i, v in enumerate(chained)}
-                    totals: list[Any] = [None] * len(chained)
-                    for v, g in zip(variables, var_grads):
-                        i = slot.get(v.name)
-                        if i is None:
-                            continue
-                        c = carried[i] if i < len(carried) else None
-                        has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
-                        totals[i] = g + c if has_carry else g
-                input_grads: list[Any] = [None] * len(xs)
-                for i, g in zip(float_idx, grads[:len(float_idx)]):
-                    input_grads[i] = g
-                if carried_in:
-                    # a later call: hand the variable gradients back to the previous call
-                    for i, total in enumerate(totals):
-                        input_grads[n_in + i] = total
-                    return input_grads, [None if v.name in slot else g for v, g in zip(variables, var_grads)]
-                return input_grads, [totals[slot[v.name]] if v.name in slot else g
-                                     for v, g in zip(variables, var_grads)]
-
-            return (y, tokens), grad
-
-        with tf.device(device):
-            y, tokens = block(*flat_in, *carried_in)
-        if chained:
-            chain.record(list(tokens))
-        return y
-
-    return wrapped
-
-
-def _gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
-    import tensorflow as tf
-
-    @tf.autograph.experimental.do_not_convert
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with tf.device(f"/device:{device_type}:0"):
-            return call(*args, **kwargs)
-
-    return wrapped
-
-
 def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True,
           input_shape: Any = None) -> Any:
     """The placed model under ``strategy`` (see the module docstring).
@@ -239,14 +125,15 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     for path, layer in leaf_layers(placed).items():
         if "build" in layer.__dict__:
             del layer.build  # the colocation wrapper was only needed while building
-        dev = plan.placements.get(path)
-        if dev is None:
-            continue
-        d = parse_device(dev)
+        setting = compression_of(plan, path, layer)
+        d = parse_device(plan.placements.get(path, cluster.worker_device))
         if d.is_ps:
-            layer.call = _ps_call(layer, layer.call, d.canonical())
-        elif d.device_type == "GPU":
-            layer.call = _gpu_call(layer.call, "GPU")
+            layer.call = ps_call(layer, layer.call, d.canonical(), path, setting.activations)
+            continue
+        if setting.weights != "none":
+            layer.call = narrow_weights_call(layer, layer.call, setting.weights, path)
+        if d.device_type == "GPU":
+            layer.call = gpu_call(layer.call, "GPU")
     placed.ralp_plan = plan
     _check_variable_homes(placed, homes)
     if verify:
@@ -284,7 +171,7 @@ def _recreated(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: di
                              f"({type(exc).__name__}: {exc}); give it get_config()/from_config(), or write the model "
                              "as a subclassed tf_keras.Model, which ralp_tf places in place") from exc
         if path in ps_layers:
-            _placed_build(new, strategy, anchors[ps_layers[path]])
+            placed_build(new, strategy, anchors[ps_layers[path]])
         return new
 
     with strategy.scope():
@@ -304,7 +191,7 @@ def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchor
         return model  # built elsewhere: _check_variable_homes says whether its variables are where planned
     leaves = leaf_layers(model)
     for path, k in ps_layers.items():
-        _placed_build(leaves[path], strategy, anchors[k])
+        placed_build(leaves[path], strategy, anchors[k])
     specs = input_specs(model, input_shape)
     with strategy.scope():
         tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False),
@@ -375,8 +262,8 @@ def unplace(model: Any) -> Any:
     return clone
 
 
-def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05
-                     ) -> tuple[Plan, Analysis | None]:
+def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
+                     compression: Any = None) -> tuple[Plan, Analysis | None]:
     """Resolve ``policy`` to a Plan for ``prof`` on ``cluster``; return ``(plan, analysis)``.
 
     ``policy`` is a Plan (returned as is), a policy name of :mod:`ralp_tf.policies` (``"ralp"``,
@@ -385,7 +272,19 @@ def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_s
     to ``"ralp"``), or an object with ``plan(profile, cluster)`` such as a scheduler solver.
     ``analysis`` is the analyzer's decision for :class:`~ralp_tf.policies.RalpPolicy`, else None.
     Raises :class:`PlanError` for an unknown name, a failing policy, or one returning no Plan.
+
+    ``compression`` (a setting of :mod:`ralp_tf.compression`, or ``"auto"``) is weighed by the
+    RALP analyzer, and set on every layer of any other policy's plan (``"auto"``: fp16).
     """
+    plan, analysis = _plan_of(policy, prof, cluster, min_speedup, compression)
+    if compression is not None and analysis is None:
+        plan = dataclasses.replace(plan, compression={"*": AUTO if compression == "auto" else
+                                                      parse_setting(compression, "compression")})
+    return plan, analysis
+
+
+def _plan_of(policy: Any, prof: ModelProfile, cluster: Cluster, min_speedup: float, compression: Any
+             ) -> tuple[Plan, Analysis | None]:
     from ralp_tf.policies import ConfiguredPolicy, RalpPolicy, canonical_policy_name, resolve_policy
 
     if isinstance(policy, Plan):
@@ -396,7 +295,7 @@ def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_s
     if isinstance(policy, ConfiguredPolicy):
         policy = policy.instance
     if isinstance(policy, RalpPolicy):
-        analysis = policy.analyze(prof, cluster)
+        analysis = policy.analyze(prof, cluster, compression=compression)
         return analysis.plan, analysis
     if hasattr(policy, "plan") and callable(policy.plan):
         try:
@@ -448,7 +347,7 @@ def _renamed(plan: Plan, names: dict[str, str]) -> Plan:
 
 
 def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 32, bandwidth: Any = None,
-              flops: Any = None, min_speedup: float = 1.05, input_shape: Any = None
+              flops: Any = None, min_speedup: float = 1.05, input_shape: Any = None, compression: Any = None
               ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: ``@placement(policy)`` on a model-building function returns a placed model.
 
@@ -458,7 +357,8 @@ def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 3
     so no unused copy's variables are left on the parameter servers. ``batch_size`` (per
     worker), ``bandwidth`` and ``flops`` feed the planner's cost model; ``input_shape`` (without
     the batch dimension) is needed only for a subclassed model that its function does not build.
-    The returned model carries ``ralp_plan`` and, for "ralp", ``ralp_analysis``.
+    ``compression`` (e.g. ``"fp16"``, ``"auto"``; see :mod:`ralp_tf.compression`) goes to the
+    planner (:func:`plan_with_policy`). The returned model carries ``ralp_plan`` and, for "ralp", ``ralp_analysis``.
     """
 
     def decorate(build: Callable[..., Any]) -> Callable[..., Any]:
@@ -480,7 +380,8 @@ def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 3
             base = outside_strategy(build, *args, **kwargs)
             check_tf_keras_model(base)
             prof = outside_strategy(profile, base, batch_size=batch_size, input_shape=input_shape)
-            plan, analysis = plan_with_policy(policy, prof, cluster, min_speedup=min_speedup)
+            plan, analysis = plan_with_policy(policy, prof, cluster, min_speedup=min_speedup,
+                                              compression=compression)
             placed = place_from_builder(functools.partial(build, *args, **kwargs), base, plan, strat,
                                         input_shape=input_shape)
             placed.ralp_analysis = analysis

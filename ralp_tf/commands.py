@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     add_policy_args(p, plan_files=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the plan JSON to this file")
+    _compression_arg(p)
     p.set_defaults(func=cmd_plan)
 
     r = subparsers.add_parser("run", help="train on a local cluster (stock PS and/or a placement policy) and "
@@ -37,6 +38,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--steps", type=positive_int, default=30)
     add_policy_args(r)
     r.add_argument("--compare", action="store_true", help="run stock PS and RALP side by side")
+    _compression_arg(r)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
@@ -46,6 +48,12 @@ def register(subparsers: Any) -> None:
     r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
                    help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
     r.set_defaults(func=cmd_run, needs_loopback_shim=True)
+
+
+def _compression_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compression", default=None, metavar="CODEC",
+                   help="compress traffic on the wire: fp16 or bf16 (activations at the cut and weights pulled, "
+                        "with their gradients), or auto (the analyzer weighs fp16); see ralp_tf.compression")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -62,7 +70,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     builder = resolve_model(args.model)
     prof = profile(builder(), batch_size=args.batch_size)
     cluster = Cluster.local(args.workers, args.ps, **cluster_rates(args))
-    plan, analysis = plan_with_policy(policy, prof, cluster)
+    plan, analysis = plan_with_policy(policy, prof, cluster, compression=args.compression)
     if args.out:
         plan.save(args.out)
     if analysis is not None:
@@ -100,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
                       policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
                       checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
-                      fault=args.inject_fault, **cluster_rates(args))
+                      fault=args.inject_fault, compression=args.compression, **cluster_rates(args))
     out = {}
     for name, r in results.items():
         key = "baseline" if name == "ps" else name

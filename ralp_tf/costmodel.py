@@ -40,6 +40,12 @@ computing the producer's gradient (the producer's device; the worker for a worke
 embedding), when ``d != g``. Hops between two PS tasks computing parts of the head are priced
 the same way.
 
+**Compression** (a Plan's ``compression``, :mod:`ralp_tf.compression`). A worker-computed
+layer's ``weights`` codec scales its variable pull and push by the codec's wire ratio (embedding
+tables excepted); a PS-computed layer's ``activations`` codec scales the activations it receives
+from the worker, and their gradients, by that ratio. Outputs returning to the worker are not
+compressed. The casts' compute is not charged (one pass over each tensor).
+
 **Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
 data with (measured gRPC dispatch and framing), half each way (pull and push phases).
 
@@ -85,6 +91,7 @@ import math
 from typing import Any, Mapping
 
 from ralp_tf.cluster import Cluster, Task
+from ralp_tf.compression import Compression, setting_of, wire_ratio
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profiler import LayerProfile, ModelProfile
@@ -250,12 +257,28 @@ def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
             raise PlanError(f"plan {what} ps task {k} but the cluster has {num_ps} PS task(s)")
 
 
+def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
+                      compression: Mapping[str, Compression]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per layer: the wire ratio of its variables' pull and push (worker-computed, non-embedding
+    layers with a ``weights`` codec) and of the activations it receives from the worker
+    (PS-computed layers with an ``activations`` codec), as :mod:`ralp_tf.applier` applies them."""
+    weights, activations = {}, {}
+    for l in profile.layers:
+        setting = setting_of(compression, l.name)
+        on_ps = where[l.name] != WORKER
+        weights[l.name] = 1.0 if on_ps or l.kind == "embedding" else wire_ratio(setting.weights)
+        activations[l.name] = wire_ratio(setting.activations) if on_ps else 1.0
+    return weights, activations
+
+
 def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
-                        storage: Mapping[str, tuple[int, ...]] | None = None
+                        storage: Mapping[str, tuple[int, ...]] | None = None,
+                        compression: Mapping[str, Compression] | None = None
                         ) -> dict[tuple[str, str, str], float]:
     """``(src, dst, phase) -> bytes`` moved by one worker step (``"worker"`` is the stepping
     worker, ``"ps:K"`` a PS task), per the variable, activation and control traffic of the
-    module docstring."""
+    module docstring, each scaled by its compression ratio (:func:`compressed_ratios`)."""
+    weights_ratio, activations_ratio = compressed_ratios(profile, where, compression or {})
     b = profile.batch_size
     traffic: dict[tuple[str, str, str], float] = {}
 
@@ -283,8 +306,8 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
                     ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
                     add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
                 else:
-                    add(ps, WORKER, nbytes * l.calls, PULL)
-                    add(WORKER, ps, nbytes, PUSH)
+                    add(ps, WORKER, nbytes * l.calls * weights_ratio[l.name], PULL)
+                    add(WORKER, ps, nbytes * weights_ratio[l.name], PUSH)
     grad_flows = _has_trainable_upstream(profile)
     kinds = {l.name: l.kind for l in profile.layers}
     for t in profile.activation_tensors():
@@ -293,8 +316,11 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
         if t.is_output:
             readers.add(WORKER)  # the loss
         for src, share in produced_at[t.producer]:
-            nbytes = b * t.bytes * share
             for dst in readers:
+                ratio = 1.0
+                if src == WORKER and dst != WORKER:  # into PS-computed layers: their activations codec
+                    ratio = min(activations_ratio[c] for c in t.consumers if where[c] == dst)
+                nbytes = b * t.bytes * share * ratio
                 if dst != src:
                     add(src, dst, nbytes, f"fwd:{t.producer}")
                 if dst != grad_at and grad_flows[t.producer] and kinds[t.producer] != "input":
@@ -317,7 +343,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     _check_ps_indices({int(loc[3:]) for loc in ps_used}, cluster.num_ps, "places layers on")
     _check_ps_indices({k for tasks in storage.values() for k in tasks}, cluster.num_ps, "stores variables on")
     b = profile.batch_size
-    phased = worker_step_traffic(profile, where, cluster.num_ps, storage)
+    compression = placements.compression if isinstance(placements, Plan) else {}
+    phased = worker_step_traffic(profile, where, cluster.num_ps, storage, compression)
     traffic: dict[tuple[str, str], float] = {}
     for (src, dst, _), nbytes in phased.items():
         traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes

@@ -151,8 +151,8 @@ def bind_loopback_in_this_process() -> int:
 
     Loads the shim and patches the ``bind`` entries of every loaded TensorFlow library (see
     ``ralp_tf/_native/loopback_bind.c``); call it after ``import tensorflow`` and before a
-    ``ParameterServerStrategy`` starts the coordinator's server. Returns the number of entries
-    patched (0: none found, which is reported as a warning by the caller).
+    ``ParameterServerStrategy`` starts the coordinator's server. Returns how many entries point
+    at the hook (0: none found, which the caller reports as a warning).
     """
     import ctypes
 

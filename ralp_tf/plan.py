@@ -14,11 +14,14 @@ equal shards, shard i on the i-th task. Layers it does not name are stored by
 ParameterServerStrategy's round-robin, as before. A layer computed on a PS task is stored where
 it computes, so it cannot appear in ``storage``.
 
+``compression`` (format ``ralp_tf.plan/2``) says which traffic crosses the network in a
+narrower dtype, for every layer (``"*"``) or per layer: see :mod:`ralp_tf.compression`.
+
 **Formats.** ``ralp_tf.plan/1`` (placements, provisioning, notes) and ``ralp_tf.plan/2``
-(those plus storage) both load. A plan is written as ``/1`` when it stores nothing explicitly,
-so a plan that uses nothing new stays readable by older ralp_tf versions and its JSON does not
-change; with ``storage`` it is written as ``/2``. A ``/1`` document with a ``storage`` field is
-refused (it was written by hand or by a tool that mislabelled it). JSON keys are sorted, so two
+(those plus storage and compression) both load. A plan is written as ``/1`` when it uses
+neither, so a plan that uses nothing new stays readable by older ralp_tf versions and its JSON
+does not change; otherwise it is written as ``/2``. A ``/1`` document with a ``storage`` or
+``compression`` field is refused (it was written by hand or by a tool that mislabelled it). JSON keys are sorted, so two
 plans diff line by line.
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
+from ralp_tf.compression import parse_compression
 from ralp_tf.errors import PlanError, parse_json, read_json_file
 
 _DEVICE = re.compile(
@@ -38,7 +42,7 @@ _DEVICE = re.compile(
 PLAN_FORMAT_V1 = "ralp_tf.plan/1"
 PLAN_FORMAT = "ralp_tf.plan/2"
 _FIELDS = {PLAN_FORMAT_V1: ("format", "policy", "placements", "provisioning", "notes"),
-           PLAN_FORMAT: ("format", "policy", "placements", "provisioning", "notes", "storage")}
+           PLAN_FORMAT: ("format", "policy", "placements", "provisioning", "notes", "storage", "compression")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,7 @@ class Plan:
     provisioning: Mapping[str, int] | None = None
     notes: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     storage: Mapping[str, str | Sequence[str]] = dataclasses.field(default_factory=dict)
+    compression: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.placements, Mapping):
@@ -111,6 +116,7 @@ class Plan:
                 raise PlanError("plan 'provisioning' must map job names to task counts (integers >= 0)")
             object.__setattr__(self, "provisioning", dict(self.provisioning))
         object.__setattr__(self, "storage", _canonical_storage(self.storage))
+        object.__setattr__(self, "compression", parse_compression(self.compression))
         computed_on_ps = sorted(set(self.storage) & set(self.ps_layers()))
         if computed_on_ps:
             raise PlanError(f"plan stores layer(s) {computed_on_ps} explicitly, but they compute on a PS task, where "
@@ -150,7 +156,7 @@ class Plan:
         """Check every layer exists in the model and every device exists in the cluster."""
         if model_or_profile is not None:
             names = _layer_names(model_or_profile)
-            unknown = [n for n in [*self.placements, *self.storage] if n not in names]
+            unknown = [n for n in [*self.placements, *self.storage, *self.compression] if n not in names and n != "*"]
             if unknown:
                 hints = []
                 for n in unknown[:5]:
@@ -181,7 +187,7 @@ class Plan:
     @property
     def format(self) -> str:
         """The format this plan is written in: ``/2`` when it stores anything explicitly, else ``/1``."""
-        return PLAN_FORMAT if self.storage else PLAN_FORMAT_V1
+        return PLAN_FORMAT if self.storage or self.compression else PLAN_FORMAT_V1
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"format": self.format, "policy": self.policy, "placements": dict(self.placements)}
@@ -191,6 +197,8 @@ class Plan:
             d["notes"] = dict(self.notes)
         if self.storage:
             d["storage"] = {layer: devs if isinstance(devs, str) else list(devs) for layer, devs in self.storage.items()}
+        if self.compression:
+            d["compression"] = {layer: setting.to_dict() for layer, setting in self.compression.items()}
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -203,7 +211,7 @@ class Plan:
             raise PlanError(f"a plan is a JSON object, got {type(d).__name__}")
         if "placements" not in d:
             raise PlanError("plan JSON lacks 'placements' (an object mapping layer names to device strings)")
-        fmt = d.get("format", PLAN_FORMAT_V1 if "storage" not in d else PLAN_FORMAT)
+        fmt = d.get("format", PLAN_FORMAT if {"storage", "compression"} & set(d) else PLAN_FORMAT_V1)
         if not isinstance(fmt, str) or fmt not in _FIELDS:
             raise PlanError(f"plan format {fmt!r} is not supported; expected one of {', '.join(sorted(_FIELDS))}")
         unknown = set(d) - set(_FIELDS[fmt])
@@ -224,7 +232,7 @@ class Plan:
             raise PlanError("plan 'storage' must be an object mapping layer names to a PS device string or a list "
                             "of PS device strings")
         return cls(placements=d["placements"], policy=policy, provisioning=d.get("provisioning"), notes=notes,
-                   storage=storage)
+                   storage=storage, compression=d.get("compression", {}))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Plan":

@@ -67,11 +67,12 @@ class RalpPolicy:
     def __init__(self, *, min_speedup: float = 1.05) -> None:
         self.min_speedup = min_speedup
 
-    def analyze(self, profile: ModelProfile, cluster: Cluster) -> Analysis:
-        """The analyzer's decision; its ``plan`` is this policy's plan."""
+    def analyze(self, profile: ModelProfile, cluster: Cluster, compression: Any = None) -> Analysis:
+        """The analyzer's decision (``compression`` as in :func:`ralp_tf.analyzer.analyze`); its
+        ``plan`` is this policy's plan."""
         from ralp_tf.analyzer import analyze
 
-        return analyze(profile, cluster, min_speedup=self.min_speedup)
+        return analyze(profile, cluster, min_speedup=self.min_speedup, compression=compression)
 
     def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
         return self.analyze(profile, cluster).plan

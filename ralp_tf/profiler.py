@@ -21,7 +21,8 @@ two outputs can go to different places. Profiles written without ``tensors`` (e.
 get one tensor per layer, consumed by its successors.
 
 Model inputs appear as layers of kind ``"input"`` with no parameters.
-This module and the applier are the only ones that touch the TF runtime.
+Reading a model needs TensorFlow (imported lazily, inside the functions); the data classes
+and their JSON do not. Layer kinds and FLOP formulas live in :mod:`ralp_tf.layer_kinds`.
 """
 from __future__ import annotations
 
@@ -29,14 +30,12 @@ import dataclasses
 import json
 import logging
 import time
-import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ralp_tf.errors import KerasVersionError, ModelError, ValidationError, parse_json
-from ralp_tf.layer_kinds import (LAYER_KINDS, PS_PLACEABLE_KINDS, RALP_PS_KINDS, call_flops,  # noqa: F401
-                                 dtype_size, layer_kind, prod, register_layer_kind, shape_tuple)
+from ralp_tf.layer_kinds import LAYER_KINDS, call_flops, dtype_size, layer_kind, prod, shape_tuple
 from ralp_tf.tracer import LayerCall, Trace, input_specs, trace_calls
 
 log = logging.getLogger(__name__)

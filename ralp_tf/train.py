@@ -71,10 +71,11 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           on_step: Callable[[int], None] | None = None, coordinator: Any = None,
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
-          compute_scale: float = 1.0) -> RunResult:
+          compute_scale: float = 1.0, compression: Any = None) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
-    ``policy`` is a policy name of :mod:`ralp_tf.policies` ("ralp", "ps", "rl", ...), a Plan, or
+    ``compression`` (see :mod:`ralp_tf.compression`; ``"auto"`` lets the analyzer weigh fp16)
+    goes to the planner. ``policy`` is a policy name of :mod:`ralp_tf.policies` ("ralp", "ps", "rl", ...), a Plan, or
     a placement policy object. ``cluster`` gives
     the rates the planner and the predictions use (default: from the strategy).
     ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
@@ -105,7 +106,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     prof = profile(base, batch_size=batch_size, measure=measure_compute)
     if measure_compute:
         prof = prof.scaled_compute(compute_scale)
-    plan, analysis = plan_with_policy(policy, prof, cluster)
+    plan, analysis = plan_with_policy(policy, prof, cluster, compression=compression)
     plan.validate(prof, cluster)
     model = place_from_builder(builder, base, plan, strategy)
     with strategy.scope():
@@ -211,7 +212,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             batch_size: int = 32, bandwidth: Any = None, flops: Any = None, policies: Sequence[Any] = ("ps", "ralp"),
             seed: int = 0, log_dir: str | None = None, checkpoint_dir: str | None = None,
             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
-            fault: tuple[str, int, int] | None = None) -> dict[str, RunResult]:
+            fault: tuple[str, int, int] | None = None, compression: Any = None) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it.
 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
@@ -249,7 +250,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                                            seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
                                            coordinator=coordinator, checkpoint_dir=ckpt,
                                            checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
-                                           on_step=on_step if fault else None)
+                                           on_step=on_step if fault else None, compression=compression)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None

@@ -17,7 +17,8 @@ and, for every worker-computed layer whose variables the plan stores on a PS tas
 
 Ops that move no data are not checked: constants, no-ops, and ops whose every output is a
 scalar (the tape's zero gradients for unused scalar outputs); nor are ops on a variable's
-handle (reads, gathers), which TF's placer colocates with the variable, checked above. A mismatch raises
+handle (reads, gathers), which TF's placer colocates with the variable, checked above; nor the
+casts that compress a layer's input on the worker before it crosses (scope ``ralp_encode``). A mismatch raises
 :class:`~ralp_tf.errors.PlacementMismatchError` naming the layer, the op and both devices.
 """
 from __future__ import annotations
@@ -67,6 +68,8 @@ def _carries_data(op: Any) -> bool:
 
     if op.type in _UNCHECKED_OP_TYPES or not op.outputs:
         return False
+    if "ralp_encode" in op.name.split("/"):
+        return False  # compression's encode runs on the sending device (the worker) by design
     if any(i.dtype == tf.resource for i in op.inputs):
         return False  # reads and updates of a variable are colocated with it by TF's placer
     return any(o.shape.rank != 0 for o in op.outputs)

@@ -73,7 +73,8 @@ import numpy as np
 
 from ralp_tf.cluster import Task
 from ralp_tf.costmodel import layer_seconds, ring_allreduce_bytes, transfer_seconds
-from ralp_tf.profiler import PS_PLACEABLE_KINDS, LAYER_KINDS, ModelProfile
+from ralp_tf.layer_kinds import LAYER_KINDS, PS_PLACEABLE_KINDS
+from ralp_tf.profiler import ModelProfile
 from scheduler.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
 
 ROLES = ("worker", "ps")

@@ -59,7 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ralp_tf.costmodel import transfer_seconds
-from ralp_tf.profiler import LAYER_KINDS
+from ralp_tf.layer_kinds import LAYER_KINDS
 from scheduler.base import Solver
 from scheduler.errors import ProblemError
 from ralp_tf.isolation import outside_strategy

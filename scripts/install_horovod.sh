@@ -9,7 +9,7 @@
 #   * The built wheel is cached under ${RALP_TF_CACHE:-$HOME/.cache/ralp_tf}/wheels/tf-<TF version>/
 #     so the 4-8 minute compile happens once per machine (and per TensorFlow version, because
 #     Horovod's TF ops link against that TensorFlow's ABI). Delete the folder to force a rebuild.
-#   * Build flags (see FINDINGS.md): TF + Gloo, no MPI/PyTorch/MXNet, --no-build-isolation so the
+#   * Build flags (see BUILD_NOTES.md, Pitfalls): TF + Gloo, no MPI/PyTorch/MXNet, --no-build-isolation so the
 #     build sees the installed TensorFlow. cmake is pip-installed into the venv if missing/too old.
 #   * TF 2.21 header workaround: xla_mpi_ops.cc includes highwayhash/farmhash headers that TF ships
 #     under include/external/..., and the pre-2.16 path tensorflow/compiler/xla/client/xla_builder.h.

@@ -10,7 +10,7 @@
  *    starts a LocalCluster): the GOT entries for bind() (PLT and GLOB_DAT relocations) of every
  *    loaded ELF object whose path contains `path_part` (NULL: every object) are pointed at
  *    ralp_loopback_bind(), which issues the bind system call itself. Objects loaded later are
- *    patched by calling it again. Returns the number of entries patched.
+ *    patched by calling it again. Returns the number of entries that now point at the hook.
  *    ralp_loopback_hook_enable(0) makes the hooked calls pass through unchanged.
  */
 #define _GNU_SOURCE
@@ -80,7 +80,7 @@ static int in_relro(struct dl_phdr_info *info, ElfW(Addr) where) {
 
 static int patch_slot(struct dl_phdr_info *info, ElfW(Addr) where) {
   void **slot = (void **)where;
-  if (*slot == (void *)ralp_loopback_bind) return 0;
+  if (*slot == (void *)ralp_loopback_bind) return 1; /* patched before: still ours */
   long page = sysconf(_SC_PAGESIZE);
   void *start = (void *)(where & ~(ElfW(Addr))(page - 1));
   if (mprotect(start, (size_t)page * 2, PROT_READ | PROT_WRITE) != 0) return 0;

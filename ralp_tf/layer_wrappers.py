@@ -1,0 +1,250 @@
+"""The per-layer wrappers the applier installs: where a layer's variables are created, where
+its forward and gradient ops run, and what crosses the network narrowed.
+
+* :func:`placed_build`: the layer's variables are created next to an anchor variable on a PS
+  task (``strategy.extended.colocate_vars_with``);
+* :func:`ps_call`: forward and gradient ops on a PS task. ``tf.GradientTape`` creates gradient
+  ops where ``tape.gradient`` is called, so the call is wrapped in ``tf.custom_gradient``: an
+  inner tape records the forward, and the gradient function replays it under the same
+  ``tf.device``. The calls of a shared layer are chained (:class:`CallChain`) so the sum of its
+  weight gradients is on the PS too. With an ``activations`` codec, inputs from the worker
+  cross narrowed;
+* :func:`narrow_weights_call`: a worker-computed layer's variables cross narrowed (and their
+  gradients), cast on the PS and back on the worker;
+* :func:`gpu_call`: forward under ``/device:GPU:0`` of whichever worker runs the step;
+* :func:`compression_of`: the codecs the applier actually applies to one layer.
+
+The math is unchanged (the same ops on other devices; casts only where compression is asked),
+so uncompressed placed models compute exactly what the unplaced model computes.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any, Callable
+
+from ralp_tf.compression import Compression, setting_of
+from ralp_tf.errors import PlanError
+from ralp_tf.layer_kinds import layer_kind
+from ralp_tf.plan import Plan
+
+
+def placed_build(layer: Any, strategy: Any, anchor: Any) -> None:
+    original = layer.build
+
+    @functools.wraps(original)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        with strategy.extended.colocate_vars_with(anchor):
+            return original(*args, **kwargs)
+
+    layer.build = build
+
+
+class CallChain:
+    """Links the calls of one placed layer made while tracing one graph.
+
+    ``tf.GradientTape`` sums the gradients of a variable used by several calls with an ``AddN``
+    that has no device, so it would run on the worker and pull every call's weight gradient
+    over the network. The calls are therefore chained: each call after the first takes a
+    scalar token per trainable variable from the previous call, and its gradient function hands
+    its variable gradients (plus those handed to it) back along the token. Only the first call
+    returns variable gradients to the tape: one gradient per variable, summed on the layer's
+    device. In eager mode nothing is chained: eager ops run on the coordinator anyway.
+    """
+
+    def __init__(self) -> None:
+        self._graph: Any = None
+        self._tokens: list[Any] | None = None
+
+    def previous(self) -> list[Any] | None:
+        import tensorflow as tf
+
+        if tf.executing_eagerly() or self._graph is not tf.compat.v1.get_default_graph():
+            return None
+        return self._tokens
+
+    def record(self, tokens: list[Any]) -> None:
+        import tensorflow as tf
+
+        self._graph, self._tokens = tf.compat.v1.get_default_graph(), tokens
+
+
+def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
+             activations: str = "none") -> Callable[..., Any]:
+    """Wrap a layer's ``call`` so its forward and gradient ops, and the sum of its variables'
+    gradients over all its calls, run on ``device`` (see :class:`CallChain`). With an
+    ``activations`` codec, floating inputs arriving from the worker cross in that dtype: cast on
+    the worker, cast back on ``device``; their gradients are cast on ``device`` and back on the
+    worker (the casts' own gradients)."""
+    import tensorflow as tf
+
+    chain = CallChain()
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        flat_in = tf.nest.flatten(inputs)
+        dtypes = [getattr(x, "dtype", None) for x in flat_in]
+        if activations != "none" and not tf.executing_eagerly():
+            flat_in = [_encode(x, activations, path) if _from_worker(x) else x for x in flat_in]
+        n_in = len(flat_in)
+        chained = [v for v in layer.trainable_weights] if not tf.executing_eagerly() else []
+        previous = chain.previous() if chained else None
+        carried_in = list(previous or [])
+
+        @tf.custom_gradient
+        def block(*xs: Any) -> Any:
+            with tf.device(device), tf.GradientTape(watch_accessed_variables=True) as tape:
+                for x in xs[:n_in]:
+                    if x.dtype.is_floating:
+                        tape.watch(x)
+                decoded = [tf.cast(x, d) if d is not None and x.dtype != d else x for x, d in zip(xs[:n_in], dtypes)]
+                y = call(tf.nest.pack_sequence_as(inputs, decoded), *args, **kwargs)
+                tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
+            flat_y = tf.nest.flatten(y)
+
+            def grad(*dys: Any, variables: Any = None) -> Any:
+                variables = list(variables or [])
+                dy, carried = list(dys[:len(flat_y)]), list(dys[len(flat_y):])
+                float_idx = [i for i, x in enumerate(xs[:n_in]) if x.dtype.is_floating]
+                with tf.device(device):
+                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables, output_gradients=dy,
+                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                    var_grads = list(grads[len(float_idx):])
+                    # ParameterServerStrategy wraps variables (CachingVariable): match them by name
+                    slot = {v.name: i for i, v in enumerate(chained)}
+                    totals: list[Any] = [None] * len(chained)
+                    for v, g in zip(variables, var_grads):
+                        i = slot.get(v.name)
+                        if i is None:
+                            continue
+                        c = carried[i] if i < len(carried) else None
+                        has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
+                        totals[i] = g + c if has_carry else g
+                input_grads: list[Any] = [None] * len(xs)
+                for i, g in zip(float_idx, grads[:len(float_idx)]):
+                    input_grads[i] = g if xs[i].dtype == dtypes[i] else _checked(g, f"{path}: gradient of its input")
+                if carried_in:
+                    # a later call: hand the variable gradients back to the previous call
+                    for i, total in enumerate(totals):
+                        input_grads[n_in + i] = total
+                    return input_grads, [None if v.name in slot else g for v, g in zip(variables, var_grads)]
+                return input_grads, [totals[slot[v.name]] if v.name in slot else g
+                                     for v, g in zip(variables, var_grads)]
+
+            return (y, tokens), grad
+
+        with tf.device(device):
+            y, tokens = block(*flat_in, *carried_in)
+        if chained:
+            chain.record(list(tokens))
+        return y
+
+    return wrapped
+
+
+#: Name scope of the casts that encode a PS layer's input on the worker (they run there by design).
+ENCODE_SCOPE = "ralp_encode"
+
+
+def _from_worker(x: Any) -> bool:
+    """Whether tensor ``x`` was produced on the worker (no device, or a worker device)."""
+    return bool(getattr(x, "dtype", None) is not None and x.dtype.is_floating and "/job:ps" not in (x.device or ""))
+
+
+def _narrow(codec: str) -> Any:
+    import tensorflow as tf
+
+    return {"fp16": tf.float16, "bf16": tf.bfloat16}[codec]
+
+
+def _checked(x: Any, what: str) -> Any:
+    """``x``, raising InvalidArgumentError naming ``what`` when it holds NaN or Inf (a narrow dtype
+    overflowed, or the model diverged)."""
+    import tensorflow as tf
+
+    return tf.debugging.check_numerics(x, f"ralp_tf compression: layer {what} holds NaN or Inf "
+                                          "(overflow of the narrow dtype?)")
+
+
+def _encode(x: Any, codec: str, path: str) -> Any:
+    """``x`` cast to ``codec``'s dtype where it was produced, checked for NaN/Inf."""
+    import tensorflow as tf
+
+    with tf.name_scope(ENCODE_SCOPE):
+        return _checked(tf.cast(x, _narrow(codec)), f"{path}: its input activations")
+
+
+def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: str) -> Callable[..., Any]:
+    """Wrap a worker-computed layer's ``call`` so each trainable variable is cast to ``codec``'s dtype
+    on its PS task, crosses narrow, and is cast back on the worker; the cast's gradient makes the
+    pushed gradient cross narrow too and land as fp32 on the PS (see :mod:`ralp_tf.compression`)."""
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if tf.executing_eagerly():
+            return call(*args, **kwargs)
+        swapped: list[tuple[str, Any]] = []
+        for v in layer.trainable_weights:
+            names = [n for n, value in vars(layer).items() if value is v]
+            if not names:
+                continue
+            pulled = tf.cast(_pull(v, _narrow(codec)), v.dtype)
+            for n in names:
+                swapped.append((n, v))
+                object.__setattr__(layer, n, pulled)  # bypass Keras' tracking: restored below
+        try:
+            return call(*args, **kwargs)
+        finally:
+            for n, v in swapped:
+                object.__setattr__(layer, n, v)
+
+    return wrapped
+
+
+def _pull(var: Any, dtype: Any) -> Any:
+    """``var`` cast to ``dtype`` on its own device; the gradient is cast back there."""
+    import tensorflow as tf
+
+    with tf.device(var.device):
+        @tf.custom_gradient
+        def pull() -> Any:
+            narrow = tf.cast(var, dtype)
+
+            def grad(dy: Any, variables: Any = None) -> Any:
+                with tf.device(var.device):
+                    return [], [tf.cast(dy, v.dtype) for v in (variables or [])]
+
+            return narrow, grad
+
+        return pull()
+
+
+def gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with tf.device(f"/device:{device_type}:0"):
+            return call(*args, **kwargs)
+
+    return wrapped
+
+
+def compression_of(plan: Plan, path: str, layer: Any) -> Compression:
+    """The compression the applier applies to ``layer``: the plan's setting, less what does not
+    cross the network here (warned about when the plan names the layer itself)."""
+    setting = setting_of(plan.compression, path)
+    if setting.gradients != "none":
+        raise PlanError(f"layer {path!r}: gradient compression {setting.gradients!r} is priced by the cost model but "
+                        "not applied yet; use weights: fp16/bf16 (which also narrows the pushed gradients) or none")
+    on_ps = path in plan.ps_layers()
+    drop = {"weights": on_ps or layer_kind(layer, False) == "embedding" or not layer.trainable_weights,
+            "activations": not on_ps}
+    kept = {k: ("none" if drop[k] else getattr(setting, k)) for k in drop}
+    ignored = [k for k in drop if drop[k] and getattr(setting, k) != "none"]
+    if ignored and path in plan.compression:
+        warnings.warn(f"layer {path!r}: {', '.join(ignored)} compression asked, but that traffic does not cross "
+                      "the network for this layer (activations compress a PS-computed layer's inputs; weights a "
+                      "worker-computed layer's variables, embeddings excepted); ignored", stacklevel=4)
+    return Compression(**kept)
