@@ -223,6 +223,9 @@ def _check_cell_json(out: dict, strategies: list[str]) -> None:
 
 
 @needs_netns
+@pytest.mark.needs_root
+@pytest.mark.slow
+@pytest.mark.integration
 def test_quick_on_the_namespace_testbed(tmp_path):
     t0 = time.monotonic()
     r = _bench(["--quick", "--json", "--out-dir", str(tmp_path), "--prefix", "rbtq"], timeout=300)
@@ -244,6 +247,8 @@ def test_quick_on_the_namespace_testbed(tmp_path):
     assert time.monotonic() - t0 < 180
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
     """As root, run the bench in a fresh user namespace (``unshare -U``): there it is uid 65534
     with no capabilities, so the fallback path really runs (files stay readable, unlike with
@@ -270,6 +275,9 @@ def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
 
 
 @needs_netns
+@pytest.mark.needs_root
+@pytest.mark.slow
+@pytest.mark.integration
 def test_json_cell_with_every_strategy(tmp_path):
     """The documented one-cell JSON form, with every strategy; horovod/scheduler may be skipped
     (with the reason) where they are unavailable, never faked."""
@@ -326,6 +334,8 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_bench_leaves_nothing(sig, tmp_path):
     prefix = "rbtk" if sig == signal.SIGKILL else "rbti"
@@ -422,6 +432,7 @@ def test_bytes_per_host_link_and_layout_in_json():
 
 
 @needs_netns
+@pytest.mark.needs_root
 @pytest.mark.slow
 @pytest.mark.integration
 def test_quick_colocated_with_host_budgets(tmp_path):
