@@ -20,7 +20,8 @@ from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, P
 from scheduler.exact import Exact
 from scheduler.greedy import Greedy
 from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Catalog, Constraints, Problem, ResourceType
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints, ResourceType
 from scheduler.ralp import RALP
 from scheduler.random_search import RandomSearch
 from scheduler.rl import RL, LSTMPolicy

@@ -22,7 +22,8 @@ from ralp_tf.cluster import Cluster
 from ralp_tf.plan import Plan
 from ralp_tf.profiler import ModelProfile
 from ralp_tf.isolation import outside_strategy
-from scheduler.problem import Catalog, Constraints, Problem
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints
 from scheduler.schedule import Schedule
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import read_json_file
 from scheduler.errors import CatalogError
-from scheduler.problem import Catalog, ResourceType
+from scheduler.resources import Catalog, ResourceType
 
 #: p3.2xlarge: 1x V100-16GB, $3.06/h. fp32 peak 15.7 TFLOP/s; ~45% sustained in training.
 GPU_V100 = ResourceType(

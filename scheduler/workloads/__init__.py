@@ -21,7 +21,8 @@ from ralp_tf.errors import ValidationError, read_json_file
 from ralp_tf.profiler import ModelProfile
 from scheduler.errors import WorkloadError
 from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Catalog, Constraints, Problem
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints
 from scheduler.workloads import dnn_partitioning
 from scheduler.workloads.builtin import BUILTIN_WORKLOADS, load_profile
 

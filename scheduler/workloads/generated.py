@@ -206,7 +206,8 @@ def generated_problems(count: int, seed: int = 0, *, families: Sequence[str] | N
     exact solver, used for imitation targets, fast) are redrawn, at most 20 times per problem.
     """
     from scheduler.catalogs import CLOUD
-    from scheduler.problem import Constraints, Problem
+    from scheduler.problem import Problem
+    from scheduler.resources import Constraints
 
     if count < 0:
         raise WorkloadError(f"count must be >= 0, got {count}")

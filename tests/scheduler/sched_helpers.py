@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scheduler.problem import Catalog, Constraints, Problem, ResourceType
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints, ResourceType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "dnn-partitioning"

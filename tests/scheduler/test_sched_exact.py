@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.errors import InfeasibleError
 from scheduler.exact import Exact
-from scheduler.problem import Constraints
+from scheduler.resources import Constraints
 
 from sched_helpers import random_problem, tiny_problem
 

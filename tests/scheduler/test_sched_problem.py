@@ -8,7 +8,8 @@ import pytest
 
 from ralp_tf.errors import ValidationError
 from scheduler.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
-from scheduler.problem import Catalog, Constraints, Problem, ResourceType
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints, ResourceType
 
 from sched_helpers import tiny_catalog, tiny_problem
 

@@ -8,7 +8,8 @@ import pytest
 from ralp_tf.cluster import Cluster
 from scheduler import RALP, BayesOpt, Exact, Greedy, RandomSearch
 from scheduler.errors import SolverNotApplicableError
-from scheduler.problem import Catalog, Constraints, Problem, ResourceType
+from scheduler.problem import Problem
+from scheduler.resources import Catalog, Constraints, ResourceType
 from scheduler.workloads import dnn_partitioning as dp
 
 from sched_helpers import tiny_problem
