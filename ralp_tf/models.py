@@ -222,7 +222,8 @@ BUILTIN_MODELS: dict[str, ModelBuilder] = {
     "transfer_classifier": transfer_classifier,
 }
 
-_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+#: A ``package.module:function`` model reference.
+MODEL_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def resolve_model(ref: str) -> ModelBuilder:
@@ -234,7 +235,7 @@ def resolve_model(ref: str) -> ModelBuilder:
     if ":" not in ref:
         raise ValidationError(f"unknown model {ref!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
                               "or a reference 'package.module:function' to a function that builds the model")
-    if not _REF.match(ref):
+    if not MODEL_REFERENCE.match(ref):
         raise ValidationError(f"model reference {ref!r} is malformed; write it as 'package.module:function'")
     module_name, func_name = ref.split(":")
     try:

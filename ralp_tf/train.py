@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import time
 import warnings
 from typing import Any, Callable, Sequence
@@ -323,4 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # A coordinator process whose result is printed ends here without interpreter teardown:
+    # TensorFlow's PSS runtime (coordinator threads, remote contexts) has been seen to crash
+    # with SIGSEGV while being torn down, which would turn a finished run into a failed one.
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

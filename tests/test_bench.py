@@ -455,3 +455,11 @@ def test_quick_colocated_with_host_budgets(tmp_path):
     doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
     assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
     assert _namespaces("rbtqc") == []
+
+
+def test_models_are_built_ins_or_references():
+    from ralp_tf.bench.config import BenchConfigError, parse_models
+
+    assert parse_models("small_cnn,mypkg.models:build") == ["small_cnn", "mypkg.models:build"]
+    with pytest.raises(BenchConfigError, match="unknown model 'nope'.*package.module:function"):
+        parse_models("nope")

@@ -132,16 +132,18 @@ def parse_strategies(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def parse_models(text: str | Sequence[str] | None) -> list[str]:
-    """Comma-separated built-in model names (``ralp_tf.models``)."""
-    from ralp_tf.models import BUILTIN_MODELS
+    """Comma-separated built-in model names (``ralp_tf.models``) or ``package.module:function``
+    references (imported and run by every process of a cell: pass only code you trust, on the
+    PYTHONPATH of this process)."""
+    from ralp_tf.models import BUILTIN_MODELS, MODEL_REFERENCE
 
     names = _split(text)
     if not names:
         raise BenchConfigError("no models given; use e.g. --models alexnet_cifar,vgg16_cifar")
-    bad = [n for n in names if n not in BUILTIN_MODELS]
+    bad = [n for n in names if n not in BUILTIN_MODELS and not MODEL_REFERENCE.match(n)]
     if bad:
-        raise BenchConfigError(f"unknown model {bad[0]!r}; the benchmark runs built-in models: "
-                               f"{', '.join(sorted(BUILTIN_MODELS))}")
+        raise BenchConfigError(f"unknown model {bad[0]!r}; use a built-in model "
+                               f"({', '.join(sorted(BUILTIN_MODELS))}) or a reference package.module:function")
     return list(dict.fromkeys(names))
 
 
