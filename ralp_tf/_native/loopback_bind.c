@@ -69,23 +69,30 @@ void ralp_loopback_hook_enable(int on) { hook_enabled = on; }
 
 static ElfW(Addr) absolute(ElfW(Addr) base, ElfW(Addr) ptr) { return ptr < base ? base + ptr : ptr; }
 
-static int in_relro(struct dl_phdr_info *info, ElfW(Addr) where) {
+/* Whether the page at `page` was made read-only by the dynamic loader: it lies wholly inside the
+ * object's PT_GNU_RELRO segment, whose end the loader rounds down to a page boundary. */
+static int page_is_relro(struct dl_phdr_info *info, ElfW(Addr) page, ElfW(Addr) pagesize) {
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    ElfW(Addr) start = info->dlpi_addr + ph->p_vaddr;
-    if (ph->p_type == PT_GNU_RELRO && where >= start && where < start + ph->p_memsz) return 1;
+    if (ph->p_type != PT_GNU_RELRO) continue;
+    ElfW(Addr) start = (info->dlpi_addr + ph->p_vaddr) & ~(pagesize - 1);
+    ElfW(Addr) end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(pagesize - 1);
+    if (page >= start && page + pagesize <= end) return 1;
   }
   return 0;
 }
 
+/* Point one GOT slot at the hook. Only the slot's own page is touched: a read-only (RELRO) page
+ * is opened for the write and closed again; any other page is already writable. */
 static int patch_slot(struct dl_phdr_info *info, ElfW(Addr) where) {
   void **slot = (void **)where;
   if (*slot == (void *)ralp_loopback_bind) return 1; /* patched before: still ours */
-  long page = sysconf(_SC_PAGESIZE);
-  void *start = (void *)(where & ~(ElfW(Addr))(page - 1));
-  if (mprotect(start, (size_t)page * 2, PROT_READ | PROT_WRITE) != 0) return 0;
-  *slot = (void *)ralp_loopback_bind;
-  if (in_relro(info, where)) mprotect(start, (size_t)page * 2, PROT_READ);
+  ElfW(Addr) pagesize = (ElfW(Addr))sysconf(_SC_PAGESIZE);
+  ElfW(Addr) page = where & ~(pagesize - 1);
+  int relro = page_is_relro(info, page, pagesize);
+  if (relro && mprotect((void *)page, pagesize, PROT_READ | PROT_WRITE) != 0) return 0;
+  __atomic_store_n(slot, (void *)ralp_loopback_bind, __ATOMIC_SEQ_CST);
+  if (relro) mprotect((void *)page, pagesize, PROT_READ);
   return 1;
 }
 
