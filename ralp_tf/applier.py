@@ -318,7 +318,7 @@ def place_from_builder(build: Callable[[], Any], base: Any, plan: Plan, strategy
     subclassed model cannot be, so ``build()`` makes a new instance under the strategy and
     :func:`colocated_variables`, and the plan's layer paths are carried over from ``base``'s
     layers to the new instance's by position (auto-generated layer names differ between two
-    instances).
+    instances). The placed model starts from ``base``'s weights either way.
     """
     if getattr(base, "_is_graph_network", False):
         return place(base, plan, strategy, verify=verify)
@@ -334,7 +334,9 @@ def place_from_builder(build: Callable[[], Any], base: Any, plan: Plan, strategy
     if model.weights:  # built by its constructor: rebuild it with the plan's colocation
         with strategy.scope(), colocated_variables(plan, strategy):
             model = build()
-    return place(model, plan, strategy, verify=verify, input_shape=input_shape)
+    placed = place(model, plan, strategy, verify=verify, input_shape=input_shape)
+    placed.set_weights(base.get_weights())  # start from base's weights, as a re-created model does
+    return placed
 
 
 def _renamed(plan: Plan, names: dict[str, str]) -> Plan:

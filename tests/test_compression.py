@@ -161,7 +161,7 @@ def test_gradient_codecs_are_refused_and_useless_settings_warned(inprocess: Any)
 @pytest.mark.slow
 @pytest.mark.integration
 def test_measured_bytes_drop_by_the_predicted_ratio() -> None:
-    from ralp_tf.train import compare
+    from measure import compare_in_subprocess as compare
 
     base = Plan(HEAD, policy="head")
     policies = [base, dataclasses.replace(base, policy="head+fp16", compression={"*": "fp16"}),

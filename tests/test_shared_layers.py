@@ -203,7 +203,7 @@ def test_a_layer_also_called_inside_a_nested_model_is_refused(inprocess: Any) ->
     ("ctr_dnn", None),
 ])
 def test_measured_bytes_match_the_prediction(model: str, plan: dict[str, str] | None) -> None:
-    from ralp_tf.train import compare
+    from measure import compare_in_subprocess as compare
 
     policies: list[Any] = ["ps", Plan(plan, policy="head") if plan else "ralp"]
     results = compare(model, workers=2, ps=1, steps=4, warmup_steps=2, batch_size=BATCH, policies=policies)

@@ -1,0 +1,28 @@
+"""Measured runs on a LocalCluster, each in a process of its own (see scripts/compare_json.py)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+from ralp_tf.plan import Plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def compare_in_subprocess(model: str, policies: Sequence[str | Plan], timeout_s: float = 600,
+                          **kwargs: Any) -> dict[str, SimpleNamespace]:
+    """``ralp_tf.train.compare(model, policies=policies, **kwargs)`` run in a fresh process; each
+    result's fields (those of ``RunResult``) as attributes."""
+    spec = {"model": model, "policies": [p if isinstance(p, str) else p.to_dict() for p in policies],
+            "kwargs": kwargs}
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "scripts" / "compare_json.py"), json.dumps(spec)],
+                          capture_output=True, text=True, timeout=timeout_s, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return {name: SimpleNamespace(**r) for name, r in json.loads(lines[-1][len("RESULTS "):]).items()}
