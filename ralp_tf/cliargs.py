@@ -60,15 +60,25 @@ def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse
     """Run one parsed command, the one error path of every ralp_tf command line: return its exit
     code (``None`` means 0); a :class:`~ralp_tf.errors.RalpError` prints ``<prog>: error:
     <message>`` and returns its :func:`exit_code_for`; Ctrl-C prints that the run was interrupted
-    and returns 130. Any other exception propagates (Python prints the traceback, exit 1)."""
+    and returns 130; any failure after SIGINT/SIGTERM killed the local tasks
+    (:func:`ralp_tf.launch.stopped_by_signal`) returns 128 + that signal. Any other exception
+    propagates (Python prints the traceback, exit 1)."""
+    from ralp_tf.launch import stopped_by_signal
+
     try:
         return int(func(args) or 0)
-    except RalpError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return int(exit_code_for(exc))
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; local cluster tasks were stopped", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
+    except Exception as exc:
+        signum = stopped_by_signal()
+        if signum is not None:  # the failure is the signal's doing: its tasks were killed
+            print(f"{prog}: stopped by signal {signum}; local cluster tasks were stopped", file=sys.stderr)
+            return 128 + signum
+        if isinstance(exc, RalpError):
+            print(f"{prog}: error: {exc}", file=sys.stderr)
+            return int(exit_code_for(exc))
+        raise
 
 
 # ------------------------------------------------------------------------------------------

@@ -428,6 +428,15 @@ def _stop_all(release: bool = True) -> None:
         c.stop(release=release)
 
 
+_stopping_signal: int | None = None
+
+
+def stopped_by_signal() -> int | None:
+    """The signal whose watchdog (:func:`exit_promptly_on_signals`) stopped this process's local
+    clusters, or None."""
+    return _stopping_signal
+
+
 def exit_promptly_on_signals(grace_s: float = 4.0) -> bool:
     """For command-line programs: make SIGINT and SIGTERM end the process within ``grace_s`` s.
 
@@ -451,10 +460,12 @@ def exit_promptly_on_signals(grace_s: float = 4.0) -> bool:
         return False
 
     def watch() -> None:
+        global _stopping_signal
         while True:
             signum = os.read(read_fd, 1)[0]
             if signum in (signal.SIGINT, signal.SIGTERM):
                 break
+        _stopping_signal = signum
         logging.getLogger("tensorflow").setLevel(logging.CRITICAL)
         _stop_all(release=False)
         time.sleep(grace_s)
