@@ -8,7 +8,8 @@ allowed (containers without CAP_SYS_ADMIN, unprivileged users). What it cannot d
 * give every task its own address: all tasks share 127.0.0.1, so tasks need distinct ports
   (:meth:`LoopbackTestbed.free_port`);
 * count wire bytes: :meth:`LoopbackTestbed.link_bytes` sums the kernel's per-socket TCP payload
-  counters (``ss -ti``: ``bytes_sent``/``bytes_received``) of the *live* TCP sockets of each
+  counters (``ss -ti``: ``bytes_acked``/``bytes_received``, as :mod:`ralp_tf.traffic` reads them; ``bytes_sent``
+  also counts retransmissions, which happen on loopback too) of the *live* TCP sockets of each
   host's processes. Headers are not included and sockets already closed are missed; hence
   ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``;
 * separate hosts: ``hosts=`` is accepted (same host maps as :class:`~ralp_tf.testbed.Testbed`), but
@@ -36,7 +37,7 @@ from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, Testbed
                                   check_capacity)
 
 _USERS = re.compile(r"pid=(\d+)")
-_SENT = re.compile(r"\bbytes_sent:(\d+)")
+_SENT = re.compile(r"\bbytes_acked:(\d+)")  # sent and acknowledged: a loopback retransmit is not counted twice
 _RECV = re.compile(r"\bbytes_received:(\d+)")
 
 
