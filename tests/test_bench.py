@@ -463,3 +463,14 @@ def test_models_are_built_ins_or_references():
     assert parse_models("small_cnn,mypkg.models:build") == ["small_cnn", "mypkg.models:build"]
     with pytest.raises(BenchConfigError, match="unknown model 'nope'.*package.module:function"):
         parse_models("nope")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_compression_accuracy_study_runs_every_setting():
+    from ralp_tf.bench.accuracy import SETTINGS, run
+
+    rows = run(steps=5, batch_size=8)
+    assert [r.setting for r in rows] == list(SETTINGS)
+    assert all(math.isfinite(r.final_loss) and 0.0 <= r.accuracy <= 1.0 for r in rows)
+    assert rows[0].loss_vs_none == 0.0 and rows[0].accuracy_points_vs_none == 0.0

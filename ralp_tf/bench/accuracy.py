@@ -1,0 +1,152 @@
+"""Accuracy under compression: the same model trained the same steps with each setting.
+
+The task is learnable and generated, so nothing is downloaded: inputs are standard-normal
+16x16x3 images and each label is the argmax of a fixed random *teacher* (a seeded
+``small_cnn`` with its own weights) on that image, each class's mean logit subtracted first. The student is ``small_cnn`` placed with its
+FC head on the PS (the RALP cut), trained with SGD on a LocalCluster of 1 worker and 1 PS (so
+updates are in a fixed order), the same seed, data and steps for every setting. Reported per
+setting: the final training loss (mean of the last 10 steps) and the accuracy on a held-out
+generated set, both next to ``none``.
+
+``python -m ralp_tf.bench.accuracy --steps 1500 --learning-rate 0.1 --out benchmarks/results/compression-accuracy.json``
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import sys
+from typing import Any, Sequence
+
+from ralp_tf.cliargs import positive_int
+
+#: Settings compared (``none`` is the reference); gradient codecs are not applied yet.
+SETTINGS = ("none", "fp16", "bf16")
+HEAD = ("flatten", "fc1", "fc2", "logits")
+
+
+@dataclasses.dataclass
+class AccuracyRow:
+    """One setting's result after ``steps`` SGD steps."""
+
+    setting: str
+    steps: int
+    final_loss: float
+    accuracy: float
+    loss_vs_none: float | None = None
+    accuracy_points_vs_none: float | None = None
+
+
+def _class_means(logits: Any) -> Any:
+    """Per-class mean of the teacher's logits over a data set."""
+    return logits.mean(axis=0, keepdims=True)
+
+
+def teacher_dataset(n: int, seed: int) -> tuple[Any, Any]:
+    """``n`` generated images and the fixed teacher's labels for them: the argmax of the teacher's
+    logits after each class's mean logit is subtracted (so no class dominates)."""
+    import numpy as np
+    import tf_keras
+
+    from ralp_tf.models import small_cnn
+
+    tf_keras.utils.set_random_seed(1000)  # the teacher is the same network for every seed
+    teacher = small_cnn(fc=64)
+    x = np.random.default_rng(seed).standard_normal((n, 16, 16, 3)).astype("float32")
+    logits = teacher(x, training=False).numpy()
+    del teacher
+    gc.collect()  # drop the teacher's functions before a cluster connects
+    return x, np.argmax(logits - _class_means(logits), axis=1).astype("int32")
+
+
+def run(steps: int = 300, batch_size: int = 32, learning_rate: float = 0.05, seed: int = 0,
+        settings: Sequence[str] = SETTINGS) -> list[AccuracyRow]:
+    """Train the student once per setting (see the module docstring) and return the rows."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+
+    from ralp_tf.applier import place
+    from ralp_tf.launch import LocalCluster
+    from ralp_tf.models import small_cnn
+    from ralp_tf.plan import Plan
+
+    x_train, y_train = teacher_dataset(steps * batch_size, seed)
+    x_test, y_test = teacher_dataset(2048, seed + 1)
+    rows: list[AccuracyRow] = []
+    with LocalCluster(workers=1, ps=1) as lc:
+        strategy = lc.strategy()
+        coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        ps0 = "/job:ps/replica:0/task:0/device:CPU:0"
+        for setting in settings:
+            tf_keras.utils.set_random_seed(seed)
+            plan = Plan({name: ps0 for name in HEAD}, policy=f"head+{setting}",
+                        compression={} if setting == "none" else {"*": setting})
+            model = place(small_cnn(fc=64), plan, strategy)
+            with strategy.scope():
+                opt = tf_keras.optimizers.SGD(learning_rate)
+
+            @tf.function
+            def step(x: Any, y: Any) -> Any:
+                def replica_fn(x: Any, y: Any) -> Any:
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+                            y, model(x, training=True), from_logits=True))
+                    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                            model.trainable_variables))
+                    return loss
+
+                return strategy.run(replica_fn, args=(x, y))
+
+            losses = []
+            for i in range(steps):
+                sl = slice(i * batch_size, (i + 1) * batch_size)
+                losses.append(coordinator.schedule(step, args=(tf.constant(x_train[sl]), tf.constant(y_train[sl]))))
+            coordinator.join()
+            values = [float(r.fetch()) for r in losses]
+            accuracy = float(np.mean(np.argmax(_local_logits(model, x_test), axis=1) == y_test))
+            rows.append(AccuracyRow(setting, steps, float(np.mean(values[-10:])), accuracy))
+    reference = next((r for r in rows if r.setting == "none"), None)
+    for r in rows:
+        if reference is not None:
+            r.loss_vs_none = r.final_loss - reference.final_loss
+            r.accuracy_points_vs_none = 100.0 * (r.accuracy - reference.accuracy)
+    return rows
+
+
+def _local_logits(model: Any, x: Any) -> Any:
+    """The trained model's logits on ``x``, computed on this machine by an unplaced copy."""
+    from ralp_tf.applier import unplace
+
+    local = unplace(model)
+    out = local(x, training=False).numpy()
+    del local
+    gc.collect()
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ralp_tf.bench.accuracy", description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=positive_int, default=300)
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--learning-rate", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="write the rows as JSON here")
+    args = p.parse_args(argv)
+    rows = run(args.steps, args.batch_size, learning_rate=args.learning_rate, seed=args.seed)
+    doc = {"command": "python -m ralp_tf.bench.accuracy " + " ".join(sys.argv[1:] if argv is None else argv),
+           "rows": [dataclasses.asdict(r) for r in rows]}
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=2)
+    print("| setting | final loss | accuracy | loss vs none | accuracy vs none (points) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r.setting} | {r.final_loss:.4f} | {100 * r.accuracy:.1f}% | {r.loss_vs_none:+.4f} | "
+              f"{r.accuracy_points_vs_none:+.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
