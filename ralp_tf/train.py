@@ -66,6 +66,34 @@ def _loss_fn(model: Any) -> Callable[[Any, Any], Any]:
     return lambda y, logits: tf.reduce_mean(loss(y, logits))
 
 
+def sgd_losses(strategy: Any, coordinator: Any, model: Any, batches: Sequence[tuple[Any, Any]],
+               learning_rate: float = 0.05) -> list[float]:
+    """Train ``model`` (built under ``strategy``) with SGD(``learning_rate``), one scheduled step
+    per ``(inputs, labels)`` batch in order, and return each step's loss (the batch mean of
+    :func:`ralp_tf.models.per_sample_loss`). With one worker the steps run in order."""
+    import tensorflow as tf
+    import tf_keras
+
+    with strategy.scope():
+        optimizer = tf_keras.optimizers.SGD(learning_rate)
+    loss_fn = _loss_fn(model)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        def replica_fn(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+
+        return strategy.run(replica_fn, args=(x, y))
+
+    scheduled = [coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x), tf.constant(y)))
+                 for x, y in batches]
+    coordinator.join()
+    return [float(np.asarray(r.fetch())) for r in scheduled]
+
+
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
           warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
           endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,

@@ -17,7 +17,7 @@ from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan
 from ralp_tf.profiler import profile
-from training import coordinator_losses
+from ralp_tf.train import sgd_losses
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 HEAD = {"flatten": PS0, "fc1": PS0, "fc2": PS0, "logits": PS0}
@@ -118,7 +118,7 @@ def test_fp16_and_bf16_train_like_no_compression_and_stay_finite(inprocess: Any)
     for codec in ("none", "fp16", "bf16"):
         model = _placed(strategy, {"*": codec} if codec != "none" else {})
         x, y = models.synthetic_batch(model, 8)
-        losses[codec] = coordinator_losses(strategy, coordinator, model, [(x, y)] * 4)
+        losses[codec] = sgd_losses(strategy, coordinator, model, [(x, y)] * 4)
     assert all(np.isfinite(v).all() for v in losses.values())
     np.testing.assert_allclose(losses["fp16"], losses["none"], rtol=2e-3)
     np.testing.assert_allclose(losses["bf16"], losses["none"], rtol=3e-2)

@@ -11,7 +11,7 @@ from ralp_tf import models
 from ralp_tf.applier import place, placement
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan
-from training import coordinator_losses
+from ralp_tf.train import sgd_losses
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +59,8 @@ def test_subclassed_model_is_placed_in_place_and_trains_like_the_functional_one(
     for name in HEAD.placements:
         assert [v.device for v in subclassed.get_layer(name).weights] == [HEAD.placements[name]] * 2
     batches = [models.synthetic_batch(functional, 8, seed=s % 2) for s in range(4)]
-    np.testing.assert_allclose(coordinator_losses(strategy, coordinator, subclassed, batches),
-                               coordinator_losses(strategy, coordinator, functional, batches), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sgd_losses(strategy, coordinator, subclassed, batches),
+                               sgd_losses(strategy, coordinator, functional, batches), rtol=1e-5, atol=1e-6)
 
 
 def test_decorator_places_a_subclassed_model_built_by_its_constructor(inprocess: Any) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ralp_tf import models
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan import Plan
+from ralp_tf.train import sgd_losses
 from ralp_tf.applier import place, placement, unplace
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -126,24 +127,9 @@ def test_per_step_losses_equal_the_unplaced_model(inprocess) -> None:  # type: i
 
     _, strategy, coordinator = inprocess
     base, reference, placed = _base_reference_and_placed(strategy)
-    with strategy.scope():
-        opt = tf_keras.optimizers.SGD(0.05)
     ref_opt = tf_keras.optimizers.SGD(0.05)
     batches = [models.synthetic_batch(base, BATCH, seed=s % 2) for s in range(8)]
-
-    @tf.function
-    def step(x, y):  # type: ignore[no-untyped-def]
-        def replica_fn(x, y):  # type: ignore[no-untyped-def]
-            with tf.GradientTape() as tape:
-                loss = _loss(y, placed(x, training=True))
-            grads = tape.gradient(loss, placed.trainable_variables)
-            opt.apply_gradients(zip(grads, placed.trainable_variables))
-            return loss
-
-        return strategy.run(replica_fn, args=(x, y))
-
-    placed_losses = [float(coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch())
-                     for x, y in batches]
+    placed_losses = sgd_losses(strategy, coordinator, placed, batches, learning_rate=0.05)
     ref_losses = []
     for x, y in batches:
         with tf.GradientTape() as tape:

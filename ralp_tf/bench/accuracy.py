@@ -71,6 +71,7 @@ def run(steps: int = 300, batch_size: int = 32, learning_rate: float = 0.05, see
     from ralp_tf.launch import LocalCluster
     from ralp_tf.models import small_cnn
     from ralp_tf.plan import Plan
+    from ralp_tf.train import sgd_losses
 
     x_train, y_train = teacher_dataset(steps * batch_size, seed)
     x_test, y_test = teacher_dataset(2048, seed + 1)
@@ -84,27 +85,9 @@ def run(steps: int = 300, batch_size: int = 32, learning_rate: float = 0.05, see
             plan = Plan({name: ps0 for name in HEAD}, policy=f"head+{setting}",
                         compression={} if setting == "none" else {"*": setting})
             model = place(small_cnn(fc=64), plan, strategy)
-            with strategy.scope():
-                opt = tf_keras.optimizers.SGD(learning_rate)
-
-            @tf.function
-            def step(x: Any, y: Any) -> Any:
-                def replica_fn(x: Any, y: Any) -> Any:
-                    with tf.GradientTape() as tape:
-                        loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
-                            y, model(x, training=True), from_logits=True))
-                    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                                            model.trainable_variables))
-                    return loss
-
-                return strategy.run(replica_fn, args=(x, y))
-
-            losses = []
-            for i in range(steps):
-                sl = slice(i * batch_size, (i + 1) * batch_size)
-                losses.append(coordinator.schedule(step, args=(tf.constant(x_train[sl]), tf.constant(y_train[sl]))))
-            coordinator.join()
-            values = [float(r.fetch()) for r in losses]
+            batches = [(x_train[i * batch_size:(i + 1) * batch_size], y_train[i * batch_size:(i + 1) * batch_size])
+                       for i in range(steps)]
+            values = sgd_losses(strategy, coordinator, model, batches, learning_rate)
             accuracy = float(np.mean(np.argmax(_local_logits(model, x_test), axis=1) == y_test))
             rows.append(AccuracyRow(setting, steps, float(np.mean(values[-10:])), accuracy))
     reference = next((r for r in rows if r.setting == "none"), None)
