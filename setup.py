@@ -13,6 +13,7 @@ setup(
         "tensorflow-probability>=0.25",
         "numpy",
         "absl-py",
+        "scipy>=1.11",
     ],
     extras_require={
         "test": ["pytest", "hypothesis"],
