@@ -76,18 +76,24 @@ class LoopbackLauncher:
         return subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
 
 
-def loopback_shim() -> Path:
-    """The compiled bind shim, building it with ``cc`` if ``make setup`` has not."""
-    if NATIVE_SHIM.exists() and NATIVE_SHIM.stat().st_mtime >= _NATIVE_SRC.stat().st_mtime:
-        return NATIVE_SHIM
+def build_native(source: Path, output: Path, what: str, fallback: str) -> Path:
+    """``output``, the shared library compiled from ``source`` with ``cc`` when missing or older
+    than the source; ClusterRuntimeError naming ``what`` and ``fallback`` when it cannot be built."""
+    if output.exists() and output.stat().st_mtime >= source.stat().st_mtime:
+        return output
     try:
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(NATIVE_SHIM), str(_NATIVE_SRC), "-ldl"],
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(output), str(source), "-ldl"],
                        check=True, capture_output=True, text=True)
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise ClusterRuntimeError(
-            f"cannot build the loopback bind shim ({exc}); install a C compiler (apt-get install gcc) and run "
-            "`make setup`, or pass bind_address='0.0.0.0' to accept TF's wildcard bind") from None
-    return NATIVE_SHIM
+        raise ClusterRuntimeError(f"cannot build {what} ({exc}); install a C compiler (apt-get install gcc) and "
+                                  f"run `make setup`, or {fallback}") from None
+    return output
+
+
+def loopback_shim() -> Path:
+    """The compiled bind shim, building it with ``cc`` if ``make setup`` has not."""
+    return build_native(_NATIVE_SRC, NATIVE_SHIM, "the loopback bind shim",
+                        "pass bind_address='0.0.0.0' to accept TF's wildcard bind")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
