@@ -96,7 +96,7 @@ def sgd_losses(strategy: Any, coordinator: Any, model: Any, batches: Sequence[tu
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
           warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
-          endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None,
+          endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None, meter: Any = None,
           on_step: Callable[[int], None] | None = None, coordinator: Any = None,
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
@@ -109,7 +109,10 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     the rates the planner and the predictions use (default: from the strategy).
     ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
     ``on_measure("start")`` / ``on_measure("end")`` when the measured window opens and closes
-    (an outside byte counter snapshots its links then).
+    (an outside byte counter snapshots its links then). ``meter`` (anything with
+    :class:`~ralp_tf.traffic.TrafficMeter`'s ``start``/``stop``/``total``, e.g.
+    :class:`ralp_tf.remote.AgentMeter`) counts the bytes instead of one built from ``endpoints``;
+    with neither, ``bytes_per_step`` is None.
 
     With ``measure_compute`` the planner and the predictions use each layer's measured
     forward+backward time on this machine (``profile(measure=True)``) times ``compute_scale``
@@ -179,7 +182,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     total = warmup_steps + steps
     done = int(step_var.numpy())
     losses: list[Any] = []
-    meter = TrafficMeter(endpoints) if endpoints else None
+    meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
     measured_from = max(done, warmup_steps)
     measured = total - measured_from
     t0 = elapsed = 0.0
