@@ -53,6 +53,9 @@ class RunResult:
     resumed_from_step: int | None = None
     restored_weights_checksum: float | None = None
     final_weights_checksum: float | None = None
+    #: bytes crossing host links per synchronous step (``workers`` worker steps), loopback excluded:
+    #: the cost model's ``StepEstimate.link_bytes_per_step``, comparable with a testbed's link counters
+    predicted_link_bytes_per_step: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -235,6 +238,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         final_loss=values[-1] if values else float("nan"), losses=values, bytes_per_step=bytes_per_step,
         bytes_between=per_step(delta, measured) if meter else {},
         predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
+        predicted_link_bytes_per_step=pred.link_bytes_per_step,
         measured_step_s=elapsed / measured * cluster.num_workers, plan=plan.to_dict(),
         analysis=analysis.report() if analysis else None, total_steps=done, resumed_from_step=resumed_from,
         restored_weights_checksum=restored_checksum, final_weights_checksum=weights_checksum(model)[1])

@@ -250,3 +250,26 @@ def test_analyzer_offers_storage_and_head_variants_and_reports_the_ring() -> Non
     ring_wins = analyze(only_convs, Cluster.local(2, 1, bandwidth="100mbit"))
     assert ring_wins.to_dict()["ring_predicted_faster"] is True and ring_wins.ring_speedup > 1.05
     assert "The ring all-reduce is predicted FASTER than this plan" in ring_wins.report()
+
+
+def test_bench_predicts_bytes_per_host_link_of_the_cells_layout() -> None:
+    """The benchmark compares predictions with link counters, which never see loopback: a colocated
+    cell is priced on its hosts (worker i + PS i share a link), so its PSS bytes are the link bytes,
+    not every worker<->PS byte."""
+    from ralp_tf.bench.config import Cell
+    from ralp_tf.bench.predictions import cell_cluster, predictions
+
+    prof = cnn_with_head()
+    rate = 100e6
+    dedicated = predictions(prof, Cell("cnn", 2, "100mbit"), rate)
+    colocated_cell = Cell("cnn", 2, "100mbit", layout="colocated")
+    colocated = predictions(prof, colocated_cell, rate)
+    cluster = cell_cluster(colocated_cell, rate)
+    assert [h.tasks for h in cluster.hosts] == [("worker:0", "ps:0"), ("worker:1", "ps:1")]
+    stock = estimate(prof, cluster)
+    assert colocated["ps"]["payload_bytes_per_step"] == pytest.approx(stock.link_bytes_per_step)
+    assert stock.link_bytes_per_step < 2 * stock.bytes_per_step  # the loopback share is left out
+    # Dedicated hosts: every worker<->PS byte crosses a link, once per worker step.
+    ded = estimate(prof, cell_cluster(Cell("cnn", 2, "100mbit"), rate))
+    assert dedicated["ps"]["payload_bytes_per_step"] == pytest.approx(2 * ded.bytes_per_step)
+    assert colocated["ralp"]["payload_bytes_per_step"] < dedicated["ralp"]["payload_bytes_per_step"]

@@ -75,18 +75,20 @@ def compute_scale(workers: int) -> float:
 
 
 def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
-    """The local cluster of ``cell`` (its workers and PS tasks) with links at ``bandwidth_bps``."""
+    """The cluster of ``cell``: its workers and PS tasks on the hosts of its layout (one link of
+    ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them."""
     from ralp_tf.cluster import Cluster
 
-    return Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps)
+    return Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
                 scheduler_plan: Plan | None = None) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
-    ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (PSS payload bytes are
-    the per-worker estimate x workers), plus the analyzer's decision (``"analysis"``) and the
-    rejected alternative's plan (``"rejected"``, only when the analyzer chose no split)."""
+    ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
+    host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them),
+    plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
+    (``"rejected"``, only when the analyzer chose no split)."""
     from ralp_tf.analyzer import analyze
     from ralp_tf.costmodel import estimate, estimate_allreduce
 
@@ -96,8 +98,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     n = cell.workers
     ring = estimate_allreduce(p, cluster)
     out: dict[str, Any] = {
-        "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.bytes_per_step * n},
-        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.bytes_per_step * n},
+        "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.link_bytes_per_step},
+        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step},
         "allreduce": {"step_s": ring.step_s, "payload_bytes_per_step": ring.bytes_per_step,
                       "bottleneck": ring.bottleneck, "compute_s": ring.worker_compute_s, "comm_s": ring.comm_s},
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
@@ -107,11 +109,11 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out["horovod"] = dict(out["allreduce"])
     if not a.is_split and a.best_split is not None:
         e = a.best_split.estimate
-        out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.bytes_per_step * n,
+        out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step,
                            "plan": a.best_split.plan, "label": a.best_split.label}
     if scheduler_plan is not None:
         e = estimate(p, cluster, scheduler_plan)
-        out["scheduler"] = {"step_s": e.step_s, "payload_bytes_per_step": e.bytes_per_step * n}
+        out["scheduler"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step}
     return out
 
 

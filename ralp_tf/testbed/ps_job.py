@@ -79,8 +79,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         "samples_per_s": result.get("samples_per_s"),
         "measured_step_s": measured_step_s,
         "predicted_step_s": result.get("predicted_step_s"),
-        "predicted_bytes_per_step": (result["predicted_bytes_per_step"] * workers
-                                     if result.get("predicted_bytes_per_step") is not None else None),
+        "predicted_bytes_per_step": _predicted_link_bytes(result, workers),
         "bytes_per_step": bytes_total / global_steps if bytes_total is not None else None,
         "link_bytes": link, "final_loss": result.get("final_loss"), "plan": result.get("plan"),
         "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
@@ -90,6 +89,17 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         out["invalid_reason"] = "; ".join(reasons)
         out["log_tail"] = watcher.tail_text() + ("\n" + tails if tails else "")
     return out
+
+
+def _predicted_link_bytes(result: dict[str, Any], workers: int) -> float | None:
+    """Predicted payload bytes crossing host links per global step: the coordinator's per-host-link
+    prediction (loopback between tasks of one host excluded, as the link counters see it), or, from
+    a coordinator that predates it, its per-worker bytes x ``workers`` (equal on dedicated hosts)."""
+    if result.get("predicted_link_bytes_per_step") is not None:
+        return float(result["predicted_link_bytes_per_step"])
+    if result.get("predicted_bytes_per_step") is not None:
+        return float(result["predicted_bytes_per_step"]) * workers
+    return None
 
 
 def _rate_text(bps: float) -> str:
