@@ -326,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="plan and predict with measured layer times instead of FLOP rates")
     p.add_argument("--compute-scale", type=float, default=1.0,
                    help="multiply measured layer times by this (tasks sharing the cores)")
+    p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
+                                                        "(see ralp_tf.compression)")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
@@ -347,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
                        on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
-                       compute_scale=args.compute_scale)
+                       compute_scale=args.compute_scale, compression=args.compression)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.train: error: {exc}", file=sys.stderr)
         return 2
