@@ -257,6 +257,7 @@ class LocalCluster:
         self.extra_env = env or {}
         self.inter_op_threads = inter_op_threads
         self.tasks: list[TaskProcess] = []
+        self._spec: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- life cycle
@@ -277,7 +278,7 @@ class LocalCluster:
         try:
             if self._loopback_only:
                 self._bind_coordinator_loopback()
-            spec = self._make_spec()
+            spec = self._spec = self._make_spec()
             for job in ("ps", "worker"):
                 for i, addr in enumerate(spec.get(job, [])):
                     self.tasks.append(self._spawn(job, i, addr, spec))
@@ -322,9 +323,38 @@ class LocalCluster:
             log.close()
         return TaskProcess(job, index, address, proc, log_path)
 
-    def _wait_ready(self) -> None:
+    def restart(self, job: str, index: int) -> TaskProcess:
+        """Start dead task ``job:index`` again on its address with the current cluster spec (the old
+        log moves to ``<job>-<index>.log.<n>``); returns once it accepts connections."""
+        old = self.task(job, index)
+        if old.alive():
+            raise ClusterRuntimeError(f"task {job}:{index} is still running; kill it before restarting it")
+        n = sum(1 for _ in self.log_dir.glob(f"{job}-{index}.log.*")) + 1
+        old.log_path.replace(old.log_path.with_name(f"{old.log_path.name}.{n}"))
+        new = self._spawn(job, index, old.address, self._spec)
+        with self._lock:
+            self.tasks[self.tasks.index(old)] = new
+        self._wait_ready([new])
+        return new
+
+    def add_worker(self) -> TaskProcess:
+        """Start one more worker task (index ``num_workers``) with a cluster spec that includes it;
+        returns once it accepts connections. A coordinator must reconnect to use it."""
+        index = self.num_workers
+        host = self.launcher.host(f"worker{index}")
+        used = {t.port for t in self.tasks if t.address.rsplit(":", 1)[0] == host}
+        port = free_port(host) if host.startswith("127.") else max(used | {2221 + len(self.tasks)}) + 1
+        self._spec = {**self._spec, "worker": [*self._spec["worker"], f"{host}:{port}"]}
+        task = self._spawn("worker", index, f"{host}:{port}", self._spec)
+        with self._lock:
+            self.tasks.append(task)
+        self.num_workers += 1
+        self._wait_ready([task])
+        return task
+
+    def _wait_ready(self, tasks: list[TaskProcess] | None = None) -> None:
         deadline = time.monotonic() + self.ready_timeout
-        pending = list(self.tasks)
+        pending = list(self.tasks if tasks is None else tasks)
         while pending:
             for t in list(pending):
                 if not t.alive():

@@ -1,0 +1,175 @@
+"""The coordinator process of a supervised run: ``python -m ralp_tf.faults.coordinator ...``.
+
+It runs :func:`ralp_tf.train.train` with a checkpoint directory against an already running
+cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB <kind> <json>``):
+
+* ``progress {"done": N, "t": UNIX_TIME, "loss": L}`` whenever the number of completed steps
+  grows (``done`` counts from step 0, so it includes the steps restored from the checkpoint;
+  ``loss`` is the loss of the most recently completed step);
+* ``resumed {"step": S}`` when it restored checkpoint step ``S`` (0: a fresh start);
+* ``result {...}`` (:class:`~ralp_tf.train.RunResult`) at the end, exit 0; ``stopped {...}`` if the
+  stop file appeared (exit 0, progress so far); ``failed {"error": ...}`` and exit 3 when a task
+  failed (:class:`~ralp_tf.errors.ClusterRuntimeError`), 2 on bad input.
+
+Progress is read by :class:`ProgressCoordinator`, a wrapper around TF's ``ClusterCoordinator``
+that ``train`` accepts as its ``coordinator``: it keeps every scheduled step's ``RemoteValue`` and a
+thread counts those whose status is ready. TF has no public "is this closure done" query; the
+wrapper reads ``RemoteValueImpl._status_available_event`` and ``_status`` (checked on TF 2.21).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, Sequence
+
+MARK = "RALP_JOB"
+
+
+class StopRequested(Exception):
+    """The supervisor asked the run to stop (its stop file exists)."""
+
+
+def emit(kind: str, **data: Any) -> None:
+    print(f"{MARK} {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+
+
+class ProgressCoordinator:
+    """Wraps a ``ClusterCoordinator``: counts completed steps and calls ``report(done, loss)``
+    from a polling thread (every ``poll_s``) when the count grows; ``join()`` raises
+    :class:`StopRequested` once ``stop_file`` exists. Everything else is the wrapped coordinator."""
+
+    def __init__(self, real: Any, report: Callable[[int, float | None], None], *, offset: int = 0,
+                 poll_s: float = 0.2, stop_file: str | None = None) -> None:
+        self._real, self._report, self._offset = real, report, offset
+        self._stop_file = stop_file
+        self._values: list[Any] = []
+        self._lock = threading.Lock()
+        self._done = 0
+        self._quit = threading.Event()
+        self._thread = threading.Thread(target=self._poll, args=(poll_s,), name="ralp-progress", daemon=True)
+        self._thread.start()
+
+    def schedule(self, fn: Any, args: Any = None, kwargs: Any = None) -> Any:
+        rv = self._real.schedule(fn, args=args, kwargs=kwargs)
+        with self._lock:
+            self._values.append(rv)
+        return rv
+
+    def join(self) -> None:
+        self._real.join()
+        self._count()
+        if self._stop_file and os.path.exists(self._stop_file):
+            raise StopRequested()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    @property
+    def done(self) -> int:
+        return self._offset + self._done
+
+    def close(self) -> None:
+        self._quit.set()
+
+    def _count(self) -> None:
+        with self._lock:
+            values = list(self._values)
+        ready = [rv for rv in values if _is_ready(rv)]
+        if len(ready) > self._done:
+            self._done = len(ready)
+            loss = None
+            try:
+                loss = float(ready[-1].fetch())
+            except Exception:  # a value of a step that is being retried: report the count alone
+                pass
+            self._report(self.done, loss)
+
+    def _poll(self, poll_s: float) -> None:
+        while not self._quit.wait(poll_s):
+            try:
+                self._count()
+            except Exception:  # progress is best effort; training itself reports real failures
+                pass
+
+
+def _is_ready(rv: Any) -> bool:
+    event = getattr(rv, "_status_available_event", None)
+    if event is None or not event.is_set():
+        return False
+    return str(getattr(rv, "_status", "")).endswith("READY")
+
+
+def checkpoint_step(directory: str | None) -> int:
+    """The step counter of the latest checkpoint :func:`ralp_tf.train.train` saved in ``directory`` (0: none)."""
+    import tensorflow as tf
+
+    if not directory or not tf.train.latest_checkpoint(directory):
+        return 0
+    return int(tf.train.load_checkpoint(directory).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import tensorflow as tf
+
+    from ralp_tf.cliargs import add_policy_args, policy_options, positive_int
+    from ralp_tf.cluster import Cluster
+    from ralp_tf.errors import ClusterRuntimeError, RalpError
+    from ralp_tf.policies import policy_from_spec
+    from ralp_tf.train import train
+
+    p = argparse.ArgumentParser(prog="python -m ralp_tf.faults.coordinator")
+    p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
+    p.add_argument("--model", default="alexnet_cifar")
+    add_policy_args(p)
+    p.add_argument("--steps", type=positive_int, required=True, help="train until this step (all runs together)")
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--bandwidth", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", required=True)
+    p.add_argument("--checkpoint-every", type=positive_int, default=10)
+    p.add_argument("--stop-file", default=None)
+    p.add_argument("--compression", default=None)
+    args = p.parse_args(argv)
+    start = checkpoint_step(args.checkpoint_dir)
+    emit("resumed", step=start)
+    try:
+        spec = json.loads(args.cluster)
+        cluster = Cluster.from_dict(spec, **({"bandwidth": args.bandwidth} if args.bandwidth else {}))
+        policy = policy_from_spec(args.policy, policy_options(args))
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        real = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+        coord = ProgressCoordinator(real, lambda done, loss: emit("progress", done=done, t=time.time(), loss=loss),
+                                    offset=start, stop_file=args.stop_file)
+        try:
+            result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=0,
+                           batch_size=args.batch_size, seed=args.seed, cluster=cluster, coordinator=coord,
+                           checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                           compression=args.compression)
+        except StopRequested:
+            emit("stopped", done=coord.done)
+            return 0
+        finally:
+            coord.close()
+    except ClusterRuntimeError as exc:
+        emit("failed", error=str(exc))
+        return 3
+    except (RalpError, json.JSONDecodeError) as exc:
+        print(f"ralp_tf.faults.coordinator: error: {exc}", file=sys.stderr)
+        return 2
+    emit("result", **result.to_dict())
+    return 0
+
+
+def _flushed(code: int) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+if __name__ == "__main__":
+    os._exit(_flushed(main()))  # no interpreter teardown, as ralp_tf.train's __main__ explains

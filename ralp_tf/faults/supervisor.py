@@ -1,0 +1,507 @@
+"""A supervised training run: restarts failed tasks, plays a fault plan, adds workers, measures recovery.
+
+:class:`Supervisor` owns a :class:`~ralp_tf.launch.LocalCluster` (loopback, or inside a namespace
+testbed when one is given) and runs the coordinator as a child process
+(``python -m ralp_tf.faults.coordinator``, :mod:`ralp_tf.faults.coordinator`) that checkpoints
+every ``checkpoint_every`` steps and reports each completed step. Its loop (every 0.2 s):
+
+* **plays the fault plan** (:mod:`ralp_tf.faults.plan`): kills tasks (SIGKILL), takes links down
+  or throttles them for their duration (:class:`~ralp_tf.testbed.link_faults.LinkFaults`);
+* **restarts dead tasks** on the same address (with a :class:`~ralp_tf.faults.restart.RestartPolicy`):
+  after the policy's backoff, :meth:`LocalCluster.restart` starts the task again. A restarted
+  *worker* is picked up by TF's ``ClusterCoordinator`` itself (it waits for a failed worker,
+  reconnects with ``update_server_def`` and rebuilds its per-worker datasets and functions);
+* **recovers from a PS failure without a human**: a PS loses its variables when it dies, and TF's
+  coordinator raises at once (its failure handler only covers workers). The coordinator process
+  then exits with status 3; once the PS is back the supervisor starts a *fresh coordinator
+  process* on the same cluster, which rebuilds strategy, ``ClusterCoordinator``, model and
+  optimizer and restores the latest checkpoint. Lost: the steps since that checkpoint. The
+  coordinator counts as task ``chief`` in the restart budget;
+* **adds a worker** at a step (an ``add_worker`` event): the coordinator is run to that step, where
+  it saves a checkpoint and exits; :meth:`LocalCluster.add_worker` starts worker ``N`` and a fresh
+  coordinator resumes from the checkpoint on the ``N + 1``-worker cluster spec. Nothing is lost;
+  the cost is the seconds between the last step on ``N`` and the first on ``N + 1`` workers.
+
+A link fault hits a worker's host: the coordinator's host has ``tcp_retries2`` lowered
+(:meth:`LinkFaults.detect_dead_peers`), so its connections to that worker fail within ~6 s,
+gRPC reports the worker unavailable and TF treats it as a failed worker: its closures are retried
+on the others until it answers again.
+
+Measured per fault (:class:`FaultRecord`): ``recovery_s``, the seconds from the end of the fault
+(link back, rate restored, task restarted, worker joined) to the first step completed after it
+(for a PS kill: from the kill, as training stops meanwhile); ``steps_lost`` (steps completed and
+then redone from a checkpoint); ``steps_during`` (steps completed while it lasted).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Sequence
+
+from ralp_tf.errors import ClusterRuntimeError
+from ralp_tf.faults.plan import LINK_KINDS, FaultEvent, FaultPlan
+from ralp_tf.faults.restart import RestartPolicy
+
+POLL_S = 0.2
+
+
+@dataclasses.dataclass
+class FaultRecord:
+    """One fault as it happened (times in seconds since the first training step)."""
+
+    kind: str
+    target: str | None
+    planned: str
+    start_s: float
+    end_s: float | None = None
+    step_at_start: int = 0
+    recovery_s: float | None = None
+    steps_during: int | None = None
+    steps_lost: int = 0
+    note: str = ""
+    #: how many coordinator processes had started when it began
+    coordinator_run: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class SupervisedReport:
+    """What a supervised run did: steps, final loss, every fault with its recovery, restarts,
+    samples/s per worker count, and anything left behind (filled by the caller after teardown)."""
+
+    model: str
+    policy: str
+    steps_requested: int
+    steps_completed: int
+    final_loss: float | None
+    wall_s: float
+    faults: list[FaultRecord]
+    restarts: dict[str, int]
+    coordinator_runs: int
+    steps_lost: int
+    samples_per_s: dict[str, float]
+    batch_size: int
+    stopped_by_time: bool = False
+    leftovers: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    log_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def table(self) -> str:
+        """A Markdown table of the faults, then one summary line."""
+        rows = ["| # | fault | at (s) | step | ended (s) | recovery (s) | steps during | steps lost | note |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for i, f in enumerate(self.faults, 1):
+            rows.append(f"| {i} | {f.planned} | {f.start_s:.1f} | {f.step_at_start} | "
+                        f"{'' if f.end_s is None else f'{f.end_s:.1f}'} | "
+                        f"{'-' if f.recovery_s is None else f'{f.recovery_s:.1f}'} | "
+                        f"{'' if f.steps_during is None else f.steps_during} | {f.steps_lost} | {f.note} |")
+        loss = "n/a" if self.final_loss is None else f"{self.final_loss:.4f}"
+        left = ", ".join(f"{k}: {v}" for k, v in self.leftovers.items() if v) or "nothing"
+        rates = ", ".join(f"{k}: {v:.1f}" for k, v in self.samples_per_s.items())
+        rows.append("")
+        rows.append(f"{self.model} ({self.policy}): {self.steps_completed}/{self.steps_requested} steps"
+                    f"{' (stopped by the time limit)' if self.stopped_by_time else ''} in {self.wall_s:.0f} s, "
+                    f"final loss {loss}, steps lost {self.steps_lost}, coordinator runs {self.coordinator_runs}, "
+                    f"restarts {self.restarts or 'none'}; samples/s {rates or 'n/a'}; left behind: {left}")
+        return "\n".join(rows)
+
+
+class _Chief:
+    """The coordinator child process and a thread that turns its marks into queue items."""
+
+    def __init__(self, proc: subprocess.Popen, marks: "queue.Queue[tuple[str, dict[str, Any]]]") -> None:
+        self.proc, self.marks = proc, marks
+        self.tail: collections.deque[str] = collections.deque(maxlen=40)
+        self.started = time.time()
+        self.result: dict[str, Any] | None = None
+        self.finished_kind: str | None = None
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        from ralp_tf.testbed.jobs import parse_line
+
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.tail.append(line.rstrip("\n"))
+            msg = parse_line(line)
+            if msg is not None:
+                self.marks.put(msg)
+
+    def drained(self) -> None:
+        self._thread.join(timeout=10)
+
+
+class Supervisor:
+    """A supervised run (see the module docstring). ``testbed``: an open namespace testbed with tasks
+    ``worker0..``, ``ps0..`` and ``chief`` (plus a ``worker<N>`` host per worker an ``add_worker``
+    event adds), or None for loopback. ``stop_after_s``: stop at the first checkpoint boundary after
+    that many seconds of training, once every fault has ended (the chaos run's bound)."""
+
+    def __init__(self, *, model: str = "alexnet_cifar", policy: str = "ralp", workers: int = 2, ps: int = 1,
+                 steps: int = 60, batch_size: int = 32, checkpoint_dir: str | None = None,
+                 checkpoint_every: int = 10, plan: FaultPlan | None = None, restart: RestartPolicy | None = None,
+                 testbed: Any = None, bandwidth: str | None = None, seed: int = 0, log_dir: str | None = None,
+                 timeout_s: float = 1800.0, stop_after_s: float | None = None, compression: str | None = None,
+                 policy_options: dict[str, Any] | None = None, detect_retries: int = 4) -> None:
+        self.model, self.policy, self.workers, self.ps = model, policy, workers, ps
+        self.steps, self.batch_size, self.seed = steps, batch_size, seed
+        self.plan = plan or FaultPlan()
+        self.restart = restart
+        self.tb = testbed
+        self.plan.validate(workers=workers, ps=ps, emulated=bool(testbed is not None and testbed.emulated),
+                           restart=restart is not None)
+        adds = sorted(e.at_step for e in self.plan.events if e.kind == "add_worker" and e.at_step is not None)
+        if any(e.kind == "add_worker" and e.at_step is None for e in self.plan.events):
+            from ralp_tf.faults.plan import FaultPlanError
+
+            raise FaultPlanError("add_worker happens at a step (add_worker,at=20): the coordinator stops at that "
+                                 "step's checkpoint and resumes with one more worker")
+        if any(not 0 < s < steps for s in adds):
+            from ralp_tf.faults.plan import FaultPlanError
+
+            raise FaultPlanError(f"add_worker steps {adds} must lie between 1 and steps - 1 ({steps - 1})")
+        self.segment_ends = adds + [steps]
+        if testbed is not None:
+            need = [f"worker{i}" for i in range(workers + len(adds))] + [f"ps{i}" for i in range(ps)] + ["chief"]
+            missing = [t for t in need if t not in testbed.tasks]
+            if missing:
+                from ralp_tf.testbed.base import TestbedConfigError
+
+                raise TestbedConfigError(f"the testbed lacks task(s) {missing}: a supervised run needs {need}")
+            import math
+
+            if math.isinf(testbed.bandwidth_bps) and any(e.rate_fraction for e in self.plan.events):
+                from ralp_tf.faults.plan import FaultPlanError
+
+                raise FaultPlanError("a throttle to a fraction of the rate needs a capped testbed (--bandwidth "
+                                     "1gbit); give an absolute rate=100mbit instead")
+        self.own_ckpt = checkpoint_dir is None
+        self.checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="ralp_tf_ckpt_")
+        self.checkpoint_every = checkpoint_every
+        self.bandwidth, self.compression = bandwidth, compression
+        self.policy_options = policy_options or {}
+        self.log_dir = log_dir
+        self.timeout_s, self.stop_after_s = timeout_s, stop_after_s
+        self.detect_retries = detect_retries
+        self.pids: list[int] = []
+        self._marks: "queue.Queue[tuple[str, dict[str, Any]]]" = queue.Queue()
+        self.progress: list[tuple[float, int, float | None, int]] = []  # (unix time, done, loss, coordinator run)
+        self.records: list[FaultRecord] = []
+        self.t0: float | None = None
+        self.done = 0
+        self.chief_runs = 0
+        self.steps_lost = 0
+        self.worker_count_at: list[tuple[float, int]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _now(self) -> float:
+        return time.time() - (self.t0 if self.t0 is not None else time.time())
+
+    def _env(self) -> dict[str, str]:
+        from ralp_tf.testbed.jobs import base_env
+
+        return base_env()
+
+    def _start_chief(self, lc: Any, stop_file: str) -> _Chief:
+        from ralp_tf.faults.coordinator import checkpoint_step  # noqa: F401  (import check, no TF)
+
+        target = next(s for s in self.segment_ends if s > self._checkpointed())
+        argv = [sys.executable, "-m", "ralp_tf.faults.coordinator", "--cluster", json.dumps(lc.cluster_spec_dict),
+                "--model", self.model, "--policy", self.policy, "--steps", str(target),
+                "--batch-size", str(self.batch_size), "--seed", str(self.seed),
+                "--checkpoint-dir", self.checkpoint_dir, "--checkpoint-every", str(self.checkpoint_every),
+                "--stop-file", stop_file]
+        for k, v in self.policy_options.items():
+            argv += ["--policy-option", f"{k}={v}"]
+        if self.bandwidth:
+            argv += ["--bandwidth", self.bandwidth]
+        if self.compression:
+            argv += ["--compression", self.compression]
+        env = self._env()
+        if self.tb is not None:
+            proc = self.tb.popen("chief", argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        else:
+            from ralp_tf._procutil import die_with_parent
+            from ralp_tf.launch import loopback_env
+
+            proc = subprocess.Popen(argv, env=loopback_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                    preexec_fn=die_with_parent)
+        self.pids.append(proc.pid)
+        self.chief_runs += 1
+        self.worker_count_at.append((time.time(), lc.num_workers))
+        return _Chief(proc, self._marks)
+
+    def _checkpointed(self) -> int:
+        """The latest checkpoint's step, read from the checkpoint index (no TF import)."""
+        path = os.path.join(self.checkpoint_dir, "checkpoint")
+        try:
+            with open(path) as f:
+                first = f.readline()
+        except OSError:
+            return 0
+        name = first.split('"')[1] if '"' in first else ""
+        try:
+            return int(name.rsplit("-", 1)[1])
+        except (IndexError, ValueError):
+            return 0
+
+    def _record(self, event: FaultEvent | None, kind: str, target: str | None, note: str = "") -> FaultRecord:
+        rec = FaultRecord(kind=kind, target=target, planned=event.describe() if event else f"{kind} {target}",
+                          start_s=self._now(), step_at_start=self.done, note=note, coordinator_run=self.chief_runs)
+        self.records.append(rec)
+        return rec
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> SupervisedReport:
+        """Run to the end; raise ClusterRuntimeError (restart budget spent, a PS lost without
+        --restart-failed, the safety cap) naming the last checkpoint."""
+        from ralp_tf.launch import LocalCluster
+
+        started = time.time()
+        links = None
+        stop_file = os.path.join(self.checkpoint_dir, "STOP")
+        if os.path.exists(stop_file):
+            os.remove(stop_file)
+        with LocalCluster(workers=self.workers, ps=self.ps, launcher=self.tb, log_dir=self.log_dir,
+                          env=self._env()) as lc:
+            self.pids += lc.pids()
+            if self.tb is not None and self.tb.emulated:
+                from ralp_tf.testbed.link_faults import LinkFaults
+
+                links = LinkFaults(self.tb)
+                links.detect_dead_peers("chief", self.detect_retries)
+            try:
+                chief = self._loop(lc, links, stop_file, started)
+            finally:
+                if links is not None:
+                    links.heal_all()
+            self.log_dir = str(lc.log_dir) if not lc._own_log_dir else None
+        result = chief.result or {}
+        for rec in self.records:
+            self._measure(rec)
+        final_loss = self.progress[-1][2] if self.progress else None
+        if result.get("final_loss") is not None:
+            final_loss = result["final_loss"]
+        return SupervisedReport(
+            model=self.model, policy=self.policy, steps_requested=self.steps, steps_completed=self.done,
+            final_loss=final_loss, wall_s=time.time() - started, faults=self.records,
+            restarts=dict(self.restart.counts) if self.restart else {}, coordinator_runs=self.chief_runs,
+            steps_lost=self.steps_lost, samples_per_s=self._rates(), batch_size=self.batch_size,
+            stopped_by_time=chief.finished_kind == "stopped", log_dir=self.log_dir)
+
+    def _loop(self, lc: Any, links: Any, stop_file: str, started: float) -> _Chief:
+        pending = list(self.plan.events)
+        active: list[tuple[FaultRecord, float, str]] = []   # (record, ends at unix time, host)
+        restarting: dict[str, tuple[float, float]] = {}  # task -> (restart at unix time, backoff)
+        failed_tasks: dict[str, FaultRecord] = {}
+        chief: _Chief | None = self._start_chief(lc, stop_file)
+        chief_due: float | None = None
+        last_chief = chief
+        ps_down_record: FaultRecord | None = None
+        done_before_failure = 0
+        while True:
+            now = time.time()
+            if now - started > self.timeout_s:
+                raise ClusterRuntimeError(f"the supervised run did not finish within {self.timeout_s:.0f} s (safety "
+                                          f"cap); {self.done} of {self.steps} steps done, last checkpoint step "
+                                          f"{self._checkpointed()} in {self.checkpoint_dir}")
+            self._drain(last_chief)
+            # -- fire planned faults
+            for ev in list(pending):
+                if ev.kind == "add_worker":
+                    pending.remove(ev)  # handled at the segment end
+                    continue
+                due = (ev.at_step is not None and self.done >= ev.at_step) or \
+                      (ev.at_s is not None and self.t0 is not None and now - self.t0 >= ev.at_s)
+                if not due:
+                    continue
+                pending.remove(ev)
+                if ev.kind == "kill":
+                    job, index = _split(ev.target)
+                    t = lc.task(job, index)
+                    if not t.alive() or ev.target in restarting:
+                        self._record(ev, "kill", ev.target, note="skipped: task already down")
+                        continue
+                    rec = self._record(ev, "kill", ev.target)
+                    lc.kill(job, index)
+                    failed_tasks[ev.target] = rec
+                elif ev.kind == "link_down":
+                    rec = self._record(ev, ev.kind, ev.target)
+                    host = links.down(ev.target)
+                    active.append((rec, now + float(ev.for_s), host))
+                elif ev.kind == "throttle":
+                    rate = ev.rate if ev.rate is not None else self.tb.bandwidth_bps * float(ev.rate_fraction)
+                    rec = self._record(ev, ev.kind, ev.target)
+                    host = links.throttle(ev.target, rate)
+                    active.append((rec, now + float(ev.for_s), host))
+            # -- end link faults that are over
+            for item in list(active):
+                rec, ends, host = item
+                if now >= ends:
+                    (links.up if rec.kind == "link_down" else links.restore)(host)
+                    rec.end_s = self._now()
+                    active.remove(item)
+            # -- dead tasks
+            for t in list(lc.tasks):
+                name = f"{t.job}{t.index}"
+                if t.alive() or name in restarting:
+                    continue
+                rec = failed_tasks.get(name)
+                if rec is None:
+                    rec = failed_tasks[name] = self._record(None, "died", name, note=f"unplanned, exit {t.proc.returncode}")
+                if t.job == "ps":
+                    ps_down_record = rec
+                if self.restart is None:
+                    if t.job == "worker" and rec.end_s is None:
+                        rec.end_s, rec.note = rec.start_s, (rec.note + "; not restarted").lstrip("; ")
+                    continue
+                delay = self.restart.next_delay(name, t.proc.returncode)
+                restarting[name] = (time.time() + delay, delay)
+            for name, (due, delay) in list(restarting.items()):
+                if time.time() >= due:
+                    # On this thread: a task dies with the thread that started it (PR_SET_PDEATHSIG).
+                    new = lc.restart(*_split(name))
+                    self.pids.append(new.pid)
+                    rec = failed_tasks.pop(name)
+                    rec.end_s = self._now()
+                    rec.note = (rec.note + f"; restarted after {delay:g} s backoff").lstrip("; ")
+                    del restarting[name]
+            # -- the coordinator
+            if chief is not None and chief.proc.poll() is not None:
+                chief.drained()
+                self._drain(chief)
+                rc = chief.proc.returncode
+                if rc == 0 and chief.finished_kind == "stopped":
+                    return chief
+                if rc == 0 and chief.finished_kind == "result":
+                    reached = int(chief.result.get("total_steps", 0)) if chief.result else 0
+                    self.done = max(self.done, reached)
+                    if reached >= self.steps:
+                        return chief
+                    rec = self._record(None, "add_worker", f"worker{lc.num_workers}")
+                    rec.planned = f"add worker{lc.num_workers} at step {reached}"
+                    new = lc.add_worker()
+                    self.pids.append(new.pid)
+                    rec.end_s = self._now()
+                    chief = last_chief = self._start_chief(lc, stop_file)
+                    continue
+                ps_failed = ps_down_record is not None or any(t.job == "ps" and not t.alive() for t in lc.tasks)
+                if self.restart is None or not ps_failed:
+                    why = "\n".join(list(chief.tail)[-12:])
+                    dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
+                    raise ClusterRuntimeError(
+                        f"the coordinator exited with status {rc} near step {self.done}"
+                        + (f"; dead task(s): {', '.join(dead)}" if dead else "")
+                        + (". Pass --restart-failed to restart failed tasks and resume from the last checkpoint"
+                           if self.restart is None else "")
+                        + f". Last checkpoint: step {self._checkpointed()} in {self.checkpoint_dir}. "
+                          f"Its output ends:\n{why}")
+                done_before_failure = self.done
+                chief_due = time.time() + self.restart.next_delay("chief", rc)
+                chief = None
+            if chief is None and chief_due is not None and time.time() >= chief_due and not restarting \
+                    and all(t.alive() for t in lc.tasks):
+                resumed = self._checkpointed()
+                lost = max(done_before_failure - resumed, 0)
+                self.steps_lost += lost
+                if ps_down_record is not None:
+                    ps_down_record.steps_lost += lost
+                    ps_down_record.note = (ps_down_record.note + f"; resumed from checkpoint step {resumed}").lstrip("; ")
+                    ps_down_record = None
+                self.done = resumed
+                chief = last_chief = self._start_chief(lc, stop_file)
+                chief_due = None
+            # -- the time bound (chaos)
+            if self.stop_after_s is not None and self.t0 is not None and now - self.t0 >= self.stop_after_s \
+                    and not pending and not active and not restarting and chief is not None \
+                    and not os.path.exists(stop_file):
+                open(stop_file, "w").close()
+            time.sleep(POLL_S)
+
+    def _drain(self, chief: _Chief | None) -> None:
+        while True:
+            try:
+                kind, data = self._marks.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "progress":
+                done = int(data["done"])
+                if self.t0 is None:
+                    self.t0 = float(data["t"])
+                if done > self.done:
+                    self.done = done
+                self.progress.append((float(data["t"]), done, data.get("loss"), self.chief_runs))
+            elif kind in ("result", "stopped") and chief is not None:
+                chief.finished_kind = kind
+                chief.result = data
+            elif kind == "failed" and chief is not None:
+                chief.finished_kind = kind
+
+    # ------------------------------------------------------------------ measurements
+    def _measure(self, rec: FaultRecord) -> None:
+        """Fill ``recovery_s`` and ``steps_during`` from the progress log (definitions in the module
+        docstring)."""
+        if self.t0 is None:
+            return
+        prog = [(t - self.t0, d, r) for t, d, _, r in self.progress]
+        if rec.target and rec.target.startswith("ps") and rec.kind in ("kill", "died"):
+            after = [t for t, _, r in prog if r > rec.coordinator_run]  # the first step of the new coordinator
+            if after:
+                rec.recovery_s = after[0] - rec.start_s
+        elif rec.kind == "add_worker":  # the cost: from the last step on N workers to the first on N + 1
+            before = [t for t, _, _ in prog if t <= rec.start_s]
+            after = [t for t, _, _ in prog if t > rec.start_s]
+            if before and after:
+                rec.recovery_s = after[0] - before[-1]
+        elif rec.end_s is not None:
+            at_end = max((d for t, d, _ in prog if t <= rec.end_s), default=0)
+            after = [t for t, d, _ in prog if t > rec.end_s and d > at_end]
+            if after:
+                rec.recovery_s = after[0] - rec.end_s
+        if rec.end_s is not None:
+            rec.steps_during = max((d for t, d, _ in prog if t <= rec.end_s), default=0) - \
+                max((d for t, d, _ in prog if t <= rec.start_s), default=0)
+
+    def _rates(self) -> dict[str, float]:
+        """Samples/s per worker count: steps completed while each coordinator run lasted, skipping
+        each run's first 3 steps (tracing), times the batch size."""
+        out: dict[str, list[float]] = {}
+        bounds = self.worker_count_at + [(float("inf"), 0)]
+        for (t_a, n), (t_b, _) in zip(bounds, bounds[1:]):
+            pts = [(t, d) for t, d, _, _ in self.progress if t_a <= t < t_b]
+            if len(pts) < 5:
+                continue
+            (t1, d1), (t2, d2) = pts[3], pts[-1]
+            if t2 > t1 and d2 > d1:
+                out.setdefault(f"{n} workers", []).append((d2 - d1) * self.batch_size / (t2 - t1))
+        return {k: max(v) for k, v in out.items()}
+
+
+def _split(task: str) -> tuple[str, int]:
+    job = "worker" if task.startswith("worker") else "ps"
+    return job, int(task[len(job):])
+
+
+def leftovers(pids: Sequence[int], prefix: str | None = None) -> dict[str, list[Any]]:
+    """What a finished run left behind: live processes among ``pids`` and namespaces named
+    ``<prefix>-*`` (``ip netns list``)."""
+    from ralp_tf.testbed._nsops import _alive, list_netns
+
+    out: dict[str, list[Any]] = {"processes": sorted(p for p in set(pids) if _alive(p))}
+    if prefix:
+        out["namespaces"] = [n for n in list_netns() if n.startswith(prefix + "-")]
+    return out
