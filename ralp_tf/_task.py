@@ -1,6 +1,6 @@
 """Entry point of one LocalCluster task process: ``python -m ralp_tf._task --cluster JSON --job J --index I``.
 
-Dies with its parent (PR_SET_PDEATHSIG), prints ``RALP_TF_TASK_READY`` once its server listens,
+Dies with its parent (PR_SET_PDEATHSIG; not with ``--standalone``), prints ``RALP_TF_TASK_READY`` once its server listens,
 then serves until killed; SIGTERM or SIGINT end it with exit 0 (``ralp-tf server`` runs as this
 program). A server that cannot start (its port taken) prints one ``error:`` line and exits 3.
 """
@@ -22,8 +22,11 @@ def main() -> None:
     parser.add_argument("--index", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, default=0)
     parser.add_argument("--inter-op-threads", type=int, default=0)
+    parser.add_argument("--standalone", action="store_true",
+                        help="outlive the parent (ralp-tf server): no PR_SET_PDEATHSIG")
     args = parser.parse_args()
-    die_with_parent(args.parent_pid)
+    if not args.standalone:
+        die_with_parent(args.parent_pid)
     stop = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # before TF starts threads: all inherit it, sigwait gets them
     import tensorflow as tf

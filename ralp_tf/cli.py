@@ -3,15 +3,16 @@
 ==========================  ==================================================================
 module                      commands
 ==========================  ==================================================================
-:mod:`ralp_tf.commands`     ``plan``, ``run`` (profile, plan with a policy, train on a LocalCluster)
+:mod:`ralp_tf.commands`     ``plan``, ``run`` (profile, plan with a policy, train on a LocalCluster or ``--cluster``)
+:mod:`ralp_tf.server`       ``server``, ``agent`` (a task of a real cluster from TF_CONFIG; its host's byte counts)
 ``scheduler.cli``           ``schedule``, ``compare-schedulers`` (the HeterPS-style solvers)
 :mod:`ralp_tf.soak`         ``soak`` (a long placed run, task resources sampled)
 :mod:`ralp_tf.bench.cli`    ``bench`` (the emulated-network benchmark; namespaces need root)
 ==========================  ==================================================================
 
 Each module exposes ``register(subparsers)``, which adds its subcommands with
-``set_defaults(func=handler)`` (and ``needs_loopback_shim=True`` for commands that start a local
-cluster). The modules are imported plainly: an import error is an import error, never a
+``set_defaults(func=handler)`` (and ``needs_loopback_shim=True``, or a predicate of the parsed
+arguments, for commands that start a local cluster). The modules are imported plainly: an import error is an import error, never a
 missing subcommand. Shared argparse types, the exit-code table and the one error path are in
 :mod:`ralp_tf.cliargs` (exit 0 ok, 1 unexpected failure, 2 bad input, 3 could not be done,
 130 interrupted).
@@ -29,13 +30,13 @@ from types import ModuleType
 from typing import Sequence
 
 import scheduler.cli as scheduler_cli
-from ralp_tf import commands, soak
+from ralp_tf import commands, server, soak
 from ralp_tf.bench import cli as bench_cli
 from ralp_tf.cliargs import run_command
 from ralp_tf.errors import RalpError
 
 #: The command modules of ``ralp-tf``, in the order their subcommands are listed.
-COMMAND_MODULES: tuple[ModuleType, ...] = (commands, scheduler_cli, soak, bench_cli)
+COMMAND_MODULES: tuple[ModuleType, ...] = (commands, server, scheduler_cli, soak, bench_cli)
 
 _SHIM_FLAG = "RALP_TF_CLI_REEXEC"
 
@@ -73,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    if getattr(args, "needs_loopback_shim", False):
+    needs_shim = getattr(args, "needs_loopback_shim", False)
+    if needs_shim(args) if callable(needs_shim) else needs_shim:
         _reexec_with_loopback_shim(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return run_command(args.func, args)

@@ -148,6 +148,8 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
     for r in results.values():
         if r.analysis:
             print(r.analysis)
+    if getattr(args, "cluster", None):
+        return
     print("The analyzer plans for the link rate given (--bandwidth, default 1gbit). This run is on loopback, where "
           "the network is not the bottleneck: compare the byte counts here, and use `ralp-tf bench` for "
           "capped links.")
