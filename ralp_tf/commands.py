@@ -45,9 +45,18 @@ def register(subparsers: Any) -> None:
     r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
     r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
+    r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
+                   help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
+                        "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "
+                        "--workers/--ps come from it (docs/multihost.md)")
+    r.add_argument("--agent-port", type=positive_int, default=None,
+                   help="with --cluster: read bytes per step from `ralp-tf agent` on every worker/PS host at "
+                        "this port (without it, bytes are reported as unavailable)")
+    r.add_argument("--connect-timeout", type=float, default=30.0,
+                   help="with --cluster: seconds to wait for every task to answer (default 30)")
     r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
                    help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
-    r.set_defaults(func=cmd_run, needs_loopback_shim=True)
+    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster)
 
 
 def _compression_arg(p: argparse.ArgumentParser) -> None:
@@ -105,10 +114,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         policies: list[Any] = ["ps", "ralp"]
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
-    results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
-                      policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
-                      checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
-                      fault=args.inject_fault, compression=args.compression, **cluster_rates(args))
+    if args.cluster:
+        results = _run_on_cluster(args, policies)
+    else:
+        results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps,
+                          batch_size=args.batch_size, policies=policies, seed=args.seed, log_dir=args.log_dir,
+                          checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                          warmup_steps=args.warmup_steps, fault=args.inject_fault, compression=args.compression,
+                          **cluster_rates(args))
     out = {}
     for name, r in results.items():
         key = "baseline" if name == "ps" else name
@@ -129,11 +142,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
+    """``run --cluster``: train on the running cluster of the file or TF_CONFIG (:mod:`ralp_tf.remote`)."""
+    from ralp_tf.errors import ValidationError
+    from ralp_tf.remote import train_on_cluster
+    from ralp_tf.tfconfig import load_cluster_config
+
+    if args.inject_fault:
+        raise ValidationError("--inject-fault kills local task processes; it cannot be used with --cluster")
+    config = load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster)
+    args.workers, args.ps = len(config.spec.get("worker", [])), len(config.spec.get("ps", []))
+    return train_on_cluster(config, args.model, policies=policies, agent_port=args.agent_port,
+                            connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
+                            rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                            checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
+                            compression=args.compression)
+
+
 def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None:
     names = list(results)
     print(f"{args.model}: {args.workers} worker(s), {args.ps} PS, batch {args.batch_size}/worker, "
           f"{args.steps} measured steps each")
-    rows = [("bytes/step (measured)", lambda r: f"{r.bytes_per_step / 1e6:.2f} MB"),
+    rows = [("bytes/step (measured)", lambda r: f"{r.bytes_per_step / 1e6:.2f} MB" if r.bytes_per_step is not None
+             else "unavailable"),
             ("bytes/step (predicted)", lambda r: f"{r.predicted_bytes_per_step / 1e6:.2f} MB"),
             ("steps/s (measured)", lambda r: f"{r.steps_per_s:.2f}"),
             ("samples/s (measured)", lambda r: f"{r.samples_per_s:.1f}"),
@@ -141,7 +172,7 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
     print(f"{'':<24}" + "".join(f"{n:>16}" for n in names))
     for label, fmt in rows:
         print(f"{label:<24}" + "".join(f"{fmt(results[n]):>16}" for n in names))
-    if "ps" in results and "ralp" in results and results["ralp"].bytes_per_step:
+    if "ps" in results and "ralp" in results and results["ralp"].bytes_per_step and results["ps"].bytes_per_step:
         a, b = results["ps"], results["ralp"]
         print(f"RALP moves {a.bytes_per_step / b.bytes_per_step:.1f}x fewer bytes per step and runs "
               f"{b.steps_per_s / a.steps_per_s:.2f}x the steps/s of stock PS.")
