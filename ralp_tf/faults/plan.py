@@ -31,7 +31,7 @@ import dataclasses
 import math
 import random
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 from ralp_tf.errors import ValidationError
 
@@ -241,13 +241,13 @@ def _checked(f: dict[str, Any], where: str) -> FaultEvent:
 
 
 def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: int | None = None) -> FaultPlan:
-    """A seeded chaos schedule over ``minutes``: ``faults`` events (default one per 60 s of the
+    """A seeded chaos schedule over ``minutes``: ``faults`` events (default one per 50 s of the
     window, at least 4) that never overlap, timed from the first training step.
 
     Contract: the same seed gives the same plan; there is always exactly one PS kill, at least one
     worker kill, one link down (5-20 s, on a worker host) and one throttle to a tenth of the rate
-    (10-30 s); the rest are drawn from those three worker faults. Slot *i* of the window
-    ``[20 s, 0.8 x minutes)`` (``faults`` equal slots) holds event *i*, starting in the first third
+    (10-20 s); the rest are drawn from those three worker faults. Slot *i* of the window
+    ``[20 s, 0.85 x minutes)`` (``faults`` equal slots) holds event *i*, starting in the first fifth
     of its slot, so each fault has the rest of its slot to recover before the next one.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
@@ -256,8 +256,8 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
     if not isinstance(minutes, (int, float)) or isinstance(minutes, bool) or not minutes >= 2:
         raise FaultPlanError(f"a chaos run needs --minutes >= 2 (room for 4 faults and their recoveries), "
                              f"got {minutes!r}")
-    window_start, window_end = 20.0, 0.8 * minutes * 60.0
-    n = faults if faults is not None else max(4, int((window_end - window_start) // 60))
+    window_start, window_end = 20.0, 0.85 * minutes * 60.0
+    n = faults if faults is not None else max(4, int((window_end - window_start) // 50))
     if n < 4:
         raise FaultPlanError(f"a chaos run plays at least 4 faults (one of each kind), got {n}")
     slot = (window_end - window_start) / n
@@ -270,7 +270,7 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
     rng.shuffle(kinds)
     events = []
     for i, k in enumerate(kinds):
-        at = round(window_start + i * slot + rng.uniform(0, slot / 3), 1)
+        at = round(window_start + i * slot + rng.uniform(0, slot / 5), 1)
         worker = f"worker{rng.randrange(workers)}"
         if k == "kill_ps":
             events.append(FaultEvent("kill", f"ps{rng.randrange(ps)}", at_s=at))
@@ -279,11 +279,6 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
         elif k == "link_down":
             events.append(FaultEvent("link_down", worker, at_s=at, for_s=float(rng.randint(5, 20))))
         else:
-            events.append(FaultEvent("throttle", worker, at_s=at, for_s=float(rng.randint(10, 30)),
+            events.append(FaultEvent("throttle", worker, at_s=at, for_s=float(rng.randint(10, 20)),
                                      rate_fraction=0.1))
     return FaultPlan(tuple(events))
-
-
-def targets(plan: FaultPlan) -> Sequence[str]:
-    """The distinct targets of ``plan``, in order of first appearance."""
-    return list(dict.fromkeys(e.target for e in plan.events if e.target))
