@@ -467,14 +467,16 @@ def _host_cpu(cluster: Cluster, ps_s: Mapping[str, float], worker_s: float) -> d
     return {h: c for h, c in out.items() if c > 0}
 
 
-def estimate_allreduce(profile: ModelProfile, cluster: Cluster) -> StepEstimate:
-    """Predict one synchronous ring all-reduce step over the cluster's workers (see module doc)."""
+def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none") -> StepEstimate:
+    """Predict one synchronous ring all-reduce step over the cluster's workers (see module doc).
+    ``gradient_codec`` (``"fp16"``: Horovod's ``hvd.Compression.fp16``) scales the all-reduced bytes
+    by its wire ratio (:func:`ralp_tf.compression.wire_ratio`)."""
     n = cluster.num_workers
     if n == 0:
         raise PlanError("the cluster has no workers")
     b = profile.batch_size
     worker = cluster.workers[0]
-    p = profile.trainable_param_bytes
+    p = profile.trainable_param_bytes * wire_ratio(gradient_codec)
     per_worker = ring_allreduce_bytes(n, p)
     hosts = cluster._hosts_by_name
     out = {h: 0.0 for h in hosts}
