@@ -474,3 +474,10 @@ def test_compression_accuracy_study_runs_every_setting():
     assert [r.setting for r in rows] == list(SETTINGS)
     assert all(math.isfinite(r.final_loss) and 0.0 <= r.accuracy <= 1.0 for r in rows)
     assert rows[0].loss_vs_none == 0.0 and rows[0].accuracy_points_vs_none == 0.0
+
+
+def test_every_strategy_has_a_plot_colour_and_label() -> None:
+    from ralp_tf.bench.config import STRATEGIES
+    from ralp_tf.bench.plots import STRATEGY_COLORS, STRATEGY_LABELS
+
+    assert set(STRATEGIES) <= set(STRATEGY_COLORS) and set(STRATEGIES) <= set(STRATEGY_LABELS)

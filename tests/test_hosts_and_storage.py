@@ -273,3 +273,20 @@ def test_bench_predicts_bytes_per_host_link_of_the_cells_layout() -> None:
     ded = estimate(prof, cell_cluster(Cell("cnn", 2, "100mbit"), rate))
     assert dedicated["ps"]["payload_bytes_per_step"] == pytest.approx(2 * ded.bytes_per_step)
     assert colocated["ralp"]["payload_bytes_per_step"] < dedicated["ralp"]["payload_bytes_per_step"]
+
+
+def test_bench_compressed_strategies_are_priced_at_their_codecs_ratio() -> None:
+    """``bench --compression fp16`` adds ralp_fp16 and horovod_fp16 after their uncompressed
+    strategies; the ring's fp16 all-reduce moves half the bytes."""
+    from ralp_tf.bench.config import BenchConfigError, Cell, strategy_base, with_compression
+    from ralp_tf.bench.predictions import predictions
+
+    assert with_compression(("ps", "ralp", "allreduce", "horovod"), "fp16") == (
+        "ps", "ralp", "ralp_fp16", "allreduce", "horovod", "horovod_fp16")
+    assert with_compression(("ralp", "horovod"), "bf16") == ("ralp", "ralp_bf16", "horovod", "horovod_fp16")
+    assert strategy_base("ralp_bf16") == ("ralp", "bf16") and strategy_base("ps") == ("ps", None)
+    with pytest.raises(BenchConfigError, match="int8.*ralp-tf run --compression"):
+        with_compression(("ralp",), "int8")
+    pred = predictions(cnn_with_head(), Cell("cnn", 2, "100mbit", layout="colocated"), 100e6)
+    assert pred["horovod_fp16"]["payload_bytes_per_step"] == pytest.approx(pred["horovod"]["payload_bytes_per_step"] / 2)
+    assert pred["ralp_fp16"]["payload_bytes_per_step"] < pred["ralp"]["payload_bytes_per_step"]

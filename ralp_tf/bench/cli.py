@@ -63,6 +63,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--host-cpu", type=float, default=None, metavar="CORES",
                    help="CPU budget of every emulated host in cores (cgroup v1 quota, root; the sum over a cell's "
                         "hosts must fit this machine's cores). Default: no budgets")
+    p.add_argument("--compression", default=None, choices=("fp16", "bf16"),
+                   help="also run the compressed variant of each strategy that has one: ralp_<CODEC> (activations "
+                        "and weights on the wire) and horovod_fp16 (hvd.Compression.fp16); MWMS has no such option")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

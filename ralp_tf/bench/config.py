@@ -21,13 +21,19 @@ from typing import Sequence
 from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.launch import TASK_MEMORY_GIB
 
-STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected")
+#: Compressed variants, ``<strategy>_<codec>``: the strategy with that compression on the wire (RALP:
+#: the plan's activations and weights, :mod:`ralp_tf.compression`; Horovod: ``hvd.Compression.fp16``,
+#: the only codec it ships). MultiWorkerMirroredStrategy has none: TF 2.21's ``CommunicationOptions``
+#: offers only ``bytes_per_pack``, ``timeout_seconds`` and ``implementation``.
+COMPRESSED_STRATEGIES = {"ralp_fp16": ("ralp", "fp16"), "ralp_bf16": ("ralp", "bf16"),
+                         "horovod_fp16": ("horovod", "fp16")}
+STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", *COMPRESSED_STRATEGIES)
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
 DEFAULT_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
 DEFAULT_WORKERS = (1, 2, 3)
 DEFAULT_BANDWIDTHS = ("100mbit", "1gbit", "uncapped")
-PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected")
-RING_STRATEGIES = ("allreduce", "horovod")
+PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", "ralp_fp16", "ralp_bf16")
+RING_STRATEGIES = ("allreduce", "horovod", "horovod_fp16")
 NUM_PS = 1
 #: Memory budget per TensorFlow task used to reject cells the machine cannot hold.
 MEM_PER_TASK_GIB = TASK_MEMORY_GIB
@@ -129,6 +135,30 @@ def parse_strategies(text: str | Sequence[str] | None) -> tuple[str, ...]:
         raise BenchConfigError(f"unknown strategy {bad[0]!r}; use one or more of {','.join(STRATEGIES)} "
                                "(comma-separated)")
     return tuple(dict.fromkeys(names))
+
+
+def strategy_base(name: str) -> tuple[str, str | None]:
+    """``(strategy, codec)`` of a strategy name: ``("ralp", "fp16")`` for ``ralp_fp16``,
+    ``("ps", None)`` for ``ps``."""
+    return COMPRESSED_STRATEGIES.get(name, (name, None))
+
+
+def with_compression(strategies: Sequence[str], codec: str | None) -> tuple[str, ...]:
+    """``strategies`` plus, after each one that has a ``codec`` variant, that variant
+    (``bench --compression fp16``: ``ralp`` -> ``ralp, ralp_fp16``; ``horovod`` ->
+    ``horovod, horovod_fp16``, Horovod's only codec, for any 16-bit ``codec``)."""
+    if codec is None:
+        return tuple(strategies)
+    if codec not in ("fp16", "bf16"):
+        raise BenchConfigError(f"--compression {codec!r}: the benchmark compares fp16 or bf16 (the codecs every "
+                               "compared system can apply); run int8/top-k with `ralp-tf run --compression`")
+    out: list[str] = []
+    for s in strategies:
+        out.append(s)
+        variant = {"ralp": f"ralp_{codec}", "horovod": "horovod_fp16"}.get(s)
+        if variant:
+            out.append(variant)
+    return tuple(dict.fromkeys(out))
 
 
 def parse_models(text: str | Sequence[str] | None) -> list[str]:
@@ -242,6 +272,10 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
         bws = parse_bandwidths(args.bandwidths) if args.bandwidths else list(DEFAULT_BANDWIDTHS)
         repeats = args.repeats if args.repeats is not None else 3
         steps, warmup = args.steps, args.warmup
+    codec = getattr(args, "compression", None)
+    strategies = with_compression(strategies, codec)
+    explicit_cells = [dataclasses.replace(c, strategies=with_compression(c.strategies, codec)) if c.strategies else c
+                      for c in explicit_cells]
     cells = [Cell(m, w, b) for m in models for w in workers for b in bws]
     layout = getattr(args, "layout", None) or "dedicated"
     host_cpu = getattr(args, "host_cpu", None)

@@ -96,17 +96,19 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     cluster = cell_cluster(cell, bandwidth_bps)
     a = analyze(p, cluster)
     n = cell.workers
-    ring = estimate_allreduce(p, cluster)
     out: dict[str, Any] = {
         "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.link_bytes_per_step},
         "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step},
-        "allreduce": {"step_s": ring.step_s, "payload_bytes_per_step": ring.bytes_per_step,
-                      "bottleneck": ring.bottleneck, "compute_s": ring.worker_compute_s, "comm_s": ring.comm_s},
+        "allreduce": _ring(estimate_allreduce(p, cluster)),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
                      "compute_scale": compute_scale(n)},
     }
     out["horovod"] = dict(out["allreduce"])
+    out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
+    for codec in ("fp16", "bf16"):
+        chosen = analyze(p, cluster, compression=codec).chosen.estimate
+        out[f"ralp_{codec}"] = {"step_s": chosen.step_s, "payload_bytes_per_step": chosen.link_bytes_per_step}
     if not a.is_split and a.best_split is not None:
         e = a.best_split.estimate
         out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step,
@@ -115,6 +117,11 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
         e = estimate(p, cluster, scheduler_plan)
         out["scheduler"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step}
     return out
+
+
+def _ring(e: Any) -> dict[str, Any]:
+    return {"step_s": e.step_s, "payload_bytes_per_step": e.bytes_per_step, "bottleneck": e.bottleneck,
+            "compute_s": e.worker_compute_s, "comm_s": e.comm_s}
 
 
 def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_name: str) -> Plan:

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
-    BenchConfigError, BenchError, Cell
+    BenchConfigError, BenchError, Cell, strategy_base
 from ralp_tf.bench.predictions import measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
@@ -333,12 +333,13 @@ class Bench:
             why = self._rejected_skip_reason(cell, entry, pred, prof is not None, plans)
             if why is not None:
                 skipped["rejected"] = why
-        if "horovod" in strategies:
+        hvd_strategies = [s for s in strategies if strategy_base(s)[0] == "horovod"]
+        if hvd_strategies:
             from ralp_tf.testbed.horovod_job import horovod_available
 
             ok, why = horovod_available()
             if not ok:
-                skipped["horovod"] = why
+                skipped.update({s: why for s in hvd_strategies})
         active = [s for s in strategies if s not in skipped]
         for s in strategies:  # the configured order, in the document and in --json
             entry.strategies[s] = StrategySummary()
@@ -399,17 +400,18 @@ class Bench:
         expected = (warmup + steps) * (pred_step_s if pred_step_s and math.isfinite(pred_step_s) else 5.0)
         timeout = min(240.0 + 4.0 * expected, 3600.0)
         workers = [f"worker{i}" for i in range(cell.workers)]
+        base, codec = strategy_base(strategy)
         try:
             if strategy in PS_STRATEGIES:
-                policy = {"ps": "ps", "ralp": "ralp"}.get(strategy, plan_path)
+                policy = {"ps": "ps", "ralp": "ralp"}.get(base, plan_path)
                 launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
-                                  steps=steps, warmup=warmup, timeout=timeout)
+                                  steps=steps, warmup=warmup, timeout=timeout, compression=codec)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout)
-            elif strategy == "horovod":
+            elif base == "horovod":
                 launched = run_horovod(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
-                                       timeout=timeout)
+                                       timeout=timeout, compression=codec or "none")
             else:  # pragma: no cover - parse_strategies rejects it
                 raise BenchConfigError(f"unknown strategy {strategy!r}")
             launched.pop("testbed", None)  # the cell records its testbed once

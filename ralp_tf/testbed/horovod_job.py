@@ -33,6 +33,8 @@ from typing import Any, Sequence
 from ralp_tf.testbed import jobs
 
 STRATEGY = "horovod"
+#: ``hvd.Compression`` settings Horovod 0.28 ships: fp16 casts each gradient before the all-reduce.
+HOROVOD_CODECS = ("none", "fp16")
 
 
 def horovod_available() -> tuple[bool, str]:
@@ -50,6 +52,8 @@ def horovod_available() -> tuple[bool, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One Horovod rank (see module docstring).")
     jobs.add_job_args(ap)
+    ap.add_argument("--compression", choices=HOROVOD_CODECS, default="none",
+                    help="hvd.Compression of the all-reduced gradients: none or fp16 (Horovod has no other)")
     args = ap.parse_args(argv)
     tf = jobs.setup_tf(args)
     import tf_keras
@@ -64,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("horovod_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1); with Keras 3 Horovod "
                          "does not average gradients")
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
-    opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr))
+    compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
+    opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr), compression=compression)
     model.compile(optimizer=opt, loss=per_sample_loss(model))
     ds = tf.data.Dataset.from_tensors((x, y)).repeat()
     timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
@@ -102,9 +107,10 @@ def _write_standin(tb: Any, workers: Sequence[str], folder: str) -> str:
 def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | None = None, *,
                 batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01,
                 intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
-                log_path: str | None = None, start_timeout: int = 120) -> dict[str, Any]:
+                log_path: str | None = None, start_timeout: int = 120, compression: str = "none") -> dict[str, Any]:
     """Train ``model`` with Horovod/gloo, one rank per task in ``workers`` (default: the testbed's
     tasks named ``worker*``), and return the summary record (see :func:`jobs.summarize`).
+    ``compression`` is the ``hvd.Compression`` of the gradients (:data:`HOROVOD_CODECS`).
 
     ``horovodrun`` itself runs in the first worker's namespace. Never raises for a failed or
     hung job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``. Raises
@@ -119,7 +125,10 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
     workers = jobs.resolve_workers(tb, workers)
     n = len(workers)
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
-            "intra_threads": intra_threads or None, "inter_threads": inter_threads or None}
+            "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
+            "compression": compression if compression != "none" else None}
+    if compression not in HOROVOD_CODECS:
+        raise TestbedError(f"Horovod compression {compression!r} does not exist; use one of {', '.join(HOROVOD_CODECS)}")
     tmp = tempfile.mkdtemp(prefix="ralp_hvd_")
     try:
         env = jobs.base_env({"HOROVOD_LOG_LEVEL": "warning"})

@@ -24,8 +24,9 @@ from ralp_tf.testbed import jobs
 def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, workers: int = 2, ps: int = 1,
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
-           log_dir: str | None = None) -> dict[str, Any]:
-    """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path). Never raises for a failed
+           log_dir: str | None = None, compression: str | None = None) -> dict[str, Any]:
+    """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
+    setting of :mod:`ralp_tf.compression`, given to the planner). Never raises for a failed
     job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``."""
     from ralp_tf.launch import LocalCluster
     from ralp_tf.testbed import _nsops
@@ -51,6 +52,8 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                                                     _rate_text(tb.bandwidth_bps))]
         if measure_compute:
             cmd += ["--measure-compute", "--compute-scale", str(scale)]
+        if compression:
+            cmd += ["--compression", compression]
         proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
         watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
                                   log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
@@ -83,6 +86,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         "bytes_per_step": bytes_total / global_steps if bytes_total is not None else None,
         "link_bytes": link, "final_loss": result.get("final_loss"), "plan": result.get("plan"),
         "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
+        "compression": compression,
         "testbed": tb.describe(), "valid": not reasons,
     }
     if reasons:
