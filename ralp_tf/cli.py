@@ -8,6 +8,7 @@ module                      commands
 ``scheduler.cli``           ``schedule``, ``compare-schedulers`` (the HeterPS-style solvers)
 :mod:`ralp_tf.soak`         ``soak`` (a long placed run, task resources sampled)
 :mod:`ralp_tf.bench.cli`    ``bench`` (the emulated-network benchmark; namespaces need root)
+:mod:`ralp_tf.faults.cli`   ``chaos`` (training while a seeded schedule of faults plays; needs root)
 ==========================  ==================================================================
 
 Each module exposes ``register(subparsers)``, which adds its subcommands with
@@ -32,11 +33,12 @@ from typing import Sequence
 import scheduler.cli as scheduler_cli
 from ralp_tf import commands, server, soak
 from ralp_tf.bench import cli as bench_cli
+from ralp_tf.faults import cli as faults_cli
 from ralp_tf.cliargs import run_command
 from ralp_tf.errors import RalpError
 
 #: The command modules of ``ralp-tf``, in the order their subcommands are listed.
-COMMAND_MODULES: tuple[ModuleType, ...] = (commands, server, scheduler_cli, soak, bench_cli)
+COMMAND_MODULES: tuple[ModuleType, ...] = (commands, server, scheduler_cli, soak, bench_cli, faults_cli)
 
 _SHIM_FLAG = "RALP_TF_CLI_REEXEC"
 

@@ -56,6 +56,9 @@ def register(subparsers: Any) -> None:
                    help="with --cluster: seconds to wait for every task to answer (default 30)")
     r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
                    help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
+    from ralp_tf.faults.cli import add_run_args
+
+    add_run_args(r)
     r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster)
 
 
@@ -107,9 +110,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Train ``--model`` on a LocalCluster with ``--policy`` (or stock PS and RALP with
     ``--compare``) and print the measurements (``--json``: one object)."""
+    from ralp_tf.faults.cli import run_supervised, supervised_requested
     from ralp_tf.policies import policy_from_spec
     from ralp_tf.train import compare
 
+    if supervised_requested(args):
+        return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
         policies: list[Any] = ["ps", "ralp"]
     else:

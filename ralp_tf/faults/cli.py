@@ -70,6 +70,9 @@ def run_supervised(args: argparse.Namespace) -> int:
     """``ralp-tf run`` in supervised mode: print the fault table (``--json``: the report)."""
     from ralp_tf.cluster import format_bandwidth
 
+    if getattr(args, "cluster", None):
+        raise FaultPlanError("--restart-failed, --add-worker-at and --fault supervise local task processes; they "
+                             "cannot be used with --cluster (tasks started elsewhere)")
     if args.compare:
         raise FaultPlanError("--compare runs two policies one after the other; a supervised run (--restart-failed, "
                              "--add-worker-at, --fault) takes one --policy")
