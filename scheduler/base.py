@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,15 @@ from ralp_tf.isolation import outside_strategy
 from scheduler.problem import Problem
 from scheduler.resources import Catalog, Constraints
 from scheduler.schedule import Schedule
+
+
+def time_cap_cut(notes: dict[str, Any], solver: str, phase: str, seconds: float) -> None:
+    """Record in ``notes["time_cap_cut"]`` (and warn) that a wall-clock safety cap of ``seconds``
+    cut ``phase`` of a solve short: solver budgets are counted in work, so a cut result depends
+    on the machine's speed and is no longer reproducible."""
+    notes.setdefault("time_cap_cut", []).append(phase)
+    warnings.warn(f"{solver}: the {seconds:g} s safety cap cut {phase} short; the result now depends on this "
+                  "machine's speed (raise the cap, or lower the work budget)", RuntimeWarning, stacklevel=3)
 
 
 class Solver(abc.ABC):

@@ -5,7 +5,8 @@ The search space is the problem's continuous encoding ``x in [0,1]^d`` (``encode
 problems). The GP models ``y = log(penalized score)`` with a Matern-5/2 kernel (amplitude,
 length scale and noise fitted by maximising the marginal likelihood with Adam each round).
 The next point maximises expected improvement over ``y* = min y`` among candidates (uniform
-samples and Gaussian perturbations of the best points):
+samples and Gaussian perturbations of the best points; ``evaluations`` is the budget,
+``time_limit_s`` only a safety cap reported in ``notes["time_cap_cut"]``):
 ``EI(x) = (y* - mu(x)) Phi(z) + sigma(x) phi(z)``, ``z = (y* - mu(x)) / sigma(x)``.
 """
 from __future__ import annotations
@@ -16,15 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.base import Solver
+from scheduler.base import Solver, time_cap_cut
+from scheduler.errors import ProblemError
 
 
 class BayesOpt(Solver):
     name = "bo"
 
     def __init__(self, evaluations: int = 60, initial: int = 12, candidates: int = 2000, fit_steps: int = 50,
-                 time_limit_s: float = 60.0, **kwargs: Any) -> None:
+                 time_limit_s: float = 600.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if isinstance(evaluations, bool) or int(evaluations) != evaluations or evaluations < 1:
+            raise ProblemError(f"Bayesian optimisation needs a budget of at least 1 evaluation, got {evaluations!r}")
         self.evaluations = int(evaluations)
         self.initial = int(initial)
         self.candidates = int(candidates)
@@ -92,7 +96,11 @@ class BayesOpt(Solver):
             return post.mean(), post.stddev()
 
         rounds = 0
-        while len(y) < self.evaluations and time.perf_counter() - t0 < self.time_limit_s:
+        notes: dict[str, Any] = {}
+        while len(y) < self.evaluations:
+            if time.perf_counter() - t0 >= self.time_limit_s:
+                time_cap_cut(notes, "bo", "the search", self.time_limit_s)
+                break
             xs = tf.constant(np.array(X), dtype=tf.float64)
             ys_np = np.array(y)
             mu0, sd0 = ys_np.mean(), ys_np.std() + 1e-9
@@ -109,7 +117,7 @@ class BayesOpt(Solver):
             observe(cand[int(np.argmax(ei))])
             rounds += 1
         return best_a, {"evaluations": len(y), "bo_rounds": rounds,
-                        "length_scale": float(np.exp(ls.numpy())), "amplitude": float(np.exp(amp.numpy()))}
+                        "length_scale": float(np.exp(ls.numpy())), "amplitude": float(np.exp(amp.numpy())), **notes}
 
 
 def _norm_cdf(z: np.ndarray) -> np.ndarray:

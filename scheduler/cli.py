@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cliargs import CommandFailed, run_command
+from ralp_tf.cliargs import CommandFailed, int_at_least, run_command
 
 
 def _solver(name: str, args: argparse.Namespace) -> Any:
@@ -21,8 +21,9 @@ def _solver(name: str, args: argparse.Namespace) -> Any:
     cls = scheduler.SOLVERS[name]
     kw: dict[str, Any] = {"seed": args.seed}
     if name == "rl":
-        kw["train_seconds"] = args.rl_seconds
+        kw.update(iterations=args.rl_iterations, polish=not args.no_polish, max_solve_seconds=args.rl_max_seconds)
     return cls(**kw)
+
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -43,6 +44,10 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         print(json.dumps(schedule.to_dict(), indent=2))
     else:
         print(schedule.summary())
+        if schedule.notes.get("policy_objective") is not None:
+            print(f"  policy alone (before the polish): {schedule.objective_name} "
+                  f"{schedule.notes['policy_objective']:.6g}" + ("" if schedule.notes.get("polished") else
+                                                                 " (--no-polish: this is the schedule)"))
         for st in schedule.stages:
             print(f"  {st['layers'][0]} .. {st['layers'][1]} ({st['num_layers']} layers): {st['units']} x {st['type']}"
                   f", {st['rate']:.4g} samples/s" if st.get("rate") is not None else "")
@@ -55,9 +60,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Every solver on every built-in and shared workload; JSON, Markdown table and PNG chart."""
     from scheduler.compare import run_comparison
 
-    run_comparison(out_dir=args.out_dir, rl_seconds=args.rl_seconds, pretrain_seconds=args.pretrain_seconds,
-                   fold_seconds=args.fold_seconds, workloads=args.workloads, solvers=args.solvers, seed=args.seed,
-                   quick=args.quick, log=print)
+    run_comparison(out_dir=args.out_dir, rl_iterations=args.rl_iterations,
+                   pretrain_iterations=args.pretrain_iterations, fold_iterations=args.fold_iterations,
+                   workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick, log=print)
     return 0
 
 
@@ -65,6 +70,7 @@ def register(subparsers: Any) -> None:
     """Add ``schedule`` and ``compare-schedulers`` to an argparse subparsers object."""
     from scheduler import SOLVERS
     from scheduler.catalogs import CATALOGS
+    from scheduler.compare import FOLD_ITERATIONS, PRETRAIN_ITERATIONS
 
     p = subparsers.add_parser("schedule", help="place a workload's layers on heterogeneous resources (HeterPS)",
                               description="Solve one workload with one solver and print the schedule.")
@@ -78,7 +84,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--catalog", default="cloud",
                    help=f"built-in catalog ({', '.join(sorted(CATALOGS))}) or a catalog JSON file")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget (seconds)")
+    p.add_argument("--rl-iterations", type=int_at_least(1), default=None,
+                   help="RL training budget in REINFORCE iterations of 32 episodes (default: min(2000, "
+                        "ceil(24000 / decisions))); the same seed and budget give the same schedule")
+    p.add_argument("--rl-max-seconds", type=float, default=900.0,
+                   help="RL wall-clock safety cap of the whole solve (reported in notes.time_cap_cut when it cuts)")
+    p.add_argument("--no-polish", action="store_true",
+                   help="RL: return the policy's own placement, without the local polish")
     p.add_argument("--plan-out", default=None, help="also write the ralp_tf Plan JSON here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_schedule)
@@ -86,12 +98,14 @@ def register(subparsers: Any) -> None:
     c = subparsers.add_parser("compare-schedulers", help="run every solver on every workload; table and chart",
                               description="Writes results/schedulers.json, schedulers.md and schedulers.png.")
     c.add_argument("--out-dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
-    c.add_argument("--rl-seconds", type=float, default=45.0, help="RL training budget per workload")
-    c.add_argument("--pretrain-seconds", type=float, default=40.0,
-                   help="generalisation test: imitation budget of the base policy on the generated graphs")
-    c.add_argument("--fold-seconds", type=float, default=15.0,
-                   help="generalisation test: further training per held-out workload (generated graphs plus "
-                        "the other built-ins)")
+    c.add_argument("--rl-iterations", type=int_at_least(1), default=None,
+                   help="RL training budget per workload, in iterations of 32 episodes (default: min(2000, "
+                        "ceil(24000 / decisions)))")
+    c.add_argument("--pretrain-iterations", type=int_at_least(1), default=PRETRAIN_ITERATIONS,
+                   help="generalisation test: imitation steps of the base policy on the generated graphs")
+    c.add_argument("--fold-iterations", type=int_at_least(1), default=FOLD_ITERATIONS,
+                   help="generalisation test: further imitation steps per held-out workload (generated graphs "
+                        "plus the other built-ins)")
     c.add_argument("--workloads", nargs="*", default=None, help="subset of workloads")
     c.add_argument("--solvers", nargs="*", default=None, help="subset of solvers")
     c.add_argument("--seed", type=int, default=0)

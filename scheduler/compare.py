@@ -37,6 +37,10 @@ COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "ran
 GENERATED_COUNT = 48
 #: Placements sampled by a pretrained policy on an unseen workload (besides its greedy decode).
 APPLY_SAMPLES = 64
+#: Imitation steps of the generalisation test's base policy (on the generated graphs) and of
+#: each fold (generated graphs plus the other built-ins); about what 40 s and 15 s did before.
+PRETRAIN_ITERATIONS = 6000
+FOLD_ITERATIONS = 2500
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -47,11 +51,11 @@ def _fmt(x: Any, digits: int = 4) -> str:
     return str(x)
 
 
-def _make(name: str, seed: int, rl_seconds: float, quick: bool) -> Any:
+def _make(name: str, seed: int, rl_iterations: int | None, quick: bool, polish: bool = True) -> Any:
     import scheduler
 
     if name == "rl":
-        return scheduler.RL(train_seconds=rl_seconds, seed=seed)
+        return scheduler.RL(iterations=rl_iterations, polish=polish, seed=seed)
     if name == "random":
         return scheduler.RandomSearch(samples=300 if quick else 2000, seed=seed)
     if name == "bo":
@@ -59,8 +63,8 @@ def _make(name: str, seed: int, rl_seconds: float, quick: bool) -> Any:
     return scheduler.SOLVERS[name](seed=seed)
 
 
-def generalisation(names: Sequence[str], *, pretrain_seconds: float = 40.0, fold_seconds: float = 15.0,
-                   generated: int = GENERATED_COUNT, seed: int = 0,
+def generalisation(names: Sequence[str], *, pretrain_iterations: int = PRETRAIN_ITERATIONS,
+                   fold_iterations: int = FOLD_ITERATIONS, generated: int = GENERATED_COUNT, seed: int = 0,
                    log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
     """Leave-one-out generalisation over the built-in workloads ``names`` (module docstring).
 
@@ -76,8 +80,8 @@ def generalisation(names: Sequence[str], *, pretrain_seconds: float = 40.0, fold
     t0 = time.perf_counter()
     gen = generated_problems(generated, seed=seed + 1000)
     gen_targets = [Exact().solve(p).assignment for p in gen]
-    base = RL(seed=seed, train_seconds=0.0)
-    base_info = base.imitate(gen, gen_targets, seconds=pretrain_seconds)
+    base = RL(seed=seed, iterations=0)
+    base_info = base.imitate(gen, gen_targets, iterations=pretrain_iterations)
     base_s = time.perf_counter() - t0
     log(f"generalisation: base policy imitated {len(gen)} generated graphs "
         f"({base_info['imitation_iterations']} steps, {base_s:.0f} s with their exact optima)")
@@ -87,9 +91,9 @@ def generalisation(names: Sequence[str], *, pretrain_seconds: float = 40.0, fold
     for held in names:
         others = [n for n in names if n != held]
         t1 = time.perf_counter()
-        solver = RL(policy=base.policy.clone(), seed=seed, train_seconds=0.0, samples=APPLY_SAMPLES)
+        solver = RL(policy=base.policy.clone(), seed=seed, iterations=0, samples=APPLY_SAMPLES)
         info = solver.imitate(gen + [problems[n] for n in others],
-                              gen_targets + [exact[n].assignment for n in others], seconds=fold_seconds)
+                              gen_targets + [exact[n].assignment for n in others], iterations=fold_iterations)
         trained_on = info["trained_on"] + base_info["trained_on"]
         assert held not in trained_on, f"leave-one-out broken: {held!r} is in its own training set"
         train_s = time.perf_counter() - t1
@@ -110,8 +114,9 @@ def generalisation(names: Sequence[str], *, pretrain_seconds: float = 40.0, fold
     return rows
 
 
-def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_seconds: float = 45.0,
-                   pretrain_seconds: float = 40.0, fold_seconds: float = 15.0, workloads: Sequence[str] | None = None,
+def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_iterations: int | None = None,
+                   pretrain_iterations: int = PRETRAIN_ITERATIONS, fold_iterations: int = FOLD_ITERATIONS,
+                   workloads: Sequence[str] | None = None,
                    solvers: Sequence[str] | None = None, seed: int = 0, quick: bool = False,
                    log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Run the comparison and write the three outputs; returns the JSON document."""
@@ -119,8 +124,8 @@ def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_seconds
     from scheduler.rl import RL
 
     if quick:
-        rl_seconds, pretrain_seconds = min(rl_seconds, 5.0), min(pretrain_seconds, 10.0)
-        fold_seconds = min(fold_seconds, 3.0)
+        rl_iterations = min(rl_iterations or 100, 100)
+        pretrain_iterations, fold_iterations = min(pretrain_iterations, 1000), min(fold_iterations, 300)
     solvers = [s for s in SOLVER_ORDER if solvers is None or s in solvers]
     shared = dnn_partitioning.shared_workloads()
     names = list(workloads) if workloads else list(BUILTIN_WORKLOADS) + list(shared)
@@ -146,7 +151,7 @@ def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_seconds
                 sch = exact
             else:
                 try:
-                    sch = _make(sname, seed, rl_seconds, quick).solve(problem)
+                    sch = _make(sname, seed, rl_iterations, quick).solve(problem)
                 except SolverNotApplicableError as exc:
                     rows.append({"workload": wname, "kind": kind, "solver": sname, "applicable": False,
                                  "reason": str(exc).split(";")[0]})
@@ -177,12 +182,13 @@ def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_seconds
     # Generalisation: leave-one-out over the built-ins, no retraining on the held-out workload.
     general: list[dict[str, Any]] = []
     if "rl" in solvers and not workloads:
-        general = generalisation(list(BUILTIN_WORKLOADS), pretrain_seconds=pretrain_seconds,
-                                 fold_seconds=fold_seconds, generated=8 if quick else GENERATED_COUNT, seed=seed,
+        general = generalisation(list(BUILTIN_WORKLOADS), pretrain_iterations=pretrain_iterations,
+                                 fold_iterations=fold_iterations, generated=8 if quick else GENERATED_COUNT, seed=seed,
                                  log=log)
     summary = _summary(rows, general)
-    doc = {"generated_by": "ralp-tf compare-schedulers", "rl_seconds": rl_seconds,
-           "pretrain_seconds": pretrain_seconds, "fold_seconds": fold_seconds, "seed": seed, "quick": quick,
+    doc = {"generated_by": "ralp-tf compare-schedulers", "rl_iterations": rl_iterations,
+           "pretrain_iterations": pretrain_iterations, "fold_iterations": fold_iterations, "seed": seed,
+           "quick": quick,
            "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}",
            "total_seconds": time.perf_counter() - t_start, "rows": rows, "generalisation": general,
            "summary": summary}
@@ -232,7 +238,8 @@ def _summary(rows: list[dict[str, Any]], general: list[dict[str, Any]]) -> dict[
 def markdown(doc: dict[str, Any]) -> str:
     """The table kept in benchmarks/schedulers.md."""
     lines = ["# Scheduler comparison", "",
-             f"Generated by `ralp-tf compare-schedulers` (RL training budget {doc['rl_seconds']:g} s per workload, "
+             f"Generated by `ralp-tf compare-schedulers` (RL training budget "
+             f"{doc['rl_iterations'] or 'min(2000, ceil(24000 / decisions))'} iterations of 32 episodes per workload, "
              f"seed {doc['seed']}{', quick' if doc['quick'] else ''}) on {doc['machine']}; "
              f"{doc['total_seconds']:.0f} s in all. Built-in workloads minimise the HeterPS cost "
              "($ per million samples) under a throughput constraint (25% of the best achievable); shared "

@@ -35,9 +35,16 @@ e.g. generated layer graphs from :mod:`scheduler.workloads.generated`) with the 
 and advantage 1, the features teacher-forced along the target. :meth:`LSTMPolicy.clone` copies a
 pretrained policy so that several folds can continue from it.
 
-**Time budget.** ``max_solve_seconds`` bounds the whole solve: training stops
-``post_seconds`` before it, the polish stops at the deadline (best start first), and the
-inference timing uses fewer repeats when little time is left.
+**Work budget.** A solve is budgeted in work, so that the same seed and budget give the same
+schedule, bit for bit, on an idle or a loaded machine: ``iterations`` REINFORCE updates of
+``batch`` episodes each (default :func:`default_iterations`: ``min(2000, ceil(24000 / n))`` for
+``n`` decisions, about what 45 s of training did on 2 shared cores before budgets were counted
+in work), and a polish of at most ``polish_evaluations`` evaluations. Wall-clock limits
+(``train_seconds`` for training, ``max_solve_seconds`` for the whole solve, of which
+``post_seconds`` are kept for decode, polish and timing) are safety caps only: when one cuts a
+phase short, ``notes["time_cap_cut"]`` names the phase and a :class:`RuntimeWarning` says so
+(the schedule then depends on the machine's speed). Only ``notes["decision_ms"]`` and the
+``*_seconds`` notes are timings.
 
 **Isolation.** The policy's variables, tf.functions and optimizer live outside any distribution
 strategy: :meth:`RL.solve` / :meth:`RL.plan` (inherited), :meth:`RL.train`, :meth:`RL.imitate`
@@ -60,7 +67,7 @@ import numpy as np
 
 from ralp_tf.costmodel import transfer_seconds
 from ralp_tf.layer_kinds import LAYER_KINDS
-from scheduler.base import Solver
+from scheduler.base import Solver, time_cap_cut
 from scheduler.errors import ProblemError
 from ralp_tf.isolation import outside_strategy
 from scheduler.maxload import MaxLoadProblem
@@ -201,14 +208,28 @@ class MaxLoadEnv:
         return out
 
 
+#: Default REINFORCE work per solve, in decisions x iterations (see :func:`default_iterations`).
+DEFAULT_DECISION_ITERATIONS = 24_000
+#: Evaluations the polish may spend per solve by default (all of its starts together).
+DEFAULT_POLISH_EVALUATIONS = 200_000
+
+
+def default_iterations(num_decisions: int) -> int:
+    """Default REINFORCE iterations for a problem of ``num_decisions`` decisions:
+    ``min(2000, ceil(DEFAULT_DECISION_ITERATIONS / n))`` (work, not time)."""
+    return int(min(2000, math.ceil(DEFAULT_DECISION_ITERATIONS / max(int(num_decisions), 1))))
+
+
 def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes: int = 50,
-           deadline: float | None = None) -> tuple[np.ndarray, int]:
+           deadline: float | None = None, max_evaluations: int | None = None) -> tuple[np.ndarray, int]:
     """Local improvement of ``assignment``: repeatedly apply the best move that sets a block of
     1..``max_block`` consecutive decisions to one allowed choice, until none lowers the
     (objective, penalised score). Returns the result and the number of evaluations.
 
-    ``deadline`` (a ``time.perf_counter()`` value): stop when it passes, keeping the best
-    placement found so far (never worse than ``assignment``)."""
+    Work budget: at most ``max_passes`` moves and ``max_evaluations`` evaluations (a pass cut by
+    the budget applies the best move it has seen). ``deadline`` (a ``time.perf_counter()``
+    value) is a safety cap: stop when it passes, keeping the best placement found so far (never
+    worse than ``assignment``)."""
     a = np.array(assignment, dtype=np.int64)
     key = (problem.objective(a), problem.penalized(a))
     evals = 0
@@ -218,12 +239,16 @@ def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes:
         for i in range(n):
             if deadline is not None and time.perf_counter() > deadline:
                 break
+            if max_evaluations is not None and evals >= max_evaluations:
+                break
             for w in range(1, max_block + 1):
                 if i + w > n:
                     break
                 for r in range(C):
                     if not problem.allowed[i:i + w, r].all() or (a[i:i + w] == r).all():
                         continue
+                    if max_evaluations is not None and evals >= max_evaluations:
+                        break
                     cand = a.copy()
                     cand[i:i + w] = r
                     evals += 1
@@ -234,6 +259,8 @@ def polish(problem: Any, assignment: np.ndarray, max_block: int = 3, max_passes:
             break
         a, key = best, best_key
         if deadline is not None and time.perf_counter() > deadline:
+            break
+        if max_evaluations is not None and evals >= max_evaluations:
             break
     return a, evals
 
@@ -262,7 +289,10 @@ class LSTMPolicy:
         self.feature_dim, self.num_actions, self.hidden = int(feature_dim), int(num_actions), int(hidden)
         init = tf_keras.initializers.GlorotUniform(seed=seed)
         self.embed = tf_keras.layers.Dense(hidden, activation="relu", kernel_initializer=init)
-        self.cell = tf_keras.layers.LSTMCell(hidden, kernel_initializer=init)
+        # Every initializer seeded (LSTMCell's default orthogonal recurrent one is not): the same
+        # seed gives the same weights however many ops the process ran before.
+        self.cell = tf_keras.layers.LSTMCell(hidden, kernel_initializer=init,
+                                             recurrent_initializer=tf_keras.initializers.Orthogonal(seed=seed))
         self.rnn = tf_keras.layers.RNN(self.cell, return_sequences=True)
         self.head = tf_keras.layers.Dense(num_actions, kernel_initializer=tf_keras.initializers.Zeros())
         self.rnn(self.embed(tf.zeros([1, 1, feature_dim])))
@@ -370,29 +400,41 @@ class RL(Solver):
     """REINFORCE-trained LSTM placement policy (module docstring).
 
     * ``policy``: an already trained :class:`LSTMPolicy` (e.g. from :meth:`pretrain`); with
-      ``train_seconds=0`` the solver only applies it (no retraining).
-    * ``train_seconds`` / ``iterations``: training budget on the problem being solved.
-    * ``max_solve_seconds``: wall-time budget of the *whole* :meth:`solve` (training, decode,
-      polish and the inference timing). Training stops early enough to leave
-      ``post_seconds`` for the rest; the polish stops at the deadline, keeping its best result;
-      the timing uses fewer repeats when little time is left. ``None``: no whole-solve budget.
+      ``iterations=0`` (or ``train_seconds=0``) the solver only applies it (no retraining).
+    * ``iterations``: the training budget on the problem being solved, in REINFORCE updates of
+      ``batch`` episodes (``None``: :func:`default_iterations` of the problem's size).
+    * ``polish``: run the local polish after the policy (``False``: the policy's own result is
+      the schedule); ``polish_evaluations``: its work budget.
+    * ``train_seconds`` / ``max_solve_seconds`` (whole solve; ``post_seconds`` of it are kept
+      for decode, polish and timing): wall-clock **safety caps**, reported in
+      ``notes["time_cap_cut"]`` when they cut a phase short. ``None``: no cap.
     * ``samples``: placements sampled (no training) after the greedy decode when applying.
     """
 
     name = "rl"
 
-    def __init__(self, policy: LSTMPolicy | None = None, *, train_seconds: float = 45.0, iterations: int = 2000,
-                 batch: int = 32, hidden: int = 64, learning_rate: float = 3e-3, entropy: float = 0.01,
-                 baseline_decay: float = 0.9, samples: int = 0, polish: bool = True,
-                 max_solve_seconds: float | None = 55.0, post_seconds: float = 8.0, **kwargs: Any) -> None:
+    def __init__(self, policy: LSTMPolicy | None = None, *, iterations: int | None = None,
+                 train_seconds: float | None = 600.0, batch: int = 32, hidden: int = 64,
+                 learning_rate: float = 3e-3, entropy: float = 0.01, baseline_decay: float = 0.9, samples: int = 0,
+                 polish: bool = True, polish_evaluations: int = DEFAULT_POLISH_EVALUATIONS,
+                 max_solve_seconds: float | None = 900.0, post_seconds: float = 8.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if max_solve_seconds is not None and not max_solve_seconds > 0:
-            raise ProblemError(f"max_solve_seconds must be > 0 or None (no budget), got {max_solve_seconds!r}")
+            raise ProblemError(f"max_solve_seconds must be > 0 or None (no cap), got {max_solve_seconds!r}")
+        if train_seconds is not None and not train_seconds >= 0:
+            raise ProblemError(f"train_seconds must be >= 0 or None (no cap), got {train_seconds!r}")
         if not post_seconds >= 0:
             raise ProblemError(f"post_seconds must be >= 0, got {post_seconds!r}")
+        if iterations is not None and (isinstance(iterations, bool) or int(iterations) != iterations
+                                       or iterations < 0):
+            raise ProblemError(f"iterations must be an integer >= 0 (or None for the default), got {iterations!r}")
+        if int(batch) < 1:
+            raise ProblemError(f"batch must be >= 1 episode per iteration, got {batch!r}")
+        if int(polish_evaluations) < 0:
+            raise ProblemError(f"polish_evaluations must be >= 0, got {polish_evaluations!r}")
         self.policy = policy
-        self.train_seconds = float(train_seconds)
-        self.iterations = int(iterations)
+        self.iterations = None if iterations is None else int(iterations)
+        self.train_seconds = None if train_seconds is None else float(train_seconds)
         self.batch = int(batch)
         self.hidden = int(hidden)
         self.learning_rate = float(learning_rate)
@@ -400,6 +442,7 @@ class RL(Solver):
         self.baseline_decay = float(baseline_decay)
         self.samples = int(samples)
         self.polish = bool(polish)
+        self.polish_evaluations = int(polish_evaluations)
         self.max_solve_seconds = None if max_solve_seconds is None else float(max_solve_seconds)
         self.post_seconds = float(post_seconds)
         self.pool_size = 5
@@ -408,10 +451,14 @@ class RL(Solver):
         return LSTMPolicy(env.feature_dim, env.A, hidden=self.hidden, learning_rate=self.learning_rate,
                           entropy=self.entropy, seed=self.seed, initial_bias=getattr(env, "initial_bias", None))
 
-    def train(self, problems: Sequence[Any], *, seconds: float | None = None, iterations: int | None = None,
+    def _trains(self) -> bool:
+        return self.iterations != 0 and self.train_seconds != 0
+
+    def train(self, problems: Sequence[Any], *, iterations: int, seconds: float | None = None,
               track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None = None,
               order: str = "round_robin") -> dict[str, Any]:
-        """REINFORCE on ``problems`` for ``seconds`` or ``iterations``, whichever first.
+        """REINFORCE on ``problems`` for ``iterations`` updates (``batch`` episodes each);
+        ``seconds`` is a safety cap (``time_cap_cut`` in the result when it cut training short).
 
         ``order``: ``"round_robin"`` (problem ``it % len``) or ``"random"`` (a uniformly random
         problem per iteration, seeded; better for large generated training sets). ``track``
@@ -423,23 +470,28 @@ class RL(Solver):
         return outside_strategy(self._train, problems, seconds=seconds, iterations=iterations, track=track,
                                 order=order)
 
-    def _train(self, problems: Sequence[Any], *, seconds: float | None, iterations: int | None,
+    def _train(self, problems: Sequence[Any], *, seconds: float | None, iterations: int,
                track: dict[int, dict[tuple[int, ...], tuple[float, float]]] | None, order: str) -> dict[str, Any]:
         if not problems:
             raise ProblemError("RL.train needs at least one problem to train on")
         if order not in ("round_robin", "random"):
             raise ProblemError(f"order must be 'round_robin' or 'random', got {order!r}")
+        if int(iterations) < 1:
+            raise ProblemError(f"a training budget of {iterations!r} iterations trains nothing; give iterations >= 1 "
+                               f"(each is {self.batch} episodes)")
         envs = [make_env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
-        seconds = self.train_seconds if seconds is None else seconds
-        iterations = self.iterations if iterations is None else iterations
         baselines: list[float | None] = [None] * len(envs)
         rng = np.random.default_rng(self.seed)
         t0 = time.perf_counter()
         it = 0
         history = []
-        while it < iterations and time.perf_counter() - t0 < seconds:
+        notes: dict[str, Any] = {}
+        while it < iterations:
+            if seconds is not None and time.perf_counter() - t0 >= seconds:
+                time_cap_cut(notes, "rl", "training", seconds)
+                break
             k = it % len(envs) if order == "round_robin" else int(rng.integers(len(envs)))
             env, prob = envs[k], problems[k]
             X, M, assign = self.policy.rollout(env, self.batch, greedy=False)
@@ -460,23 +512,27 @@ class RL(Solver):
             self.policy.update(X, M, _actions_of(env, assign), adv)
             history.append(float(scores.mean()))
             it += 1
-        return {"iterations": it, "train_seconds": time.perf_counter() - t0,
-                "final_mean_score": history[-1] if history else None,
+        return {"iterations": it, "iterations_budget": int(iterations), "episodes": it * self.batch,
+                "train_seconds": time.perf_counter() - t0,
+                "final_mean_score": history[-1] if history else None, **notes,
                 "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
 
-    def imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float = 30.0,
-                iterations: int = 100000) -> dict[str, Any]:
+    def imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, iterations: int = 2000,
+                seconds: float | None = None) -> dict[str, Any]:
         """Supervised warm start: maximise the log-likelihood of ``targets[i]`` (a placement of
         ``problems[i]``, e.g. the exact optimum of a *training* problem) under the policy, one
-        problem per step in random order, for ``seconds`` or ``iterations``. Contract: only the
-        given problems are read; ``trained_on`` in the result names them. Runs outside any
-        distribution strategy (:mod:`ralp_tf.isolation`)."""
+        problem per step in seeded random order, for ``iterations`` steps (``seconds``: a safety
+        cap, reported as ``time_cap_cut``). Contract: only the given problems are read;
+        ``trained_on`` in the result names them. Runs outside any distribution strategy
+        (:mod:`ralp_tf.isolation`)."""
         return outside_strategy(self._imitate, problems, targets, seconds=seconds, iterations=iterations)
 
-    def _imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float,
+    def _imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float | None,
                  iterations: int) -> dict[str, Any]:
         if len(problems) != len(targets) or not problems:
             raise ProblemError("imitate needs one target placement per problem (and at least one problem)")
+        if int(iterations) < 1:
+            raise ProblemError(f"an imitation budget of {iterations!r} steps trains nothing; give iterations >= 1")
         envs = [make_env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
@@ -488,16 +544,21 @@ class RL(Solver):
         rng = np.random.default_rng(self.seed + 1)
         t0 = time.perf_counter()
         it = 0
-        while it < iterations and time.perf_counter() - t0 < seconds:
+        notes: dict[str, Any] = {}
+        while it < iterations:
+            if seconds is not None and time.perf_counter() - t0 >= seconds:
+                time_cap_cut(notes, "rl", "imitation", seconds)
+                break
             X, M, A = data[int(rng.integers(len(data)))]
             self.policy.update(X, M, A, np.ones(1))
             it += 1
-        return {"imitation_iterations": it, "imitation_seconds": time.perf_counter() - t0,
+        return {"imitation_iterations": it, "imitation_seconds": time.perf_counter() - t0, **notes,
                 "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
 
     def decision_ms(self, problem: Any, repeats: int = 15, deadline: float | None = None) -> float:
         """Median wall time per decision of a greedy decode (ms), over ``repeats`` decodes after a
-        warm-up (fewer, at least 3, when ``deadline`` would otherwise pass)."""
+        warm-up (fewer, at least 3, when ``deadline`` would otherwise pass). A timing only: it
+        never changes the schedule."""
         env = make_env(problem)
         t0 = time.perf_counter()
         self.policy.rollout(env, 1, greedy=True)  # warm (traces once per shape)
@@ -514,7 +575,7 @@ class RL(Solver):
     def apply(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         """Greedy decode (plus ``samples`` sampled placements) with the current policy, no training."""
         if self.policy is None:
-            raise ProblemError("the RL policy is untrained; train it (RL.train) or give train_seconds > 0")
+            raise ProblemError("the RL policy is untrained; train it (RL.train) or give iterations > 0")
         env = make_env(problem)
         _, _, a = self.policy.rollout(env, 1, greedy=True)
         best_key, best = (problem.objective(a[0]), problem.penalized(a[0])), a[0]
@@ -531,14 +592,17 @@ class RL(Solver):
         deadline = None if self.max_solve_seconds is None else t_start + self.max_solve_seconds
         notes: dict[str, Any] = {}
         track: dict[int, dict[tuple[int, ...], tuple[float, float]]] = {}
-        if self.train_seconds > 0 and self.iterations > 0:
-            seconds = self.train_seconds
+        if self._trains():
+            iterations = self.iterations if self.iterations is not None else default_iterations(problem.num_decisions)
+            cap = self.train_seconds
             if deadline is not None:
-                seconds = max(0.0, min(seconds, self.max_solve_seconds - self.post_seconds))
-            notes.update(self.train([problem], seconds=seconds, track=track))
+                room = max(0.0, self.max_solve_seconds - self.post_seconds)
+                cap = room if cap is None else min(cap, room)
+            notes.update(self.train([problem], iterations=iterations, seconds=cap, track=track))
             notes.pop("trained_on", None)
         elif self.policy is None:
-            raise ProblemError("RL with train_seconds=0 needs a trained policy (RL(policy=...))")
+            raise ProblemError("RL with a training budget of 0 iterations needs a trained policy (RL(policy=...)); "
+                               "give iterations >= 1 to train one on this problem")
         a, info = self.apply(problem)
         best_key = (problem.objective(a), problem.penalized(a))
         notes["greedy_decode_objective"] = info["greedy_objective"]
@@ -548,16 +612,22 @@ class RL(Solver):
         notes["best_from"] = "training sample" if pool and pool[0][1] < best_key else "greedy decode"
         a = starts[0][1]
         notes["policy_objective"] = float(problem.objective(a))
+        notes["policy_assignment"] = [int(x) for x in a]
+        notes["polished"] = self.polish
         if self.polish:
             t0 = time.perf_counter()
             # Leave time for the inference timing: about 5 greedy decodes of this problem.
             timing = 5 * len(a) * 2e-3
             polish_deadline = None if deadline is None else deadline - timing
             evals = 0
-            for _, start in starts:  # best first: the deadline cuts the least promising starts
+            for _, start in starts:  # best first: the budget cuts the least promising starts
                 if polish_deadline is not None and time.perf_counter() > polish_deadline:
+                    time_cap_cut(notes, "rl", "polish", self.max_solve_seconds)
                     break
-                cand, e = polish(problem, start, deadline=polish_deadline)
+                if evals >= self.polish_evaluations:
+                    break
+                cand, e = polish(problem, start, deadline=polish_deadline,
+                                 max_evaluations=self.polish_evaluations - evals)
                 evals += e
                 if (problem.objective(cand), problem.penalized(cand)) < (problem.objective(a), problem.penalized(a)):
                     a = cand
@@ -567,10 +637,11 @@ class RL(Solver):
         return a, notes
 
     @classmethod
-    def pretrain(cls, problems: Sequence[Any], *, seconds: float = 120.0, iterations: int = 100000,
+    def pretrain(cls, problems: Sequence[Any], *, iterations: int = 2000, seconds: float | None = None,
                  order: str = "round_robin", policy: LSTMPolicy | None = None, **kwargs: Any) -> "RL":
-        """An RL solver whose policy is trained on ``problems``; apply it to unseen problems with
-        ``solver.train_seconds = 0`` (no retraining). ``policy``: start from a copy of this
+        """An RL solver whose policy is trained on ``problems`` for ``iterations`` REINFORCE
+        updates (``seconds``: safety cap). The returned solver has ``iterations = 0``: it applies the
+        policy to unseen problems with no retraining (set ``iterations`` to fine-tune instead). ``policy``: start from a copy of this
         (already trained) policy instead of a fresh one; the given policy is not modified.
         ``solver.pretrain_info["trained_on"]`` names the problems it was trained on. Runs outside
         any distribution strategy (:mod:`ralp_tf.isolation`)."""
@@ -578,6 +649,7 @@ class RL(Solver):
         def pretrained() -> "RL":
             solver = cls(policy=None if policy is None else policy.clone(), **kwargs)
             solver.pretrain_info = solver.train(list(problems), seconds=seconds, iterations=iterations, order=order)
+            solver.iterations = 0  # apply with no retraining
             return solver
 
         return outside_strategy(pretrained)

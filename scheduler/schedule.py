@@ -71,6 +71,11 @@ class Schedule:
             "placement": dict(self.placement), "units": dict(self.units), "stages": list(self.stages),
             "provisioning": dict(self.provisioning), "notes": dict(self.notes),
         }
+        if self.notes.get("policy_assignment") is not None:
+            # RL: the policy's own result (no polish) next to the schedule returned.
+            d["policy"] = {"objective": self.notes.get("policy_objective"),
+                           "assignment": list(self.notes["policy_assignment"]),
+                           "polished": bool(self.notes.get("polished", False))}
         if self.max_load is not None or self.result is not None:
             d["max_load"] = self.max_load
             if self.result is not None:

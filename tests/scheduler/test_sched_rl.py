@@ -15,7 +15,7 @@ from test_sched_maxload import chain3
 
 
 def test_rl_tiny(tiny) -> None:
-    s = RL(train_seconds=20, iterations=40, batch=16, seed=0).solve(tiny)
+    s = RL(iterations=40, batch=16, seed=0).solve(tiny)
     assert s.cost == pytest.approx(10.0)
     assert s.notes["iterations"] == 40
     assert 0 < s.notes["decision_ms"] < 50  # the 2 ms target is measured by compare-schedulers
@@ -23,7 +23,7 @@ def test_rl_tiny(tiny) -> None:
 
 def test_rl_maxload_tiny() -> None:
     p = dp.from_dict(chain3())
-    s = RL(train_seconds=20, iterations=30, batch=16, seed=0).solve(p)
+    s = RL(iterations=30, batch=16, seed=0).solve(p)
     assert s.max_load == pytest.approx(3.25)
 
 
@@ -35,7 +35,7 @@ def test_features_same_width_across_problems() -> None:
 def test_generalisation_small_scale() -> None:
     train = [random_problem(s, n=6) for s in range(6)]
     test = [random_problem(s, n=6) for s in (50, 51, 52)]
-    solver = RL.pretrain(train, seconds=25, iterations=240, seed=0, train_seconds=0.0, samples=16, batch=16)
+    solver = RL.pretrain(train, iterations=240, seed=0, samples=16, batch=16)  # work budget: no time cap
     ratios = []
     for p in test:
         s = solver.solve(p)  # no retraining
