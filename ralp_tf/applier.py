@@ -130,8 +130,8 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
         if d.is_ps:
             layer.call = ps_call(layer, layer.call, d.canonical(), path, setting.activations)
             continue
-        if setting.weights != "none":
-            layer.call = narrow_weights_call(layer, layer.call, setting.weights, path)
+        if setting.weights != "none" or setting.gradients != "none":
+            layer.call = narrow_weights_call(layer, layer.call, setting.weights, path, setting.gradients)
         if d.device_type == "GPU":
             layer.call = gpu_call(layer.call, "GPU")
     placed.ralp_plan = plan

@@ -63,9 +63,11 @@ def register(subparsers: Any) -> None:
 
 
 def _compression_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--compression", default=None, metavar="CODEC",
+    p.add_argument("--compression", default=None, metavar="SETTING",
                    help="compress traffic on the wire: fp16 or bf16 (activations at the cut and weights pulled, "
-                        "with their gradients), or auto (the analyzer weighs fp16); see ralp_tf.compression")
+                        "with their gradients); int8 or topk:<fraction>[:no-feedback] (gradients pushed); "
+                        "kind=codec items joined by commas (e.g. weights=fp16,gradients=int8); or auto (the "
+                        "analyzer weighs fp16); see ralp_tf.compression")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

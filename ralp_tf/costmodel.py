@@ -42,9 +42,12 @@ the same way.
 
 **Compression** (a Plan's ``compression``, :mod:`ralp_tf.compression`). A worker-computed
 layer's ``weights`` codec scales its variable pull and push by the codec's wire ratio (embedding
-tables excepted); a PS-computed layer's ``activations`` codec scales the activations it receives
-from the worker, and their gradients, by that ratio. Outputs returning to the worker are not
-compressed. The casts' compute is not charged (one pass over each tensor).
+tables excepted); its ``gradients`` codec, when set, prices the push instead
+(:func:`ralp_tf.compression.pushed_bytes`: ``int8`` ``n + 4`` bytes per n-element variable,
+``topk:f`` ``8 ceil(f n)``). A PS-computed layer's ``activations`` codec scales the activations it
+receives from the worker, and their gradients, by that ratio. Outputs returning to the worker
+are not compressed. The codecs' compute is not charged (casts and int8 are one pass over each
+tensor; top-k is a partial sort, measured in docs/compression.md).
 
 **Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
 data with (measured gRPC dispatch and framing), half each way (pull and push phases).
@@ -91,7 +94,7 @@ import math
 from typing import Any, Mapping
 
 from ralp_tf.cluster import Cluster, Task
-from ralp_tf.compression import Compression, setting_of, wire_ratio
+from ralp_tf.compression import Compression, pushed_bytes, setting_of, wire_ratio
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profiler import LayerProfile, ModelProfile
@@ -307,7 +310,7 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
                     add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
                 else:
                     add(ps, WORKER, nbytes * l.calls * weights_ratio[l.name], PULL)
-                    add(WORKER, ps, nbytes * weights_ratio[l.name], PUSH)
+                    add(WORKER, ps, pushed_bytes(setting_of(compression or {}, l.name), nbytes), PUSH)
     grad_flows = _has_trainable_upstream(profile)
     kinds = {l.name: l.kind for l in profile.layers}
     for t in profile.activation_tensors():

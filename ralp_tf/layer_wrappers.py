@@ -23,8 +23,8 @@ import functools
 import warnings
 from typing import Any, Callable
 
-from ralp_tf.compression import Compression, setting_of
-from ralp_tf.errors import PlanError
+from ralp_tf.compression import FLOAT_CODECS, Compression, setting_of
+from ralp_tf.gradient_codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.layer_kinds import layer_kind
 from ralp_tf.plan import Plan
 
@@ -122,7 +122,7 @@ def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
                         totals[i] = g + c if has_carry else g
                 input_grads: list[Any] = [None] * len(xs)
                 for i, g in zip(float_idx, grads[:len(float_idx)]):
-                    input_grads[i] = g if xs[i].dtype == dtypes[i] else _checked(g, f"{path}: gradient of its input")
+                    input_grads[i] = g if xs[i].dtype == dtypes[i] else check_finite(g, f"{path}: gradient of its input")
                 if carried_in:
                     # a later call: hand the variable gradients back to the previous call
                     for i, total in enumerate(totals):
@@ -157,28 +157,27 @@ def _narrow(codec: str) -> Any:
     return {"fp16": tf.float16, "bf16": tf.bfloat16}[codec]
 
 
-def _checked(x: Any, what: str) -> Any:
-    """``x``, raising InvalidArgumentError naming ``what`` when it holds NaN or Inf (a narrow dtype
-    overflowed, or the model diverged)."""
-    import tensorflow as tf
-
-    return tf.debugging.check_numerics(x, f"ralp_tf compression: layer {what} holds NaN or Inf "
-                                          "(overflow of the narrow dtype?)")
-
-
 def _encode(x: Any, codec: str, path: str) -> Any:
     """``x`` cast to ``codec``'s dtype where it was produced, checked for NaN/Inf."""
     import tensorflow as tf
 
     with tf.name_scope(ENCODE_SCOPE):
-        return _checked(tf.cast(x, _narrow(codec)), f"{path}: its input activations")
+        return check_finite(tf.cast(x, _narrow(codec)), f"{path}: its input activations")
 
 
-def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: str) -> Callable[..., Any]:
-    """Wrap a worker-computed layer's ``call`` so each trainable variable is cast to ``codec``'s dtype
-    on its PS task, crosses narrow, and is cast back on the worker; the cast's gradient makes the
-    pushed gradient cross narrow too and land as fp32 on the PS (see :mod:`ralp_tf.compression`)."""
+def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: str,
+                        gradients: str = "none") -> Callable[..., Any]:
+    """Wrap a worker-computed layer's ``call`` so each trainable variable is read through
+    :func:`_pull`: cast to ``codec``'s dtype on its PS task (``none``: not cast), it crosses narrow
+    and is cast back on the worker. Its gradient crosses back narrow (the cast's gradient) and lands
+    as fp32 on the PS, or, with a ``gradients`` codec, is encoded by it on the worker and decoded
+    on the PS (:mod:`ralp_tf.gradient_codecs`; see :mod:`ralp_tf.compression`)."""
     import tensorflow as tf
+
+    if gradients != "none":
+        for v in layer.trainable_weights:
+            check_float(v.dtype, gradients, f"{path}: variable {v.name}")
+    prefix = new_prefix()  # names this model's per-worker top-k residuals
 
     @tf.autograph.experimental.do_not_convert
     def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -189,7 +188,8 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
             names = [n for n, value in vars(layer).items() if value is v]
             if not names:
                 continue
-            pulled = tf.cast(_pull(v, _narrow(codec)), v.dtype)
+            pulled = _pull(v, None if codec == "none" else _narrow(codec), gradients, path, prefix)
+            pulled = tf.cast(pulled, v.dtype) if pulled.dtype != v.dtype else pulled
             for n in names:
                 swapped.append((n, v))
                 object.__setattr__(layer, n, pulled)  # bypass Keras' tracking: restored below
@@ -202,20 +202,28 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
     return wrapped
 
 
-def _pull(var: Any, dtype: Any) -> Any:
-    """``var`` cast to ``dtype`` on its own device; the gradient is cast back there."""
+def _pull(var: Any, dtype: Any, gradients: str = "none", path: str = "", prefix: str = "") -> Any:
+    """``var`` read (cast to ``dtype`` unless None) on its own device. Its gradient is cast back there,
+    or, with an ``int8``/``topk`` ``gradients`` codec, encoded where the tape runs (the worker) and
+    decoded on the variable's device (:func:`ralp_tf.gradient_codecs.send`)."""
     import tensorflow as tf
 
+    coded = gradients not in FLOAT_CODECS
     with tf.device(var.device):
         @tf.custom_gradient
         def pull() -> Any:
-            narrow = tf.cast(var, dtype)
+            value = tf.identity(var) if dtype is None else tf.cast(var, dtype)
 
             def grad(dy: Any, variables: Any = None) -> Any:
+                variables = list(variables or [])
+                if coded:
+                    return [], [send(dy, gradients, v, f"{path}: gradient of {v.name}", prefix) for v in variables]
+                if gradients != "none":  # fp16/bf16 on the worker, whatever the pull's dtype
+                    dy = tf.cast(dy, _narrow(gradients))
                 with tf.device(var.device):
-                    return [], [tf.cast(dy, v.dtype) for v in (variables or [])]
+                    return [], [tf.cast(dy, v.dtype) for v in variables]
 
-            return narrow, grad
+            return value, grad
 
         return pull()
 
@@ -233,18 +241,18 @@ def gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
 
 def compression_of(plan: Plan, path: str, layer: Any) -> Compression:
     """The compression the applier applies to ``layer``: the plan's setting, less what does not
-    cross the network here (warned about when the plan names the layer itself)."""
+    cross the network here (warned about when the plan names the layer itself). Gradient codecs
+    on variables that are not floating point raise PlanError (see :func:`narrow_weights_call`)."""
     setting = setting_of(plan.compression, path)
-    if setting.gradients != "none":
-        raise PlanError(f"layer {path!r}: gradient compression {setting.gradients!r} is priced by the cost model but "
-                        "not applied yet; use weights: fp16/bf16 (which also narrows the pushed gradients) or none")
     on_ps = path in plan.ps_layers()
-    drop = {"weights": on_ps or layer_kind(layer, False) == "embedding" or not layer.trainable_weights,
-            "activations": not on_ps}
+    no_push = on_ps or layer_kind(layer, False) == "embedding" or not layer.trainable_weights
+    drop = {"weights": no_push, "activations": not on_ps, "gradients": no_push}
     kept = {k: ("none" if drop[k] else getattr(setting, k)) for k in drop}
     ignored = [k for k in drop if drop[k] and getattr(setting, k) != "none"]
     if ignored and path in plan.compression:
         warnings.warn(f"layer {path!r}: {', '.join(ignored)} compression asked, but that traffic does not cross "
-                      "the network for this layer (activations compress a PS-computed layer's inputs; weights a "
-                      "worker-computed layer's variables, embeddings excepted); ignored", stacklevel=4)
+                      "the network for this layer (activations compress a PS-computed layer's inputs; weights and "
+                      "gradients a worker-computed layer's variables and their pushed gradients, embeddings "
+                      f"excepted); ignored. Remove {', '.join(ignored)} from the plan's compression of {path!r}",
+                      stacklevel=4)
     return Compression(**kept)
