@@ -156,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             coord.close()
     except ClusterRuntimeError as exc:
+        if exc.__context__ is not None:  # TF's own message (train() shortens it to its first line)
+            print(f"cause: {type(exc.__context__).__name__}: {str(exc.__context__)[:3000]}", file=sys.stderr)
         emit("failed", error=str(exc))
         return 3
     except (RalpError, json.JSONDecodeError) as exc:

@@ -121,8 +121,9 @@ class SupervisedReport:
 class _Chief:
     """The coordinator child process and a thread that turns its marks into queue items."""
 
-    def __init__(self, proc: subprocess.Popen, marks: "queue.Queue[tuple[str, dict[str, Any]]]") -> None:
-        self.proc, self.marks = proc, marks
+    def __init__(self, proc: subprocess.Popen, marks: "queue.Queue[tuple[str, dict[str, Any]]]",
+                 log_path: str | None = None) -> None:
+        self.proc, self.marks, self.log_path = proc, marks, log_path
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.started = time.time()
         self.result: dict[str, Any] | None = None
@@ -134,8 +135,11 @@ class _Chief:
         from ralp_tf.testbed.jobs import parse_line
 
         assert self.proc.stdout is not None
+        log = open(self.log_path, "a", buffering=1) if self.log_path else None
         for line in self.proc.stdout:
             self.tail.append(line.rstrip("\n"))
+            if log:
+                log.write(line)
             msg = parse_line(line)
             if msg is not None:
                 self.marks.put(msg)
@@ -219,7 +223,12 @@ class Supervisor:
         from ralp_tf.faults.coordinator import checkpoint_step  # noqa: F401  (import check, no TF)
 
         target = next(s for s in self.segment_ends if s > self._checkpointed())
-        argv = [sys.executable, "-m", "ralp_tf.faults.coordinator", "--cluster", json.dumps(lc.cluster_spec_dict),
+        spec = dict(lc.cluster_spec_dict)
+        if self.tb is not None:
+            # Name the coordinator's own address: left out, TF would pick one from the hostname, which
+            # resolves to 127.0.0.1 in the namespace, and a PS sending it a tensor (checkpoint) could not connect.
+            spec["chief"] = [self.tb.address("chief", 2300 + self.chief_runs)]
+        argv = [sys.executable, "-m", "ralp_tf.faults.coordinator", "--cluster", json.dumps(spec),
                 "--model", self.model, "--policy", self.policy, "--steps", str(target),
                 "--batch-size", str(self.batch_size), "--seed", str(self.seed),
                 "--checkpoint-dir", self.checkpoint_dir, "--checkpoint-every", str(self.checkpoint_every),
@@ -243,7 +252,7 @@ class Supervisor:
         self.pids.append(proc.pid)
         self.chief_runs += 1
         self.worker_count_at.append((time.time(), lc.num_workers))
-        return _Chief(proc, self._marks)
+        return _Chief(proc, self._marks, os.path.join(str(lc.log_dir), f"coordinator-{self.chief_runs}.log"))
 
     def _checkpointed(self) -> int:
         """The latest checkpoint's step, read from the checkpoint index (no TF import)."""
