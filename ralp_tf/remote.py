@@ -282,11 +282,11 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
     :func:`ralp_tf.train.train` (``steps``, ``batch_size``, ``warmup_steps``, ``seed``, ...)."""
     import os
 
+    wait_reachable(config.spec, connect_timeout)  # before TF is imported: an unreachable cluster fails fast
     import tensorflow as tf
 
     from ralp_tf.train import train
 
-    wait_reachable(config.spec, connect_timeout)
     strategy = coordinator_strategy(config)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     cluster = Cluster.from_dict(config.training_spec(), **dict(rates or {}))

@@ -1,0 +1,181 @@
+"""Real clusters from TF_CONFIG: cluster files, `ralp-tf server`/`agent`, `run --cluster`.
+
+The fast tests check the cluster-file forms and every bad input (nothing starts TensorFlow). The
+integration test starts one `ralp-tf server` per task inside the namespace testbed (3 hosts, each
+its own IP: the chief; worker0 + ps0; worker1 + ps1), an agent per worker/PS host, and
+`ralp-tf run --cluster` from the chief's namespace, as docs/multihost.md tells a user to, and
+compares its bytes per step with `ralp-tf run` of the same plan on a LocalCluster.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ralp_tf.cli import main
+from ralp_tf.errors import ClusterConfigError
+from ralp_tf.tfconfig import load_cluster_config, parse_task
+
+RALP_TF = [sys.executable, "-m", "ralp_tf.cli"]
+SPEC = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
+
+
+def _write(tmp_path: Path, doc: object, name: str = "cluster.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_both_file_forms_and_task_override(tmp_path: Path) -> None:
+    bare = load_cluster_config(_write(tmp_path, SPEC), task="ps:0")
+    full = load_cluster_config(_write(tmp_path, {"cluster": SPEC, "task": {"type": "worker", "index": 1}}, "tf.json"))
+    assert bare.spec == full.spec == SPEC
+    assert bare.task == ("ps", 0) and full.task == ("worker", 1)
+    assert load_cluster_config(json.dumps({"cluster": SPEC}), task="worker:0").task == ("worker", 0)
+    env = {"TF_CONFIG": json.dumps({"cluster": SPEC, "task": {"type": "ps", "index": 0}})}
+    assert load_cluster_config(None, env=env).task == ("ps", 0)
+    assert full.tf_config("worker", 0) == {"cluster": SPEC, "task": {"type": "worker", "index": 0}}
+
+
+@pytest.mark.parametrize("doc, task, message", [
+    (None, None, "TF_CONFIG is not set"),
+    ("{not json", None, "not valid JSON"),
+    ({"cluster": SPEC}, "worker:2", "job 'worker' has 2 task(s)"),
+    ({"cluster": SPEC}, "gpu:0", "no job 'gpu'"),
+    ({"cluster": SPEC}, "worker-0", "is not JOB:INDEX"),
+    ({"worker": ["no-port"]}, None, "is not 'host:port'"),
+])
+def test_bad_cluster_input_is_named(tmp_path: Path, doc: object, task: str | None, message: str) -> None:
+    env = {} if doc is None else {"TF_CONFIG": doc if isinstance(doc, str) else json.dumps(doc)}
+    with pytest.raises(ClusterConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_cluster_config(None, task=task, env=env)
+    with pytest.raises(ClusterConfigError, match="does not exist"):
+        load_cluster_config(str(tmp_path / "missing.json"))
+    assert parse_task("ps:3") == ("ps", 3)
+
+
+def test_server_refuses_bad_tasks_and_a_taken_port(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = _free_port()
+    path = _write(tmp_path, {"worker": [f"127.0.0.1:{port}"], "ps": ["127.0.0.1:1"], "chief": ["127.0.0.1:2"]})
+    assert main(["server", "--cluster-spec", path]) == 2
+    assert "names no task" in capsys.readouterr().err
+    assert main(["server", "--cluster-spec", path, "--task", "chief:0"]) == 2
+    assert "the chief is the coordinator" in capsys.readouterr().err
+    assert main(["server", "--cluster-spec", path, "--task", "worker:0", "--bind", "192.0.2.1"]) == 2
+    assert "not an address of this machine" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        assert main(["server", "--cluster-spec", path, "--task", "worker:0"]) == 3
+    assert f"port {port} on 127.0.0.1 is already in use" in capsys.readouterr().err
+
+
+def test_run_cluster_names_tasks_that_do_not_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"worker": [f"127.0.0.1:{_free_port()}"], "ps": [f"127.0.0.1:{_free_port()}"]}
+    t0 = time.monotonic()
+    assert main(["run", "--cluster", _write(tmp_path, spec), "--connect-timeout", "1"]) == 3
+    err = capsys.readouterr().err
+    assert time.monotonic() - t0 < 10
+    assert f"worker:0 ({spec['worker'][0]})" in err and f"ps:0 ({spec['ps'][0]})" in err and "did not answer" in err
+
+
+# ------------------------------------------------------------------------------------------
+# across hosts: the namespace testbed
+
+
+def _netns_ok() -> tuple[bool, str]:
+    if os.geteuid() != 0:
+        return False, "needs root (network namespaces)"
+    from ralp_tf.testbed import netns_support
+
+    return netns_support()
+
+
+_NETNS_OK, _NETNS_WHY = _netns_ok()
+HOSTS = {"h0": ["chief"], "h1": ["worker0", "ps0"], "h2": ["worker1", "ps1"]}
+STEPS = ["--model", "small_cnn", "--steps", "8", "--warmup-steps", "2", "--batch-size", "32", "--json"]
+
+
+def _wait_for(path: Path, text: str, procs: list[subprocess.Popen], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in path.read_text(errors="replace"):
+        dead = [p.args for p in procs if p.poll() is not None]
+        assert not dead, f"exited early: {dead}; {path} ends: {path.read_text()[-2000:]}"
+        assert time.monotonic() < deadline, f"no {text!r} in {path} after {timeout_s} s: {path.read_text()[-2000:]}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_root
+@pytest.mark.skipif(not _NETNS_OK, reason=f"namespace testbed unavailable: {_NETNS_WHY}")
+def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> None:
+    from ralp_tf.testbed import Testbed
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1", RALP_TF_NO_REEXEC="1")
+    with Testbed(["chief", "worker0", "ps0", "worker1", "ps1"], None, prefix="tbtmh", hosts=HOSTS) as tb:
+        port = {"chief": 2222, "worker0": 2222, "ps0": 2223, "worker1": 2222, "ps1": 2223}
+        spec = {"chief": [tb.address("chief", 2222)],
+                "worker": [tb.address(f"worker{i}", port[f"worker{i}"]) for i in range(2)],
+                "ps": [tb.address(f"ps{i}", port[f"ps{i}"]) for i in range(2)]}
+        cluster_file = _write(tmp_path, {"cluster": spec})
+        servers, agents = {}, []
+        for name in ("worker0", "ps0", "worker1", "ps1"):
+            job, index = name.rstrip("01"), name[-1]
+            log = tmp_path / f"{name}.log"
+            with open(log, "wb") as out:
+                servers[name] = (tb.popen(name, RALP_TF + ["server", "--cluster-spec", cluster_file, "--task",
+                                                           f"{job}:{index}"], env=env, stdout=out,
+                                          stderr=subprocess.STDOUT), log)
+        for name in ("worker0", "worker1"):  # one agent per worker/PS host
+            with open(tmp_path / f"agent-{name}.log", "wb") as out:
+                agents.append(tb.popen(name, RALP_TF + ["agent", "--cluster-spec", cluster_file, "--task",
+                                                        f"worker:{name[-1]}"], env=env, stdout=out,
+                                       stderr=subprocess.STDOUT))
+        # The same plan on a LocalCluster (public CLI), while the servers start.
+        local = subprocess.run(RALP_TF + ["run", "--workers", "2", "--ps", "2"] + STEPS, capture_output=True,
+                               text=True, timeout=300, env=dict(os.environ))
+        assert local.returncode == 0, local.stderr[-3000:]
+        for name, (proc, log) in servers.items():
+            _wait_for(log, "RALP_TF_TASK_READY", [proc], 180)
+        run = tb.run("chief", RALP_TF + ["run", "--cluster", cluster_file, "--agent-port", "2230",
+                                         "--checkpoint-dir", str(tmp_path / "ckpt")] + STEPS, env=env, timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        remote, here = json.loads(run.stdout)["ralp"], json.loads(local.stdout)["ralp"]
+
+        # placed devices: the plan computes the head on PS tasks of this cluster (verified when placed)
+        placed = {layer: dev for layer, dev in remote["plan"]["placements"].items() if "/job:ps/" in dev}
+        assert placed and all(any(f"/task:{i}/" in d for i in range(2)) for d in placed.values()), remote["plan"]
+        assert {k: v for k, v in remote["plan"].items() if k != "notes"} == \
+            {k: v for k, v in here["plan"].items() if k != "notes"}  # notes: predictions for other hosts
+        for w in ("worker0", "worker1"):
+            assert any(remote["bytes_between"].get(f"{w}->ps{i}", 0) > 0 for i in range(2)), remote["bytes_between"]
+        # the loss falls
+        assert remote["losses"][-1] < remote["losses"][0], remote["losses"]
+        # bytes per step across hosts match the LocalCluster run of the same plan within 5%
+        print(f"bytes per step: across hosts {remote['bytes_per_step']:.0f}, LocalCluster {here['bytes_per_step']:.0f}")
+        assert remote["bytes_per_step"] == pytest.approx(here["bytes_per_step"], rel=0.05)
+        assert remote["total_steps"] == 10 and os.listdir(tmp_path / "ckpt")
+
+        # clean shutdown: SIGTERM ends every server and agent with exit 0
+        for proc, _ in servers.values():
+            proc.send_signal(signal.SIGTERM)
+        for proc in agents:
+            proc.send_signal(signal.SIGTERM)
+        for name, (proc, log) in servers.items():
+            assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
+            assert "stopped by SIGTERM" in log.read_text()
+        assert [p.wait(timeout=30) for p in agents] == [0, 0]
