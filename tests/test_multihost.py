@@ -179,3 +179,36 @@ def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> No
             assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
             assert "stopped by SIGTERM" in log.read_text()
         assert [p.wait(timeout=30) for p in agents] == [0, 0]
+
+
+@pytest.mark.parametrize("kind", ["job", "tfjob"])
+def test_manifest_is_json_with_tf_config_per_replica(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest", "--workers", "3", "--ps", "2", "--image", "example/ralp:1", "--kind", kind,
+                 "--model", "vgg16_cifar"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    if kind == "tfjob":  # the operator sets TF_CONFIG per replica: the counts and commands are what we set
+        replicas = doc["spec"]["tfReplicaSpecs"]
+        assert {k: v["replicas"] for k, v in replicas.items()} == {"Chief": 1, "Worker": 3, "PS": 2}
+        assert replicas["Chief"]["template"]["spec"]["containers"][0]["args"][:3] == ["run", "--cluster", "TF_CONFIG"]
+        return
+    jobs = [i for i in doc["items"] if i["kind"] == "Job"]
+    services = {i["metadata"]["name"] for i in doc["items"] if i["kind"] == "Service"}
+    configs = []
+    for job in jobs:
+        containers = job["spec"]["template"]["spec"]["containers"]
+        config = json.loads(next(e["value"] for e in containers[0]["env"] if e["name"] == "TF_CONFIG"))
+        configs.append(config)
+        task = config["task"]
+        assert job["metadata"]["name"] == f"ralp-{task['type']}-{task['index']}"
+        assert job["metadata"]["name"] in services
+        assert containers[0]["args"][0] == ("run" if task["type"] == "chief" else "server")
+        assert config["cluster"] == configs[0]["cluster"]
+        load_cluster_config(json.dumps(config))  # every replica's TF_CONFIG is a valid cluster file
+    assert sorted((c["task"]["type"], c["task"]["index"]) for c in configs) == \
+        [("chief", 0), ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1), ("worker", 2)]
+    assert configs[0]["cluster"]["worker"][2] == "ralp-worker-2.default.svc:2222"
+
+
+def test_manifest_refuses_a_bad_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manifest", "--image", "x", "--name", "Bad_Name"]) == 2
+    assert "Kubernetes name" in capsys.readouterr().err
