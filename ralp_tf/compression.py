@@ -21,6 +21,9 @@ setting per kind of traffic:
   effect on the push. Embedding tables and PS-computed layers push no dense gradient over the
   network: their gradients codec is dropped (with a warning when the plan names the layer).
 
+Encoding costs compute on the worker (:func:`codec_flops`, charged by the cost model): int8 and
+top-k are a few passes over the gradient, top-k with error feedback about twice that.
+
 Wire bytes of an ``n``-element fp32 tensor (:func:`wire_bytes`): ``none`` ``4 n``, ``fp16`` and
 ``bf16`` ``2 n``, ``int8`` ``n + 4`` (the scale), ``topk:f`` ``8 k``. :func:`wire_ratio` is the
 same per fp32 byte for large tensors: 1, 1/2, 1/4, ``2 f``.
@@ -190,6 +193,25 @@ def wire_bytes(codec: str, nbytes: float) -> float:
     if codec.startswith("topk:"):
         return 8.0 * topk_count(n, topk_fraction(codec)) if n else 0.0
     return nbytes * wire_ratio(codec)
+
+
+#: Encode + decode work per gradient entry, in FLOP-equivalents: seconds per entry measured on one
+#: core of the project's 2-core machine (tensorflow-cpu 2.21, a 2.4 M-entry tensor, k = 1%) times the
+#: default CPU rate 5e10 FLOP/s (:data:`ralp_tf.cluster.DEFAULT_CPU_FLOPS`): int8 13 ns, top-k with
+#: error feedback 25 ns (the residual is read, added and rewritten), without 12 ns.
+CODEC_WORK_PER_ENTRY = {"int8": 650.0, "topk": 1250.0, "topk" + NO_FEEDBACK: 600.0}
+
+
+def codec_flops(codec: str, nbytes: float) -> float:
+    """Encode + decode work (FLOP-equivalents, :data:`CODEC_WORK_PER_ENTRY`) for an fp32 gradient of
+    ``nbytes`` sent with gradients ``codec``; 0 for none and the casts (one cheap pass)."""
+    if codec == "int8":
+        key = "int8"
+    elif codec.startswith("topk:"):
+        key = "topk" + (NO_FEEDBACK if codec.endswith(NO_FEEDBACK) else "")
+    else:
+        return 0.0
+    return CODEC_WORK_PER_ENTRY[key] * nbytes / 4
 
 
 def pushed_bytes(setting: Compression, nbytes: float) -> float:

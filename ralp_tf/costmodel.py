@@ -46,8 +46,9 @@ tables excepted); its ``gradients`` codec, when set, prices the push instead
 (:func:`ralp_tf.compression.pushed_bytes`: ``int8`` ``n + 4`` bytes per n-element variable,
 ``topk:f`` ``8 ceil(f n)``). A PS-computed layer's ``activations`` codec scales the activations it
 receives from the worker, and their gradients, by that ratio. Outputs returning to the worker
-are not compressed. The codecs' compute is not charged (casts and int8 are one pass over each
-tensor; top-k is a partial sort, measured in docs/compression.md).
+are not compressed. A gradients codec's encode and decode are charged to the worker's compute:
+``codec_flops / F_worker`` per variable (:func:`ralp_tf.compression.codec_flops`, measured work
+per entry); the fp16/bf16 casts are not charged (one pass over each tensor).
 
 **Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
 data with (measured gRPC dispatch and framing), half each way (pull and push phases).
@@ -94,7 +95,7 @@ import math
 from typing import Any, Mapping
 
 from ralp_tf.cluster import Cluster, Task
-from ralp_tf.compression import Compression, pushed_bytes, setting_of, wire_ratio
+from ralp_tf.compression import Compression, codec_flops, pushed_bytes, setting_of, wire_ratio
 from ralp_tf.errors import PlanError
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.profiler import LayerProfile, ModelProfile
@@ -354,6 +355,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     # Compute.
     worker = cluster.workers[0]
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
+    worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
+                    if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
     ps_s: dict[str, float] = {}
     for l in profile.layers:
         loc = where[l.name]

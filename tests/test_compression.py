@@ -90,6 +90,30 @@ def test_fp16_halves_the_compressed_traffic_in_the_cost_model() -> None:
         (estimate(prof, cluster, None).bytes_per_step - overhead) / 2, rel=1e-3)
 
 
+def test_gradient_codecs_price_the_push_per_variable_and_their_compute() -> None:
+    from ralp_tf.compression import codec_flops
+    from ralp_tf.costmodel import PUSH, resolve_placements, worker_step_traffic
+
+    prof = profile(models.small_cnn(), batch_size=32)
+    cluster = Cluster.local(2, 1)
+
+    def push(compression: Any) -> float:
+        plan = Plan({}, compression=compression)
+        traffic = worker_step_traffic(prof, resolve_placements(prof, plan), 1, {}, plan.compression)
+        return sum(b for (_, _, phase), b in traffic.items() if phase == PUSH) - STEP_OVERHEAD_BYTES / 2
+
+    sizes = [v for l in prof.layers for v in l.var_bytes]
+    assert push({}) == sum(sizes)
+    assert push({"*": "int8"}) == sum(v / 4 + 4 for v in sizes)
+    assert push({"*": "topk:0.01"}) == sum(8 * topk_count(int(v // 4), 0.01) for v in sizes)
+    plain, coded = estimate(prof, cluster, Plan({})), estimate(prof, cluster, Plan({}, compression={"*": "topk:0.01"}))
+    up = ("worker", "ps:0")
+    assert coded.bytes_between[up] < plain.bytes_between[up] / 10  # only the push is compressed
+    work = sum(codec_flops("topk:0.01", v) for v in sizes) / cluster.workers[0].flops
+    assert coded.worker_compute_s == pytest.approx(plain.worker_compute_s + work)  # encode + decode, charged
+    assert codec_flops("topk:0.01:no-feedback", 4e6) < codec_flops("topk:0.01", 4e6) and codec_flops("fp16", 4e6) == 0
+
+
 def test_auto_compression_picks_fp16_and_never_int8_or_topk() -> None:
     prof = profile(models.small_cnn(), batch_size=32)
     chosen = analyze(prof, Cluster.local(2, 1, bandwidth="100mbit"), compression="auto").plan
@@ -326,3 +350,18 @@ def test_measured_bytes_drop_by_the_predicted_ratio() -> None:
     assert rows[0].measured_ratio == pytest.approx(0.25, rel=0.10)  # int8 quarters the pushed gradients
     assert rows[1].predicted_ratio == pytest.approx(0.10, rel=1e-2)  # top-k 5%: values + int32 indices
     assert rows[1].measured_ratio == pytest.approx(rows[1].predicted_ratio, rel=0.10)
+
+
+def test_sampled_top_k_selects_exactly_the_largest_entries() -> None:
+    import tensorflow as tf
+
+    from ralp_tf.gradient_codecs import SAMPLED_TOPK_MIN, top_k_indices
+
+    n = 4 * SAMPLED_TOPK_MIN
+    rng = np.random.default_rng(3)
+    for values in (rng.standard_normal(n), np.where(np.arange(n) % 997 == 0, 100.0, rng.random(n) * 1e-3),
+                   np.linspace(0.0, 1.0, n)):  # spikes the stride misses: the full top-k runs
+        magnitude = np.abs(values).astype("float32")
+        for k in (1, n // 100, n // 5):
+            got = top_k_indices(tf.constant(magnitude), k).numpy()
+            assert len(got) == k and np.min(magnitude[got]) >= np.sort(magnitude)[-k]
