@@ -365,3 +365,23 @@ def test_sampled_top_k_selects_exactly_the_largest_entries() -> None:
         for k in (1, n // 100, n // 5):
             got = top_k_indices(tf.constant(magnitude), k).numpy()
             assert len(got) == k and np.min(magnitude[got]) >= np.sort(magnitude)[-k]
+
+
+@pytest.mark.slow
+def test_each_worker_keeps_its_own_residual() -> None:
+    """2 workers (a process of its own): sum of everything sent + each worker's residual = the sum of
+    the gradients, and both workers hold a residual (one shared residual would be counted twice)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts" / "feedback_per_worker.py"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, str(script), "12"], capture_output=True, text=True, timeout=300, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert result["workers"] == 2 and result["max_error"] < 1e-5
+    assert all(norm > 0 for norm in result["residual_norms"])
