@@ -84,9 +84,8 @@ def run_supervised(args: argparse.Namespace) -> int:
     if emulated:
         from ralp_tf.testbed.netns import netns_support
 
-        ok, why = netns_support()
-        if not ok:
-            plan.validate(workers=args.workers, ps=args.ps, emulated=False, restart=restart is not None)
+        emulated = netns_support()[0]
+    plan.validate(workers=args.workers, ps=args.ps, emulated=emulated, restart=restart is not None)
     bandwidth = format_bandwidth(args.bandwidth) if args.bandwidth is not None else "1gbit"
     report = supervise(model=args.model, policy=args.policy, workers=args.workers, ps=args.ps, steps=args.steps,
                        batch_size=args.batch_size, plan=plan, restart=restart, testbed=emulated,
