@@ -86,11 +86,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> int:
     """The ``ralp-tf`` program: :func:`main`, with SIGINT/SIGTERM ending it within seconds
-    (:func:`ralp_tf.launch.exit_promptly_on_signals`) however deep in TensorFlow it is."""
+    (:func:`ralp_tf.launch.exit_promptly_on_signals`) however deep in TensorFlow it is, and
+    TensorFlow's start-up noise dropped from stderr unless ``--verbose`` (:mod:`ralp_tf.quiet`)."""
     from ralp_tf.launch import exit_promptly_on_signals
+    from ralp_tf.quiet import filter_stderr
 
+    if not _verbose(sys.argv[1:]):
+        filter_stderr()  # TF's start-up noise (absl banner, cudart stub, cuInit 303) off stderr
     exit_promptly_on_signals()
     return main()
+
+
+def _verbose(argv: Sequence[str]) -> bool:
+    """Whether ``-v``/``--verbose`` comes before the command name."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return False
+        if arg in ("-v", "--verbose"):
+            return True
+    return False
 
 
 if __name__ == "__main__":
