@@ -47,7 +47,7 @@ import time
 from typing import Any, Sequence
 
 from ralp_tf.errors import ClusterRuntimeError
-from ralp_tf.faults.plan import LINK_KINDS, FaultEvent, FaultPlan
+from ralp_tf.faults.plan import FaultEvent, FaultPlan
 from ralp_tf.faults.restart import RestartPolicy
 
 POLL_S = 0.2
@@ -220,8 +220,6 @@ class Supervisor:
         return base_env()
 
     def _start_chief(self, lc: Any, stop_file: str) -> _Chief:
-        from ralp_tf.faults.coordinator import checkpoint_step  # noqa: F401  (import check, no TF)
-
         target = next(s for s in self.segment_ends if s > self._checkpointed())
         spec = dict(lc.cluster_spec_dict)
         if self.tb is not None:
