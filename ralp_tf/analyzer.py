@@ -218,10 +218,10 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
     is priced with and without fp16 activations and weights, and the faster kept (int8 and
     top-k are never chosen here).
 
-    ``partition`` lets balanced storage split a layer's variables over several PS tasks. The
-    cost model prices such plans, but the applier cannot create the shards yet
-    (:func:`ralp_tf.applier.variable_homes` refuses them), so plans meant to be applied leave
-    it off; projections may turn it on.
+    ``partition`` lets balanced storage split a layer's variables over several PS tasks (the
+    applier creates them as shards along axis 0, :mod:`ralp_tf.sharding`). Off by default: a
+    variable splits into at most as many shards as it has rows, so a 3x3 conv kernel cannot go
+    to more than 3 tasks, and the profile does not record shapes to check it.
     """
     if cluster.num_workers == 0:
         raise PlanError("the cluster has no workers")

@@ -37,6 +37,8 @@ from ralp_tf.isolation import outside_strategy
 from ralp_tf.plan import Plan, parse_device
 from ralp_tf.layer_wrappers import compression_of, gpu_call, narrow_weights_call, placed_build, ps_call
 from ralp_tf.profiler import ModelProfile, check_tf_keras_model, profile
+from ralp_tf.sharding import copy_weights as copy_weights_into
+from ralp_tf.sharding import full_weights, sharded_build, sharded_creator
 from ralp_tf.tracer import input_specs, leaf_layers
 from ralp_tf.verify import verify_placement
 
@@ -115,13 +117,17 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     for name in ps_layers:
         if name in inputs:
             raise PlanError(f"layer {name!r} is a model input; inputs stay on the workers")
-    homes = variable_homes(plan)
-    _refuse_layers_at_two_paths(model, leaves, homes)
-    anchors = _ps_anchors(strategy, set(homes.values())) if homes else {}
+    homes, shards = variable_homes(plan), sharded_homes(plan)
+    _refuse_layers_at_two_paths(model, leaves, {**homes, **shards})
+    tasks = set(homes.values()) | {k for ks in shards.values() for k in ks}
+    anchors = _ps_anchors(strategy, tasks) if tasks else {}
+    builders = {path: functools.partial(placed_build, strategy=strategy, anchor=anchors[k]) for path, k in homes.items()}
+    builders.update({path: functools.partial(sharded_build, anchors=[anchors[k] for k in ks])
+                     for path, ks in shards.items()})
     if getattr(model, "_is_graph_network", False):
-        placed = _recreated(model, strategy, homes, anchors, copy_weights)
+        placed = _recreated(model, strategy, builders, copy_weights)
     else:
-        placed = _built_in_place(model, strategy, homes, anchors, input_shape)
+        placed = _built_in_place(model, strategy, builders, input_shape)
     for path, layer in leaf_layers(placed).items():
         if "build" in layer.__dict__:
             del layer.build  # the colocation wrapper was only needed while building
@@ -135,7 +141,7 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
         if d.device_type == "GPU":
             layer.call = gpu_call(layer.call, "GPU")
     placed.ralp_plan = plan
-    _check_variable_homes(placed, homes)
+    _check_variable_homes(placed, homes, shards)
     if verify:
         verify_placement(placed, plan, input_shape=input_shape)
     return placed
@@ -143,21 +149,22 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
 
 def variable_homes(plan: Plan) -> dict[str, int]:
     """Layer path -> the PS task its variables are created on: the task of a PS-computed layer,
-    or the one task the plan's ``storage`` names for a worker-computed layer. Storage split over
-    several tasks is refused: the cost model prices it, the applier does not create shards yet."""
+    or the one task the plan's ``storage`` names for a worker-computed layer (layers stored on
+    several tasks are in :func:`sharded_homes`)."""
     homes = dict(plan.ps_layers())
-    for path, tasks in plan.stored_on().items():
-        if len(tasks) != 1:
-            raise PlanError(f"the plan splits the variables of layer {path!r} over PS tasks {list(tasks)}; ralp_tf "
-                            "prices partitioned storage but cannot apply it yet: store the layer on one PS task")
-        homes[path] = tasks[0]
+    homes.update({path: tasks[0] for path, tasks in plan.stored_on().items() if len(tasks) == 1})
     return homes
 
 
-def _recreated(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: dict[int, Any],
-               copy_weights: bool) -> Any:
-    """``model`` re-created from its layers' configs under ``strategy``, nested models included,
-    each planned layer's variables created on its PS task."""
+def sharded_homes(plan: Plan) -> dict[str, tuple[int, ...]]:
+    """Layer path -> the PS tasks holding the shards of its variables, for every worker-computed
+    layer the plan's ``storage`` splits over several tasks (:mod:`ralp_tf.sharding`)."""
+    return {path: tuple(tasks) for path, tasks in plan.stored_on().items() if len(tasks) > 1}
+
+
+def _recreated(model: Any, strategy: Any, builders: dict[str, Callable[[Any], None]], copy_weights: bool) -> Any:
+    """``model`` re-created from its layers' configs under ``strategy``, nested models included;
+    ``builders[path](layer)`` makes a planned layer create its variables where the plan says."""
     import tf_keras
 
     def clone_layer(layer: Any, prefix: str) -> Any:
@@ -170,19 +177,18 @@ def _recreated(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: di
             raise ModelError(f"layer {path!r} ({type(layer).__name__}) cannot be re-created from its config "
                              f"({type(exc).__name__}: {exc}); give it get_config()/from_config(), or write the model "
                              "as a subclassed tf_keras.Model, which ralp_tf places in place") from exc
-        if path in ps_layers:
-            placed_build(new, strategy, anchors[ps_layers[path]])
+        if path in builders:
+            builders[path](new)
         return new
 
     with strategy.scope():
         placed = tf_keras.models.clone_model(model, clone_function=lambda l: clone_layer(l, ""))
         if copy_weights:
-            placed.set_weights(model.get_weights())
+            copy_weights_into(placed, model.get_weights())
     return placed
 
 
-def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchors: dict[int, Any],
-                    input_shape: Any) -> Any:
+def _built_in_place(model: Any, strategy: Any, builders: dict[str, Callable[[Any], None]], input_shape: Any) -> Any:
     """A subclassed ``model``, built under ``strategy`` with each planned layer's variables on its
     PS task (or checked to be there already)."""
     import tensorflow as tf
@@ -190,8 +196,8 @@ def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchor
     if model.weights:
         return model  # built elsewhere: _check_variable_homes says whether its variables are where planned
     leaves = leaf_layers(model)
-    for path, k in ps_layers.items():
-        placed_build(leaves[path], strategy, anchors[k])
+    for path, build in builders.items():
+        build(leaves[path])
     specs = input_specs(model, input_shape)
     with strategy.scope():
         tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False),
@@ -202,22 +208,28 @@ def _built_in_place(model: Any, strategy: Any, ps_layers: dict[str, int], anchor
 @contextlib.contextmanager
 def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
     """While active (inside ``strategy.scope()``), variables created under the name scope of a layer
-    whose variables the plan puts on PS task k (:func:`variable_homes`) are created on task k. For models whose layers are created and
-    built in one go (a subclassed model built in its constructor); matched by the layer's own
-    name (the last part of its path), so those names must be unique in the plan."""
+    whose variables the plan puts on PS task k (:func:`variable_homes`) are created on task k, and
+    those of a layer it splits over several tasks (:func:`sharded_homes`) as shards on them. For
+    models whose layers are created and built in one go (a subclassed model built in its
+    constructor); matched by the layer's own name (the last part of its path), so those names
+    must be unique in the plan."""
     import tensorflow as tf
 
-    homes = variable_homes(plan)
-    by_leaf = {path.rsplit("/", 1)[-1]: k for path, k in homes.items()}
-    anchors = _ps_anchors(strategy, set(homes.values())) if homes else {}
+    homes, shards = variable_homes(plan), sharded_homes(plan)
+    tasks = set(homes.values()) | {k for ks in shards.values() for k in ks}
+    anchors = _ps_anchors(strategy, tasks) if tasks else {}
+    by_leaf: dict[str, Callable[..., Any]] = {
+        path.rsplit("/", 1)[-1]: sharded_creator([anchors[k] for k in ks]) for path, ks in shards.items()}
+
+    def on_task(k: int) -> Callable[..., Any]:
+        return lambda next_creator, **kwargs: next_creator(**dict(kwargs, colocate_with=anchors[k], use_resource=True))
+
+    by_leaf.update({path.rsplit("/", 1)[-1]: on_task(k) for path, k in homes.items()})
 
     def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         scope = tf.get_current_name_scope().rstrip("/").split("/")
-        k = by_leaf.get(scope[-1]) if scope and scope[-1] else None
-        if k is not None:
-            kwargs["colocate_with"] = anchors[k]
-            kwargs["use_resource"] = True
-        return next_creator(**kwargs)
+        create = by_leaf.get(scope[-1]) if scope and scope[-1] else None
+        return create(next_creator, **kwargs) if create is not None else next_creator(**kwargs)
 
     with tf.variable_creator_scope(creator):
         yield
@@ -236,19 +248,28 @@ def _refuse_layers_at_two_paths(model: Any, leaves: dict[str, Any], ps_layers: d
                             f"cannot place it; keep {path!r} on the workers, or build the model without nesting it")
 
 
-def _check_variable_homes(model: Any, ps_layers: dict[str, int]) -> None:
+def _check_variable_homes(model: Any, ps_layers: dict[str, int], shards: dict[str, tuple[int, ...]]) -> None:
+    """Every variable of a planned layer is on its PS task; a sharded layer's on its tasks, the
+    shards of its largest variable on all of them."""
     import tensorflow as tf
 
     leaves = leaf_layers(model)
-    for path, k in ps_layers.items():
+    homes = {**{path: (k,) for path, k in ps_layers.items()}, **shards}
+    for path, tasks in homes.items():
+        used = set()
         for v in leaves[path].weights:
             spec = tf.DeviceSpec.from_string(v.device)
-            if spec.job != "ps" or int(spec.task or 0) != k:
+            used.add(int(spec.task or 0))
+            if spec.job != "ps" or int(spec.task or 0) not in tasks:
+                where = f"PS task {tasks[0]}" if len(tasks) == 1 else f"PS tasks {list(tasks)}"
                 raise PlanError(
-                    f"variable {v.name} of layer {path!r} landed on {v.device}, not PS task {k}. A subclassed model "
+                    f"variable {v.name} of layer {path!r} landed on {v.device}, not {where}. A subclassed model "
                     "must reach place() unbuilt (ralp_tf builds it), or be built under "
                     "ralp_tf.applier.colocated_variables(plan, strategy), as @ralp_tf.placement does; a layer "
                     "that creates variables outside build() cannot be colocated: keep it on the workers")
+        if len(tasks) > 1 and leaves[path].weights and used != set(tasks):
+            raise PlanError(f"layer {path!r} is split over PS tasks {list(tasks)} but its variables landed on "
+                            f"{sorted(used)} only: its variables have fewer rows than shards; store it on fewer tasks")
 
 
 def unplace(model: Any) -> Any:
@@ -258,7 +279,7 @@ def unplace(model: Any) -> Any:
 
     check_tf_keras_model(model)
     clone = tf_keras.models.clone_model(model)  # re-created from layer configs: no wrappers, no pins
-    clone.set_weights(model.get_weights())
+    clone.set_weights(full_weights(model))
     return clone
 
 

@@ -1,5 +1,6 @@
 """Plan storage (format /2): a worker-computed layer's variables are created on the PS task the
-plan names; the layer still computes on the worker; split storage is refused with the fix."""
+plan names, or its shards on the tasks the plan splits it over; the layer still computes on the
+worker and trains like the unplaced model."""
 from __future__ import annotations
 
 from typing import Any
@@ -36,8 +37,47 @@ def test_stored_layers_keep_their_variables_on_the_named_task_and_compute_on_the
     assert len(convs) == 2 and all("/job:ps" not in op.device for op in convs)
 
 
-def test_split_storage_is_refused_with_the_fix(inprocess: Any) -> None:
+def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unplaced_model(inprocess: Any) -> None:
+    """Partitioned storage: fc1's kernel and bias become shards on PS 0 and PS 1 (rows split
+    along axis 0); the model reads them whole, each shard gets its own gradient, and the losses
+    and final weights equal the unplaced model's."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+
+    from ralp_tf.applier import unplace
+    from ralp_tf.train import sgd_losses
+
+    _, strategy, coordinator = inprocess
+    reference = models.small_cnn(fc=64)
+    plan = Plan({"logits": PS0}, storage={"fc1": [PS0, PS1], "conv1": PS1}, policy="test")
+    placed = place(reference, plan, strategy)
+    fc1 = placed.get_layer("fc1")
+    assert [(w.name.rsplit("/", 2)[-2:], w.device) for w in fc1.weights] == [
+        (["kernel", "part_0:0"], PS0), (["kernel", "part_1:0"], PS1),
+        (["bias", "part_0:0"], PS0), (["bias", "part_1:0"], PS1)]
+    kernel_rows = reference.get_layer("fc1").kernel.shape[0]
+    assert [w.shape[0] for w in fc1.weights[:2]] == [(kernel_rows + 1) // 2, kernel_rows // 2]
+    assert [w.device for w in placed.get_layer("conv1").weights] == [PS1, PS1]
+    batches = [models.synthetic_batch(reference, 8, seed=s % 2) for s in range(4)]
+    placed_losses = sgd_losses(strategy, coordinator, placed, batches, learning_rate=0.05)
+    ref_opt = tf_keras.optimizers.SGD(0.05)
+    ref_losses = []
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+                y, reference(x, training=True), from_logits=True))
+        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables))
+        ref_losses.append(float(loss))
+    np.testing.assert_allclose(placed_losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for got, want in zip(unplace(placed).get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_split_layer_whose_variables_cannot_cover_the_tasks_names_the_fix(inprocess: Any) -> None:
+    import tf_keras
+
     _, strategy, _ = inprocess
-    plan = Plan({}, storage={"fc1": [PS0, PS1]}, policy="test")
-    with pytest.raises(PlanError, match="splits the variables of layer 'fc1'.*store the layer on one PS task"):
-        place(models.small_cnn(fc=64), plan, strategy)
+    model = tf_keras.Sequential([tf_keras.layers.Input((1,)), tf_keras.layers.Dense(4, use_bias=False, name="one_row")])
+    with pytest.raises(PlanError, match="'one_row' is split over PS tasks \\[0, 1\\].*store it on fewer tasks"):
+        place(model, Plan({}, storage={"one_row": [PS0, PS1]}, policy="test"), strategy)
