@@ -246,9 +246,11 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
 
     Contract: the same seed gives the same plan; there is always exactly one PS kill, at least one
     worker kill, one link down (5-20 s, on a worker host) and one throttle to a tenth of the rate
-    (10-20 s); the rest are drawn from those three worker faults. Slot *i* of the window
-    ``[20 s, 0.85 x minutes)`` (``faults`` equal slots) holds event *i*, starting in the first fifth
-    of its slot, so each fault has the rest of its slot to recover before the next one.
+    (10-20 s); the rest are drawn from those three worker faults. The window
+    ``[20 s, 0.85 x minutes)`` is cut into ``faults + 1`` equal units; the PS kill gets two units
+    (a PS comes back through a new coordinator process, the slowest recovery), every other fault one,
+    and each fault starts in the first fifth of a unit, so it has the rest of its slot to recover
+    before the next one.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
         raise FaultPlanError(f"a chaos run needs at least 2 workers (a worker is killed while the others carry "
@@ -260,7 +262,7 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
     n = faults if faults is not None else max(4, int((window_end - window_start) // 50))
     if n < 4:
         raise FaultPlanError(f"a chaos run plays at least 4 faults (one of each kind), got {n}")
-    slot = (window_end - window_start) / n
+    slot = (window_end - window_start) / (n + 1)
     if slot < 45:
         raise FaultPlanError(f"{n} faults in {minutes:g} minutes leave {slot:.0f} s per fault; give each at least "
                              "45 s (more minutes or fewer faults)")
@@ -269,8 +271,10 @@ def chaos_plan(seed: int, minutes: float, *, workers: int, ps: int = 1, faults: 
     kinds += [rng.choice(["kill_worker", "link_down", "throttle"]) for _ in range(n - 4)]
     rng.shuffle(kinds)
     events = []
-    for i, k in enumerate(kinds):
-        at = round(window_start + i * slot + rng.uniform(0, slot / 5), 1)
+    start = window_start
+    for k in kinds:
+        at = round(start + rng.uniform(0, slot / 5), 1)
+        start += slot * (2 if k == "kill_ps" else 1)
         worker = f"worker{rng.randrange(workers)}"
         if k == "kill_ps":
             events.append(FaultEvent("kill", f"ps{rng.randrange(ps)}", at_s=at))
