@@ -4,6 +4,7 @@
 module                      commands
 ==========================  ==================================================================
 :mod:`ralp_tf.commands`     ``plan``, ``run`` (profile, plan with a policy, train on a LocalCluster or ``--cluster``)
+:mod:`ralp_tf.explain`      ``explain`` (a plan as a picture: layers, bytes per link, step time)
 :mod:`ralp_tf.server`       ``server``, ``agent`` (a task of a real cluster from TF_CONFIG; its host's byte counts)
 :mod:`ralp_tf.manifest`     ``manifest`` (a Kubernetes Job/TFJob manifest for a cluster shape)
 ``scheduler.cli``           ``schedule``, ``compare-schedulers`` (the HeterPS-style solvers)
@@ -32,14 +33,15 @@ from types import ModuleType
 from typing import Sequence
 
 import scheduler.cli as scheduler_cli
-from ralp_tf import commands, manifest, server, soak
+from ralp_tf import commands, explain, manifest, server, soak
 from ralp_tf.bench import cli as bench_cli
 from ralp_tf.faults import cli as faults_cli
 from ralp_tf.cliargs import run_command
 from ralp_tf.errors import RalpError
 
 #: The command modules of ``ralp-tf``, in the order their subcommands are listed.
-COMMAND_MODULES: tuple[ModuleType, ...] = (commands, server, manifest, scheduler_cli, soak, bench_cli, faults_cli)
+COMMAND_MODULES: tuple[ModuleType, ...] = (commands, explain, server, manifest, scheduler_cli, soak, bench_cli,
+                                           faults_cli)
 
 _SHIM_FLAG = "RALP_TF_CLI_REEXEC"
 
