@@ -20,6 +20,7 @@ from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, P
 from scheduler.exact import Exact
 from scheduler.greedy import Greedy
 from scheduler.maxload import MaxLoadProblem
+from scheduler.milp import MILP
 from scheduler.problem import Problem
 from scheduler.resources import Catalog, Constraints, ResourceType
 from scheduler.ralp import RALP
@@ -29,12 +30,12 @@ from scheduler.schedule import Schedule
 from scheduler.workloads import load_workload
 
 SOLVERS: dict[str, type[Solver]] = {
-    "exact": Exact, "ralp": RALP, "greedy": Greedy, "random": RandomSearch, "bo": BayesOpt, "rl": RL,
+    "exact": Exact, "ralp": RALP, "greedy": Greedy, "random": RandomSearch, "bo": BayesOpt, "rl": RL, "milp": MILP,
 }
 
 __all__ = [
     "BayesOpt", "CLOUD", "Catalog", "CatalogError", "Constraints", "Exact", "Greedy", "InfeasibleError",
-    "LSTMPolicy", "MaxLoadProblem", "MemoryLimitError", "Problem", "ProblemError", "RALP", "RL", "RandomSearch",
+    "LSTMPolicy", "MILP", "MaxLoadProblem", "MemoryLimitError", "Problem", "ProblemError", "RALP", "RL", "RandomSearch",
     "ResourceType", "SOLVERS", "Schedule", "SchedulerError", "Solver", "SolverNotApplicableError", "WorkloadError",
     "catalog_from_cluster", "get_catalog", "load_workload",
 ]
