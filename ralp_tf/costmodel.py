@@ -42,7 +42,8 @@ the same way.
 
 **Compression** (a Plan's ``compression``, :mod:`ralp_tf.compression`). A worker-computed
 layer's ``weights`` codec scales its variable pull and push by the codec's wire ratio (embedding
-tables excepted); its ``gradients`` codec, when set, prices the push instead
+tables excepted), read once per step however often the layer is called (the compressed read is
+reused by its calls); its ``gradients`` codec, when set, prices the push instead
 (:func:`ralp_tf.compression.pushed_bytes`: ``int8`` ``n + 4`` bytes per n-element variable,
 ``topk:f`` ``8 ceil(f n)``). A PS-computed layer's ``activations`` codec scales the activations it
 receives from the worker, and their gradients, by that ratio. Outputs returning to the worker
@@ -310,8 +311,10 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
                     ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
                     add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
                 else:
-                    add(ps, WORKER, nbytes * l.calls * weights_ratio[l.name], PULL)
-                    add(WORKER, ps, pushed_bytes(setting_of(compression or {}, l.name), nbytes), PUSH)
+                    setting = setting_of(compression or {}, l.name)
+                    reads = 1 if setting.weights != "none" or setting.gradients != "none" else l.calls
+                    add(ps, WORKER, nbytes * reads * weights_ratio[l.name], PULL)
+                    add(WORKER, ps, pushed_bytes(setting, nbytes), PUSH)
     grad_flows = _has_trainable_upstream(profile)
     kinds = {l.name: l.kind for l in profile.layers}
     for t in profile.activation_tensors():

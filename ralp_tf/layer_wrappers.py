@@ -169,7 +169,9 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
                         gradients: str = "none") -> Callable[..., Any]:
     """Wrap a worker-computed layer's ``call`` so each trainable variable is read through
     :func:`_pull`: cast to ``codec``'s dtype on its PS task (``none``: not cast), it crosses narrow
-    and is cast back on the worker. Its gradient crosses back narrow (the cast's gradient) and lands
+    and is cast back on the worker. It is read once per traced graph: a layer called several
+    times reuses the read, so the tape sums the calls' gradients on the worker and one
+    (encoded) gradient per variable is pushed. Its gradient crosses back narrow (the cast's gradient) and lands
     as fp32 on the PS, or, with a ``gradients`` codec, is encoded by it on the worker and decoded
     on the PS (:mod:`ralp_tf.gradient_codecs`; see :mod:`ralp_tf.compression`)."""
     import tensorflow as tf
@@ -178,18 +180,26 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
         for v in layer.trainable_weights:
             check_float(v.dtype, gradients, f"{path}: variable {v.name}")
     prefix = new_prefix()  # names this model's per-worker top-k residuals
+    pulls: dict[str, Any] = {}  # variable name -> its decoded read, for the graph being traced
+    traced: list[Any] = [None]
 
     @tf.autograph.experimental.do_not_convert
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         if tf.executing_eagerly():
             return call(*args, **kwargs)
+        graph = tf.compat.v1.get_default_graph()
+        if traced[0] is not graph:
+            traced[0] = graph
+            pulls.clear()
         swapped: list[tuple[str, Any]] = []
         for v in layer.trainable_weights:
             names = [n for n, value in vars(layer).items() if value is v]
             if not names:
                 continue
-            pulled = _pull(v, None if codec == "none" else _narrow(codec), gradients, path, prefix)
-            pulled = tf.cast(pulled, v.dtype) if pulled.dtype != v.dtype else pulled
+            if v.name not in pulls:  # a shared layer's later calls reuse the first call's read
+                pulled = _pull(v, None if codec == "none" else _narrow(codec), gradients, path, prefix)
+                pulls[v.name] = tf.cast(pulled, v.dtype) if pulled.dtype != v.dtype else pulled
+            pulled = pulls[v.name]
             for n in names:
                 swapped.append((n, v))
                 object.__setattr__(layer, n, pulled)  # bypass Keras' tracking: restored below

@@ -385,3 +385,32 @@ def test_each_worker_keeps_its_own_residual() -> None:
     result = json.loads(lines[-1][len("RESULT "):])
     assert result["workers"] == 2 and result["max_error"] < 1e-5
     assert all(norm > 0 for norm in result["residual_norms"])
+
+
+@pytest.mark.slow
+def test_a_shared_layer_reads_once_and_pushes_one_encoded_gradient(inprocess: Any) -> None:
+    import tensorflow as tf
+
+    from ralp_tf.applier import place
+    from ralp_tf.costmodel import PULL, resolve_placements, worker_step_traffic
+
+    _, strategy, _ = inprocess
+    plan = Plan({"logits": PS0}, compression={"*": "int8"})
+    model = place(models.siamese_cnn(fc=32), plan, strategy)
+    x, y = models.synthetic_batch(model, 4)
+
+    @tf.function
+    def step(x: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x, training=True))
+        return tape.gradient(loss, model.trainable_variables)
+
+    graph = step.get_concrete_function([tf.TensorSpec(t.shape) for t in x]).graph
+    encoded = [op for op in graph.get_operations() if "ralp_grad_encode" in op.name and op.type == "Cast"
+               and op.outputs[0].dtype == tf.int8]
+    assert len(encoded) == 4  # shared_conv and shared_fc, called twice each: one push per variable
+    prof = profile(models.siamese_cnn(fc=32), batch_size=32)
+    pulled = {l.name: l for l in prof.layers}
+    traffic = worker_step_traffic(prof, resolve_placements(prof, plan), 1, {}, plan.compression)
+    expected = sum(sum(pulled[n].var_bytes) for n in ("shared_conv", "shared_fc"))
+    assert sum(b for (_, _, phase), b in traffic.items() if phase == PULL) - STEP_OVERHEAD_BYTES / 2 == expected
