@@ -42,6 +42,12 @@ def register(subparsers: Any) -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
+    r.add_argument("--tensorboard-dir", metavar="DIR",
+                   help="write TensorBoard event files here, one folder per run: loss per step, samples/s, bytes "
+                        "per step per link when measured, the plan as text (not the task logs: see --log-dir)")
+    r.add_argument("--tensorboard-trace", action="store_true",
+                   help="with --tensorboard-dir: also record a TF profiler trace of the measured steps (keep "
+                        "--steps small)")
     r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
     r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
@@ -129,7 +135,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                           batch_size=args.batch_size, policies=policies, seed=args.seed, log_dir=args.log_dir,
                           checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                           warmup_steps=args.warmup_steps, fault=args.inject_fault, compression=args.compression,
-                          **cluster_rates(args))
+                          on_measure=_trace_hook(args), **cluster_rates(args))
+    if args.tensorboard_dir:
+        from ralp_tf.summaries import write_run_summaries
+
+        for name, r in results.items():
+            write_run_summaries(args.tensorboard_dir, r, "baseline" if name == "ps" else name)
     out = {}
     for name, r in results.items():
         key = "baseline" if name == "ps" else name
@@ -164,7 +175,20 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
-                            compression=args.compression)
+                            compression=args.compression, on_measure=_trace_hook(args))
+
+
+def _trace_hook(args: argparse.Namespace) -> Any:
+    """``--tensorboard-trace``: a profiler trace of the measured window into ``--tensorboard-dir``."""
+    from ralp_tf.errors import ValidationError
+
+    if not getattr(args, "tensorboard_trace", False):
+        return None
+    if not args.tensorboard_dir:
+        raise ValidationError("--tensorboard-trace writes into --tensorboard-dir DIR; pass both")
+    from ralp_tf.summaries import profiler_hook
+
+    return profiler_hook(args.tensorboard_dir)
 
 
 def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None:

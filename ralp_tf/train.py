@@ -248,7 +248,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             batch_size: int = 32, bandwidth: Any = None, flops: Any = None, policies: Sequence[Any] = ("ps", "ralp"),
             seed: int = 0, log_dir: str | None = None, checkpoint_dir: str | None = None,
             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
-            fault: tuple[str, int, int] | None = None, compression: Any = None) -> dict[str, RunResult]:
+            fault: tuple[str, int, int] | None = None, compression: Any = None,
+            on_measure: Callable[[str], None] | None = None) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it.
 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
@@ -286,7 +287,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                                            seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
                                            coordinator=coordinator, checkpoint_dir=ckpt,
                                            checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
-                                           on_step=on_step if fault else None, compression=compression)
+                                           on_step=on_step if fault else None, compression=compression,
+                                           on_measure=on_measure)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None
