@@ -120,7 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``--compare``) and print the measurements (``--json``: one object)."""
     from ralp_tf.faults.cli import run_supervised, supervised_requested
     from ralp_tf.policies import policy_from_spec
-    from ralp_tf.train import compare
+    from ralp_tf.stepprogress import StepProgress
 
     if supervised_requested(args):
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
@@ -128,14 +128,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         policies: list[Any] = ["ps", "ralp"]
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
-    if args.cluster:
-        results = _run_on_cluster(args, policies)
-    else:
-        results = compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps,
-                          batch_size=args.batch_size, policies=policies, seed=args.seed, log_dir=args.log_dir,
-                          checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                          warmup_steps=args.warmup_steps, fault=args.inject_fault, compression=args.compression,
-                          on_measure=_trace_hook(args), **cluster_rates(args))
+    progress = StepProgress("run", args.warmup_steps + args.steps, enabled=None if not args.json else False)
+    args.step_callback = progress.update
+    try:
+        results = _run_on_cluster(args, policies) if args.cluster else _run_local(args, policies)
+    finally:
+        progress.close()
     if args.tensorboard_dir:
         from ralp_tf.summaries import write_run_summaries
 
@@ -161,6 +159,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
+    """``run``: train on a LocalCluster (:func:`ralp_tf.train.compare`)."""
+    from ralp_tf.train import compare
+
+    return compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
+                   policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
+                   checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
+                   compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
+                   **cluster_rates(args))
+
+
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
     """``run --cluster``: train on the running cluster of the file or TF_CONFIG (:mod:`ralp_tf.remote`)."""
     from ralp_tf.errors import ValidationError
@@ -175,7 +184,8 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
-                            compression=args.compression, on_measure=_trace_hook(args))
+                            compression=args.compression, on_measure=_trace_hook(args),
+                            step_callback=args.step_callback)
 
 
 def _trace_hook(args: argparse.Namespace) -> Any:

@@ -274,11 +274,12 @@ def coordinator_strategy(config: ClusterConfig) -> Any:
 def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[Any] = ("ralp",),
                      agent_port: int | None = None, connect_timeout: float = CONNECT_TIMEOUT_S,
                      checkpoint_dir: str | None = None, rates: Mapping[str, Any] | None = None,
-                     **train_kwargs: Any) -> dict[str, Any]:
+                     step_callback: Callable[[str, int], None] | None = None, **train_kwargs: Any) -> dict[str, Any]:
     """Train ``model`` on the running cluster ``config`` once per policy (see the module docstring)
     and return ``{policy name: RunResult}``; ``bytes_per_step`` is None without ``agent_port``.
 
-    With several policies each gets ``checkpoint_dir/<policy>``. ``train_kwargs`` go to
+    With several policies each gets ``checkpoint_dir/<policy>``. ``step_callback(policy name, step)``
+    is called after scheduling each step (progress). ``train_kwargs`` go to
     :func:`ralp_tf.train.train` (``steps``, ``batch_size``, ``warmup_steps``, ``seed``, ...)."""
     import os
 
@@ -298,6 +299,8 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
         log.info("running %s on %s (bytes: %s)", name, cluster.describe(),
                  f"agents on port {agent_port}" if meter else "unavailable")
         results[name] = train(strategy, model, policy=policy, cluster=cluster, coordinator=coordinator,
-                              checkpoint_dir=ckpt, meter=meter, **train_kwargs)
+                              checkpoint_dir=ckpt, meter=meter,
+                              on_step=(lambda i, n=name: step_callback(n, i)) if step_callback else None,
+                              **train_kwargs)
     return results
 

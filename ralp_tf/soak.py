@@ -14,7 +14,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ralp_tf.cliargs import positive_int
 from ralp_tf.errors import ValidationError, check_int
@@ -41,8 +41,10 @@ def task_resources(pid: int) -> dict[str, int]:
 
 
 def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, sample_every: int = 50,
-         workers: int = 2, ps: int = 1, batch_size: int = 32, out: str | None = None) -> dict[str, Any]:
-    """Run the soak and return (and optionally write) its figures."""
+         workers: int = 2, ps: int = 1, batch_size: int = 32, out: str | None = None,
+         step_callback: Callable[[str, int], None] | None = None) -> dict[str, Any]:
+    """Run the soak and return (and optionally write) its figures; ``step_callback("ralp", step)``
+    after each scheduled step (progress)."""
     import tensorflow as tf
 
     from ralp_tf.launch import LocalCluster
@@ -57,6 +59,8 @@ def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, samp
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
 
         def sample(i: int) -> None:
+            if step_callback:
+                step_callback("ralp", i)
             if i % sample_every == 0 or i == steps - 1:
                 coordinator.join()  # sample completed steps, not merely scheduled ones
                 samples.append({"step": i, "time": time.time(),
@@ -99,8 +103,14 @@ def register(subparsers: Any) -> None:
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    r = soak(args.model, steps=args.steps, warmup=args.warmup, sample_every=args.sample_every,
-             batch_size=args.batch_size, out=args.out)
+    from ralp_tf.stepprogress import StepProgress
+
+    progress = StepProgress("soak", args.steps)
+    try:
+        r = soak(args.model, steps=args.steps, warmup=args.warmup, sample_every=args.sample_every,
+                 batch_size=args.batch_size, out=args.out, step_callback=progress.update)
+    finally:
+        progress.close()
     print(f"soak: {r['steps']} placed steps of {r['model']} in {r['seconds']:.0f} s; after step {r['warmup']}: "
           f"max RSS growth {100 * r['max_rss_growth']:.1f}%, threads {r['max_threads_growth']:+d}, "
           f"sockets {r['max_sockets_growth']:+d}; written to {args.out}")

@@ -249,11 +249,13 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             seed: int = 0, log_dir: str | None = None, checkpoint_dir: str | None = None,
             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
             fault: tuple[str, int, int] | None = None, compression: Any = None,
-            on_measure: Callable[[str], None] | None = None) -> dict[str, RunResult]:
+            on_measure: Callable[[str], None] | None = None,
+            step_callback: Callable[[str, int], None] | None = None) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it.
 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
+    ``step_callback(policy name, step)`` is called after scheduling each step (progress).
     """
     import tensorflow as tf
 
@@ -281,13 +283,16 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                 if fault and i == fault[2] and lc.task(fault[0], fault[1]).alive():
                     log.warning("fault injection: killing %s:%d after step %d", *fault)
                     lc.kill(fault[0], fault[1])
+                if step_callback:
+                    step_callback(str(name), i)
 
             try:
                 results[str(name)] = train(strategy, model, policy=policy, steps=steps, batch_size=batch_size,
                                            seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
                                            coordinator=coordinator, checkpoint_dir=ckpt,
                                            checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
-                                           on_step=on_step if fault else None, compression=compression,
+                                           on_step=on_step if fault or step_callback else None,
+                                           compression=compression,
                                            on_measure=on_measure)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
