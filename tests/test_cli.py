@@ -105,11 +105,14 @@ def test_every_registered_command_module_adds_its_subcommands() -> None:
     from ralp_tf import cli
 
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
-    assert list(sub.choices) == ["plan", "run", "schedule", "compare-schedulers", "soak", "bench"]
+    assert list(sub.choices) == ["plan", "run", "explain", "server", "agent", "manifest", "schedule",
+                                 "compare-schedulers", "soak", "bench", "chaos"]
     for module in cli.COMMAND_MODULES:
         assert callable(module.register)
     args = cli.build_parser().parse_args(["run", "--model", "mypkg:build", "--policy", "rl"])
-    assert args.policy == "rl" and args.needs_loopback_shim
+    assert args.policy == "rl" and args.needs_loopback_shim(args)
+    remote = cli.build_parser().parse_args(["run", "--cluster", "cluster.json"])
+    assert not remote.needs_loopback_shim(remote)  # the coordinator of a real cluster must be reachable
 
 
 def test_the_exit_code_table() -> None:
