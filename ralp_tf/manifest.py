@@ -21,7 +21,7 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cliargs import non_negative_int, positive_int
+from ralp_tf.cliargs import positive_int
 from ralp_tf.errors import ValidationError
 from ralp_tf.remote import AGENT_PORT
 
@@ -110,7 +110,7 @@ def register(subparsers: Any) -> None:
     m.add_argument("--namespace", default="default")
     m.add_argument("--image", required=True, help="container image with ralp_tf installed")
     m.add_argument("--model", default="alexnet_cifar")
-    m.add_argument("--steps", type=non_negative_int, default=100)
+    m.add_argument("--steps", type=positive_int, default=100)
     m.add_argument("--kind", choices=("job", "tfjob"), default="job",
                    help="job: Services + batch/v1 Jobs with TF_CONFIG per pod; tfjob: a Kubeflow TFJob")
     m.add_argument("--out", help="write the JSON here instead of stdout")
