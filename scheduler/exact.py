@@ -185,68 +185,119 @@ def solve_exhaustive(problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
     return best_a, {"method": "exhaustive", "assignments": total}
 
 
+def _pack(mat: np.ndarray) -> np.ndarray:
+    """Rows of a bool matrix as uint64 words (bit ``v % 64`` of word ``v // 64``)."""
+    N, G = mat.shape
+    W = max(1, (G + 63) // 64)
+    words = np.zeros((N, W), dtype=np.uint64)
+    for v in range(G):
+        words[:, v // 64] |= mat[:, v].astype(np.uint64) << np.uint64(v % 64)
+    return words
+
+
 def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
-    """The ideal DP for contiguous splits (module docstring)."""
+    """The ideal DP for contiguous splits (module docstring).
+
+    Ideals are taken in order of size; for each ideal ``I`` its sub-ideals are found by a
+    bitset test on packed words (``J & ~I == 0``), the costs of every ``I \\ J`` are computed
+    at once, and every ``dp[c][f][I]`` is filled right away, so no pair of ideals is stored:
+    memory is ``O(ideals x CPUs x accelerators)``, not ``O(pairs)``. Pairs whose device load is
+    above the max-load of a known contiguous split (the linear greedy split) even without
+    communication are skipped (pruning by a bound; exact, since every device of an optimal split
+    has a load at most that). With ``base[c][f]`` the best
+    over strict sub-ideals, ``dp[c][f][I]`` is the running minimum of ``base`` over
+    ``c' <= c, f' <= f`` (an empty device leaves ``I`` as it is)."""
     masks, mat = problem.ideals()
     N = len(masks)
+    C, F = problem.max_cpus, problem.max_fpgas
+    words = _pack(mat)
+    mat_t = np.ascontiguousarray(mat.T)
     fp = mat.astype(np.float64) @ problem.group_fpga
     cp = mat.astype(np.float64) @ problem.group_cpu
     sz = mat.astype(np.float64) @ problem.group_size
     bad = mat.astype(np.float64) @ (~problem.allowed[:, problem.max_cpus:].all(axis=1) if problem.max_fpgas
                                     else np.zeros(problem.num_decisions))
-    subs: list[np.ndarray] = []
-    acc_cost: list[np.ndarray] = []
-    cpu_cost: list[np.ndarray] = []
-    for I in range(N):
-        sub = np.flatnonzero(~(mat & ~mat[I]).any(axis=1))  # ideals J ⊆ I
-        S = mat[I] & ~mat[sub]
-        comm = problem.set_comm(S)
-        acc = fp[I] - fp[sub] + comm
+    dp = np.full((C + 1, F + 1, N), np.inf)
+    dp[:, :, 0] = 0.0
+    back_kind = np.zeros((C + 1, F + 1, N), dtype=np.int8)   # 0: CPU, 1: accelerator, 2: inherited
+    back_j = np.zeros((C + 1, F + 1, N), dtype=np.int64)
+    pairs, pruned = 1, 0
+    full = N - 1
+    upper = _contiguous_upper_bound(problem)
+    for I in range(1, N):
+        sub = np.flatnonzero((words[:I] & ~words[I]).max(axis=1) == 0)  # strict sub-ideals J of I
+        pairs += sub.size + 1
+        if math.isfinite(upper):
+            # A device whose load exceeds a contiguous split's max-load is on no optimal path; the
+            # accelerator latency alone (without communication) already bounds its load below.
+            lower = np.minimum(fp[I] - fp[sub] if F else np.inf, cp[I] - cp[sub] if C else np.inf)
+            keep = lower <= upper * (1 + 1e-9)
+            pruned += int(sub.size - keep.sum())
+            sub = sub[keep]
+        acc = fp[I] - fp[sub] + problem.set_comm_columns(mat_t[:, I:I + 1] & ~mat_t[:, sub])
         acc[(sz[I] - sz[sub]) > problem.max_size * (1 + 1e-12)] = np.inf
         acc[(bad[I] - bad[sub]) > 0] = np.inf
-        subs.append(sub)
-        acc_cost.append(acc)
-        cpu_cost.append(cp[I] - cp[sub])
-    C, F = problem.max_cpus, problem.max_fpgas
-    dp = np.full((C + 1, F + 1, N), np.inf)
-    back = np.zeros((C + 1, F + 1, N, 2), dtype=np.int64)  # (used fpga?, J)
-    for c in range(C + 1):
-        for f in range(F + 1):
-            dp[c, f, 0] = 0.0
-            if c == 0 and f == 0:
-                continue
-            for I in range(1, N):
-                best, bj, bf = math.inf, -1, 0
-                if c > 0:
-                    v = np.maximum(dp[c - 1, f, subs[I]], cpu_cost[I])
-                    k = int(np.argmin(v))
-                    if v[k] < best:
-                        best, bj, bf = float(v[k]), int(subs[I][k]), 0
-                if f > 0:
-                    v = np.maximum(dp[c, f - 1, subs[I]], acc_cost[I])
-                    k = int(np.argmin(v))
-                    if v[k] < best:
-                        best, bj, bf = float(v[k]), int(subs[I][k]), 1
-                dp[c, f, I] = best
-                back[c, f, I] = (bf, bj)
-    full = N - 1
+        cpu = cp[I] - cp[sub]
+        base = np.full((C + 1, F + 1), np.inf)
+        kind = np.full((C + 1, F + 1), 2, dtype=np.int8)
+        arg = np.zeros((C + 1, F + 1), dtype=np.int64)
+        D = dp[:, :, sub]
+        if C:
+            v = np.maximum(D[:-1], cpu)                  # [C, F+1, m]: CPU c-1 -> c
+            k = v.argmin(axis=2)
+            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+            base[1:], kind[1:], arg[1:] = best, 0, sub[k]
+        if F:
+            v = np.maximum(D[:, :-1], acc)               # [C+1, F, m]: accelerator f-1 -> f
+            k = v.argmin(axis=2)
+            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+            better = best < base[:, 1:]
+            base[:, 1:] = np.where(better, best, base[:, 1:])
+            kind[:, 1:] = np.where(better, 1, kind[:, 1:])
+            arg[:, 1:] = np.where(better, sub[k], arg[:, 1:])
+        # An empty device: dp[c][f][I] = min(base, dp[c-1][f][I], dp[c][f-1][I]).
+        for c in range(C + 1):
+            for f in range(F + 1):
+                val, kd, j = base[c, f], kind[c, f], arg[c, f]
+                if c and dp[c - 1, f, I] < val:
+                    val, kd, j = dp[c - 1, f, I], 2, -1
+                if f and dp[c, f - 1, I] < val:
+                    val, kd, j = dp[c, f - 1, I], 3, -1
+                dp[c, f, I], back_kind[c, f, I], back_j[c, f, I] = val, kd, j
     if not math.isfinite(dp[C, F, full]):
         raise InfeasibleError(f"no contiguous split of {problem.name!r} fits the accelerators' size limit "
                               f"({problem.max_size:.4g} bytes each); add accelerators or CPUs")
     a = np.zeros(problem.num_decisions, dtype=np.int64)
     c, f, I = C, F, full
     while I != 0:
-        bf, J = back[c, f, I]
+        kd, J = int(back_kind[c, f, I]), int(back_j[c, f, I])
+        if kd == 2:
+            c -= 1
+            continue
+        if kd == 3:
+            f -= 1
+            continue
         groups = np.flatnonzero(mat[I] & ~mat[J])
-        if bf:
+        if kd == 1:
             f -= 1
             a[groups] = problem.max_cpus + f
         else:
             c -= 1
             a[groups] = c
-        I = int(J)
-    return a, {"method": "ideal DP (contiguous splits)", "ideals": N,
-               "ideal_pairs": int(sum(len(s) for s in subs)), "dp_max_load": float(dp[C, F, full])}
+        I = J
+    return a, {"method": "ideal DP (contiguous splits)", "ideals": N, "ideal_pairs": int(pairs),
+               "pairs_pruned_by_bound": pruned, "upper_bound": upper if math.isfinite(upper) else None,
+               "dp_max_load": float(dp[C, F, full])}
+
+
+def _contiguous_upper_bound(problem: MaxLoadProblem) -> float:
+    """Max-load of the linear greedy split when it is a contiguous split (every group may go on
+    an accelerator, so no group is moved to a CPU out of order), else ``inf``."""
+    from scheduler.greedy import greedy_maxload
+
+    if problem.max_fpgas == 0 or not problem.allowed[:, problem.max_cpus:].all():
+        return math.inf
+    return float(problem.objective(greedy_maxload(problem)[0]))
 
 
 class Exact(Solver):

@@ -145,6 +145,7 @@ class MaxLoadProblem:
                                 f"{self.group_size[g]:.4g} bytes, more than maxSizePerFPGA = {self.max_size:.4g}, and "
                                 "there is no CPU: no placement satisfies the memory limit")
         self._ideals: tuple[list[int], np.ndarray] | None = None
+        self._comm_tables: tuple[np.ndarray, ...] | None = None
 
     # ----------------------------------------------------------------- shape
     @property
@@ -295,15 +296,32 @@ class MaxLoadProblem:
     def set_comm(self, group_sets: np.ndarray) -> np.ndarray:
         """Accelerator communication cost of each group set (rows of ``group_sets``): the sum of
         ``c_u`` over nodes ``u`` with an edge crossing the set's boundary (either way)."""
-        S = group_sets[:, self.group_of]                     # [m, N]
-        cross = S[:, self.src] != S[:, self.dst]             # [m, E]
-        if not cross.size:
-            return np.zeros(len(group_sets))
-        order = np.argsort(self.src, kind="stable")
-        srcs = self.src[order]
-        starts = np.flatnonzero(np.r_[True, srcs[1:] != srcs[:-1]])
-        hit = np.add.reduceat(cross[:, order].astype(np.int32), starts, axis=1) > 0
-        return hit.astype(np.float64) @ self.cost[srcs[starts]]
+        return self.set_comm_columns(np.ascontiguousarray(np.asarray(group_sets, dtype=bool).T))
+
+    def set_comm_columns(self, sets_t: np.ndarray) -> np.ndarray:
+        """:meth:`set_comm` of the group sets given as the *columns* of ``sets_t`` ``[groups, m]``.
+
+        Computed on the group graph: the distinct (sender ``u``, destination group ``h``) pairs
+        with ``c_u > 0`` and ``h`` not ``u``'s group, sorted by sender;
+        ``crossing[e] = S(g_u) != S(h)``; a sender pays when any of its pairs crosses
+        (an OR over its rows), and ``comm = c @ hit``."""
+        if self._comm_tables is None:
+            pairs = sorted({(int(u), int(self.group_of[v])) for u, v in zip(self.src, self.dst)
+                            if self.cost[u] > 0 and self.group_of[u] != self.group_of[v]})
+            us = np.array([u for u, _ in pairs], dtype=np.int64)
+            starts = np.flatnonzero(np.r_[True, us[1:] != us[:-1]]) if us.size else np.zeros(0, dtype=np.int64)
+            counts = np.diff(np.r_[starts, us.size])
+            self._comm_tables = (self.group_of[us], np.array([h for _, h in pairs], dtype=np.int64), starts,
+                                 counts, self.cost[us[starts]] if us.size else np.zeros(0))
+        pg, dg, starts, counts, cost = self._comm_tables
+        if not pg.size:
+            return np.zeros(sets_t.shape[1])
+        cross = sets_t[pg] != sets_t[dg]                      # [pairs, m]
+        hit = cross[starts]                                   # [senders, m]: OR over each sender's rows
+        for t in range(1, int(counts.max())):
+            more = np.flatnonzero(counts > t)
+            hit[more] |= cross[starts[more] + t]
+        return cost @ hit
 
     # ----------------------------------------------------------------- schedules
     def device_name(self, d: int) -> str:

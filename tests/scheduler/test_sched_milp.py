@@ -57,3 +57,15 @@ def test_branchy_graph_shape_and_format() -> None:
     assert len(masks) > 3 * 2 ** 4  # parallel branches: many more ideals than a chain
     with pytest.raises(WorkloadError, match="branches"):
         branchy_graph(blocks=1, branches=0, branch_len=1)
+
+
+def test_dp_pruning_by_bound_is_exact(monkeypatch) -> None:
+    import scheduler.exact as exact
+
+    p = dp.from_dict(branchy_graph(blocks=3, branches=3, branch_len=2, training=True, seed=4))
+    a, notes = exact.solve_maxload(p)
+    assert notes["pairs_pruned_by_bound"] > 0 and notes["upper_bound"] >= p.objective(a)
+    monkeypatch.setattr(exact, "_contiguous_upper_bound", lambda problem: float("inf"))
+    b, plain = exact.solve_maxload(p)
+    assert plain["pairs_pruned_by_bound"] == 0
+    assert p.objective(a) == pytest.approx(p.objective(b), rel=1e-12)
