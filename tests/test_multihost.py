@@ -151,8 +151,10 @@ def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> No
         assert local.returncode == 0, local.stderr[-3000:]
         for name, (proc, log) in servers.items():
             _wait_for(log, "RALP_TF_TASK_READY", [proc], 180)
+        board = tmp_path / "board"
         run = tb.run("chief", RALP_TF + ["run", "--cluster", cluster_file, "--agent-port", "2230",
-                                         "--checkpoint-dir", str(tmp_path / "ckpt")] + STEPS, env=env, timeout=300)
+                                         "--checkpoint-dir", str(tmp_path / "ckpt"), "--tensorboard-dir", str(board),
+                                         "--tensorboard-trace"] + STEPS, env=env, timeout=300)
         assert run.returncode == 0, run.stderr[-3000:]
         remote, here = json.loads(run.stdout)["ralp"], json.loads(local.stdout)["ralp"]
 
@@ -169,6 +171,14 @@ def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> No
         print(f"bytes per step: across hosts {remote['bytes_per_step']:.0f}, LocalCluster {here['bytes_per_step']:.0f}")
         assert remote["bytes_per_step"] == pytest.approx(here["bytes_per_step"], rel=0.05)
         assert remote["total_steps"] == 10 and os.listdir(tmp_path / "ckpt")
+        # TensorBoard: the run's events read back, and a profiler trace of the measured steps
+        from test_summaries import events
+
+        board_events = events(board / "ralp")
+        assert [v for _, v in board_events["loss"]] == pytest.approx(remote["losses"])
+        assert board_events["bytes_per_step"][0][1] == pytest.approx(remote["bytes_per_step"])
+        assert any(tag.startswith("bytes_per_step/worker0->ps") for tag in board_events)
+        assert list(board.glob("plugins/profile/*/*.xplane.pb"))
 
         # clean shutdown: SIGTERM ends every server and agent with exit 0
         for proc, _ in servers.values():
