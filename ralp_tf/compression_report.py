@@ -3,12 +3,12 @@
 The traffic a gradient codec compresses is the push: variable gradients from the workers to
 the PS tasks. The meter counts bytes per direction between tasks, not per phase, so the push is
 recovered from the ``worker -> ps`` bytes of a run: ``push = up - U``, where ``U`` is the rest of
-what goes up in the same run (activations into PS-computed layers, their gradients, control
-traffic) and is the same for every gradient codec. ``U`` is taken from the cost model
-(:func:`ralp_tf.costmodel.worker_step_traffic`), which predicts the uncompressed runs' bytes
-within 0.1% (BUILD_NOTES.md). Reported per run:
+what goes up in that run (activations into PS-computed layers, their gradients, control
+traffic; compressed too when the run's setting compresses activations), taken from the cost
+model (:func:`ralp_tf.costmodel.worker_step_traffic`), which predicts whole runs' bytes within
+0.1% (BUILD_NOTES.md). Reported per run:
 
-* ``measured_ratio = (up - U) / (up_none - U)``, the compressed traffic against ``none``;
+* ``measured_ratio = (up - U) / (up_none - U_none)``, the pushed gradients against ``none``'s;
 * ``predicted_ratio``: the cost model's push bytes with the codec over those without;
 * ``total_vs_predicted``: measured bytes per step (both directions) over the predicted.
 
@@ -61,15 +61,14 @@ def up_bytes(result: Mapping[str, Any]) -> float:
 def ratios(profile: ModelProfile, num_ps: int, none: Mapping[str, Any],
            runs: Sequence[Mapping[str, Any]]) -> list[RatioRow]:
     """A :class:`RatioRow` per result in ``runs`` against ``none`` (same model, cluster and policy)."""
-    base_plan = Plan.from_dict(none["plan"])
-    push_none, rest = push_and_rest(profile, base_plan, num_ps)
-    up_none = up_bytes(none)
+    push_none, rest_none = push_and_rest(profile, Plan.from_dict(none["plan"]), num_ps)
+    measured_none = up_bytes(none) - rest_none
     rows = []
     for r in runs:
         plan = Plan.from_dict(r["plan"])
-        push, _ = push_and_rest(profile, plan, num_ps)
+        push, rest = push_and_rest(profile, plan, num_ps)
         setting = "; ".join(f"{k}: {v.describe()}" for k, v in sorted(plan.compression.items())) or "none"
-        rows.append(RatioRow(setting, up_bytes(r), (up_bytes(r) - rest) / (up_none - rest), push / push_none,
+        rows.append(RatioRow(setting, up_bytes(r), (up_bytes(r) - rest) / measured_none, push / push_none,
                              r["bytes_per_step"] / r["predicted_bytes_per_step"]))
     return rows
 
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     none = load(args.none)
     prof = profile(resolve_model(args.model)(), batch_size=none.get("batch_size", args.batch_size))
-    print("| setting | up bytes/step | compressed traffic vs none | predicted | miss | total bytes vs predicted |")
+    print("| setting | up bytes/step | pushed gradients vs none, measured | predicted | miss | total bytes vs predicted |")
     print("|---|---|---|---|---|---|")
     for row in ratios(prof, args.ps, none, [load(f) for f in args.runs]):
         print(f"| {row.setting} | {row.up_bytes_per_step:,.0f} | {row.measured_ratio:.4f} | {row.predicted_ratio:.4f} "
