@@ -284,6 +284,10 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
     import os
 
     wait_reachable(config.spec, connect_timeout)  # before TF is imported: an unreachable cluster fails fast
+    if checkpoint_dir and not config.spec.get("chief"):
+        log.warning("%s names no chief: TensorFlow then gives this coordinator the address 127.0.0.1, which PS "
+                    "tasks on other machines cannot reach to send it checkpoint tensors; add \"chief\": "
+                    "[\"<this machine>:2222\"] to the cluster", config.source)
     import tensorflow as tf
 
     from ralp_tf.train import train
