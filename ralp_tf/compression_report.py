@@ -92,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     none = load(args.none)
     prof = profile(resolve_model(args.model)(), batch_size=none.get("batch_size", args.batch_size))
-    print("| setting | up bytes/step | pushed gradients vs none, measured | predicted | miss | total bytes vs predicted |")
+    print("| setting | up bytes/step | pushed gradients vs none, measured | predicted | miss "
+          "| total bytes vs predicted |")
     print("|---|---|---|---|---|---|")
     for row in ratios(prof, args.ps, none, [load(f) for f in args.runs]):
         print(f"| {row.setting} | {row.up_bytes_per_step:,.0f} | {row.measured_ratio:.4f} | {row.predicted_ratio:.4f} "

@@ -122,7 +122,8 @@ def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
                         totals[i] = g + c if has_carry else g
                 input_grads: list[Any] = [None] * len(xs)
                 for i, g in zip(float_idx, grads[:len(float_idx)]):
-                    input_grads[i] = g if xs[i].dtype == dtypes[i] else check_finite(g, f"{path}: gradient of its input")
+                    narrowed = xs[i].dtype != dtypes[i]
+                    input_grads[i] = check_finite(g, f"{path}: gradient of its input") if narrowed else g
                 if carried_in:
                     # a later call: hand the variable gradients back to the previous call
                     for i, total in enumerate(totals):
@@ -169,11 +170,11 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
                         gradients: str = "none") -> Callable[..., Any]:
     """Wrap a worker-computed layer's ``call`` so each trainable variable is read through
     :func:`_pull`: cast to ``codec``'s dtype on its PS task (``none``: not cast), it crosses narrow
-    and is cast back on the worker. It is read once per traced graph: a layer called several
-    times reuses the read, so the tape sums the calls' gradients on the worker and one
-    (encoded) gradient per variable is pushed. Its gradient crosses back narrow (the cast's gradient) and lands
-    as fp32 on the PS, or, with a ``gradients`` codec, is encoded by it on the worker and decoded
-    on the PS (:mod:`ralp_tf.gradient_codecs`; see :mod:`ralp_tf.compression`)."""
+    and is cast back on the worker. Its gradient crosses back narrow (the cast's gradient) and
+    lands as fp32 on the PS, or, with a ``gradients`` codec, is encoded by it on the worker and
+    decoded on the PS (:mod:`ralp_tf.gradient_codecs`; see :mod:`ralp_tf.compression`). Each
+    variable is read once per traced graph: a layer called several times reuses the read, so the
+    tape sums the calls' gradients on the worker and one (encoded) gradient per variable is pushed."""
     import tensorflow as tf
 
     if gradients != "none":

@@ -43,5 +43,6 @@ sent_total = np.sum([np.asarray(s.fetch()).ravel() for s in sent], axis=0)
 per_worker = coordinator._create_per_worker_resources(residual)
 residuals = [np.asarray(v.fetch()) for v in per_worker._values]
 error = np.abs(sent_total + np.sum(residuals, axis=0) - np.sum(grads, axis=0).ravel()).max()
-print("RESULT " + json.dumps({"max_error": float(error), "residual_norms": [float(np.linalg.norm(r)) for r in residuals],
-                              "workers": len(residuals)}), flush=True)
+norms = [float(np.linalg.norm(r)) for r in residuals]
+print("RESULT " + json.dumps({"max_error": float(error), "residual_norms": norms, "workers": len(residuals)}),
+      flush=True)
