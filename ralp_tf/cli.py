@@ -15,7 +15,8 @@ module                      commands
 
 Each module exposes ``register(subparsers)``, which adds its subcommands with
 ``set_defaults(func=handler)`` (and ``needs_loopback_shim=True``, or a predicate of the parsed
-arguments, for commands that start a local cluster). The modules are imported plainly: an import error is an import error, never a
+arguments, for commands that start a local cluster; or ``reexec_env``, a function of the parsed
+arguments returning the environment to restart the command with, or None). The modules are imported plainly: an import error is an import error, never a
 missing subcommand. Shared argparse types, the exit-code table and the one error path are in
 :mod:`ralp_tf.cliargs` (exit 0 ok, 1 unexpected failure, 2 bad input, 3 could not be done,
 130 interrupted).
@@ -67,6 +68,14 @@ def _reexec_with_loopback_shim(argv: Sequence[str]) -> None:
         env = loopback_env()
     except RalpError:
         return
+    _reexec(argv, env)
+
+
+def _reexec(argv: Sequence[str], env: dict[str, str]) -> None:
+    """Restart this command with ``env`` (once: not when already restarted, nor under
+    ``RALP_TF_NO_REEXEC``)."""
+    if os.environ.get(_SHIM_FLAG) or os.environ.get("RALP_TF_NO_REEXEC"):
+        return
     env[_SHIM_FLAG] = "1"
     os.execve(sys.executable, [sys.executable, "-m", "ralp_tf.cli", *argv], env)
 
@@ -82,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     needs_shim = getattr(args, "needs_loopback_shim", False)
     if needs_shim(args) if callable(needs_shim) else needs_shim:
         _reexec_with_loopback_shim(argv)
+    reexec_env = getattr(args, "reexec_env", None)  # e.g. run --cluster: bind the coordinator to the chief
+    env = reexec_env(args) if reexec_env else None
+    if env:
+        _reexec(argv, env)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return run_command(args.func, args)
 

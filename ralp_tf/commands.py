@@ -65,7 +65,7 @@ def register(subparsers: Any) -> None:
     from ralp_tf.faults.cli import add_run_args
 
     add_run_args(r)
-    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster)
+    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster, reexec_env=_coordinator_env)
 
 
 def _compression_arg(p: argparse.ArgumentParser) -> None:
@@ -157,6 +157,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         _print_comparison(args, results)
     return 0
+
+
+def _coordinator_env(args: argparse.Namespace) -> dict[str, str] | None:
+    """``run --cluster`` with a chief in the spec: restart with the coordinator's gRPC server bound to
+    the chief's address (:func:`ralp_tf.server.coordinator_bind_env`); errors wait for :func:`cmd_run`."""
+    from ralp_tf.errors import RalpError
+    from ralp_tf.server import coordinator_bind_env
+    from ralp_tf.tfconfig import load_cluster_config
+
+    if not args.cluster:
+        return None
+    try:
+        return coordinator_bind_env(load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster))
+    except RalpError:
+        return None
 
 
 def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:

@@ -102,9 +102,47 @@ def check_can_listen(ip: str, port: int, what: str) -> None:
             raise CommandFailed(f"{what}: cannot listen on {ip}:{port} ({exc.strerror})") from None
 
 
+def bind_env(ip: str) -> dict[str, str]:
+    """This process's environment with ``_native/bind_address.c`` preloaded, rewriting TensorFlow's
+    wildcard binds to ``ip`` (the shim is built with ``cc`` when missing)."""
+    from pathlib import Path
+
+    from ralp_tf.launch import build_native
+
+    native = Path(__file__).resolve().parent / "_native"
+    shim = build_native(native / "bind_address.c", native / "libbind_address.so", "the bind-address shim",
+                        "pass --bind 0.0.0.0 to listen on every interface")
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(shim)
+    env["RALP_TF_BIND_ADDRESS"] = ip
+    return env
+
+
+def coordinator_bind_env(config: ClusterConfig) -> dict[str, str] | None:
+    """For ``run --cluster``: the environment that makes the coordinator's own gRPC server listen
+    on the chief's address of the spec (:func:`bind_env`), or None (listen where TensorFlow puts it,
+    every interface) when the spec names no chief or this machine cannot listen there (a warning
+    says why)."""
+    import logging
+
+    from ralp_tf.errors import RalpError
+    from ralp_tf.remote import split_address
+
+    chief = config.spec.get("chief")
+    if not chief:
+        return None
+    try:
+        ip = bind_ip(chief[0])
+        check_can_listen(ip, split_address(chief[0])[1], "the chief (this coordinator)")
+        return bind_env(ip)
+    except RalpError as exc:
+        logging.getLogger(__name__).warning("%s; the coordinator's gRPC server listens on every interface", exc)
+        return None
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     """Check the task and its address, warn, then exec the task process (see the module docstring)."""
-    from ralp_tf.launch import UNAUTHENTICATED_WARNING, build_native
+    from ralp_tf.launch import UNAUTHENTICATED_WARNING
     from ralp_tf.remote import split_address
 
     config, job, index = _this_task(args, ("worker", "ps"))
@@ -114,16 +152,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     if not ipaddress.ip_address(ip).is_loopback:
         print("ralp-tf server: warning: " + UNAUTHENTICATED_WARNING.format(addr=f"{ip}:{port}"), file=sys.stderr)
     check_can_listen(ip, port, f"task {job}:{index}")
-    env = dict(os.environ)
+    env = bind_env(ip) if ip not in WILDCARDS else dict(os.environ)
     env.pop("TF_CONFIG", None)  # the task gets the spec on its command line
-    if ip not in WILDCARDS:
-        from pathlib import Path
-
-        native = Path(__file__).resolve().parent / "_native"
-        shim = build_native(native / "bind_address.c", native / "libbind_address.so", "the bind-address shim",
-                            "pass --bind 0.0.0.0 to listen on every interface")
-        env["LD_PRELOAD"] = f"{shim}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(shim)
-        env["RALP_TF_BIND_ADDRESS"] = ip
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     print(f"ralp-tf server: task {job}:{index} of {config.source} listening on {ip}:{port} "
           f"(spec address {address}); stop it with SIGTERM or Ctrl-C", file=sys.stderr, flush=True)

@@ -125,7 +125,7 @@ def _wait_for(path: Path, text: str, procs: list[subprocess.Popen], timeout_s: f
 def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> None:
     from ralp_tf.testbed import Testbed
 
-    env = dict(os.environ, PYTHONUNBUFFERED="1", RALP_TF_NO_REEXEC="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
     with Testbed(["chief", "worker0", "ps0", "worker1", "ps1"], None, prefix="tbtmh", hosts=HOSTS) as tb:
         port = {"chief": 2222, "worker0": 2222, "ps0": 2223, "worker1": 2222, "ps1": 2223}
         spec = {"chief": [tb.address("chief", 2222)],
