@@ -55,3 +55,53 @@ def test_ps_killed_stops_clearly_and_rerun_resumes_from_the_checkpoint(tmp_path:
     assert out["total_steps"] == 30 and len(out["losses"]) == 15
     assert abs(out["restored_weights_checksum"] - saved_sum) < 1e-6 * max(1.0, abs(saved_sum))
     assert int(tf.train.load_checkpoint(str(ckpt)).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 30
+
+
+def test_ps_killed_with_restart_failed_completes_without_a_rerun(tmp_path: Path) -> None:
+    """Supervised run: the PS dies after step 12 and comes back by itself; a fresh coordinator
+    restores the step-10 checkpoint, and every step is done. (alexnet_cifar, batch 4: steps slow
+    enough that the kill lands before the run ends.)"""
+    proc = subprocess.run([RALP_TF, "run", "--model", "alexnet_cifar", "--batch-size", "4", "--steps", "20",
+                           "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "5", "--restart-failed",
+                           "--inject-fault", "ps:0:12", "--json"], capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["steps_completed"] == 20 and np.isfinite(out["final_loss"])
+    assert out["restarts"] == {"ps0": 1, "chief": 1} and out["coordinator_runs"] == 2
+    (kill,) = out["faults"]
+    assert kill["kind"] == "kill" and kill["target"] == "ps0" and kill["recovery_s"] > 0
+    resumed = int(kill["note"].rsplit("resumed from checkpoint step ", 1)[1])
+    assert resumed % 5 == 0 and 0 <= kill["steps_lost"] == kill["step_at_start"] - resumed < 5 + 3
+    assert out["leftovers"] == {"processes": []}
+
+
+def test_bad_fault_input_is_refused_before_anything_starts() -> None:
+    for extra, words in ((["--restart-failed", "--max-restarts", "0"], "restart budget must be at least 1"),
+                         (["--fault", "throttle:worker7,at=3,for=2s,rate=1/10"],
+                          "'worker7', which this cluster does not have"),
+                         (["--fault", "kill:ps0,at=3"], "without --restart-failed")):
+        proc = subprocess.run(BASE + ["--steps", "5"] + extra, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.needs_root
+def test_link_down_on_the_namespace_testbed_recovers_every_step_and_a_worker_joins() -> None:
+    """small_cnn, 2 workers at 1 Gbit/s: worker1's link goes down for 5 s at step 10; all 30 steps
+    complete, the first step after the link returns comes within 30 s, and a third worker joins at
+    step 20 (its host was built with the testbed)."""
+    from ralp_tf.testbed import netns_support
+
+    ok, why = netns_support()
+    if not ok:
+        pytest.skip(why)
+    proc = _run(["--steps", "30", "--fault", "link_down:worker1,at=10,for=5s", "--bandwidth", "1gbit",
+                 "--add-worker-at", "20"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["steps_completed"] == 30 and np.isfinite(out["final_loss"])
+    fault, join = out["faults"]
+    assert fault["kind"] == "link_down" and fault["end_s"] - fault["start_s"] >= 5
+    assert fault["recovery_s"] is not None and fault["recovery_s"] < 30
+    assert join["kind"] == "add_worker" and join["target"] == "worker2" and join["steps_lost"] == 0
+    assert out["coordinator_runs"] == 2 and set(out["samples_per_s"]) <= {"2 workers", "3 workers"}
+    assert out["leftovers"] == {"processes": [], "namespaces": []}

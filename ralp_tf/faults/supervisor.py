@@ -215,9 +215,16 @@ class Supervisor:
         return time.time() - (self.t0 if self.t0 is not None else time.time())
 
     def _env(self) -> dict[str, str]:
+        """The environment of tasks and coordinator. On a testbed, without the loopback bind shim
+        (``ralp-tf run`` preloads it into itself): there a task must listen on its host's address."""
+        from ralp_tf.launch import NATIVE_SHIM
         from ralp_tf.testbed.jobs import base_env
 
-        return base_env()
+        env = base_env()
+        if self.tb is not None:
+            env["LD_PRELOAD"] = ":".join(p for p in env.get("LD_PRELOAD", "").split(":")
+                                         if p and os.path.basename(p) != NATIVE_SHIM.name)
+        return env
 
     def _start_chief(self, lc: Any, stop_file: str) -> _Chief:
         target = next(s for s in self.segment_ends if s > self._checkpointed())
