@@ -228,7 +228,7 @@ def _check_cell_json(out: dict, strategies: list[str]) -> None:
 @pytest.mark.integration
 def test_quick_on_the_namespace_testbed(tmp_path):
     t0 = time.monotonic()
-    r = _bench(["--quick", "--json", "--out-dir", str(tmp_path), "--prefix", "rbtq"], timeout=300)
+    r = _bench(["--quick", "--json", "--progress", "--out-dir", str(tmp_path), "--prefix", "rbtq"], timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = _last_json(r.stdout)
     _check_cell_json(out, ["ps", "ralp", "allreduce"])
@@ -481,3 +481,13 @@ def test_every_strategy_has_a_plot_colour_and_label() -> None:
     from ralp_tf.bench.plots import STRATEGY_COLORS, STRATEGY_LABELS
 
     assert set(STRATEGIES) <= set(STRATEGY_COLORS) and set(STRATEGIES) <= set(STRATEGY_LABELS)
+
+
+def test_quiet_progress_still_shows_warnings(capsys) -> None:
+    from ralp_tf.bench.progress import Progress
+
+    p = Progress(quiet=True)
+    p.say("cell 1/1 | ralp rep 1/3")
+    p.warn("warning: bytes look wrong")
+    err = capsys.readouterr().err
+    assert "rep 1/3" not in err and "warning: bytes look wrong" in err

@@ -48,6 +48,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--quick", action="store_true",
                    help="one small cell (small_cnn, 2 workers, 1gbit, ps,ralp,allreduce, 1 repetition)")
     p.add_argument("--json", action="store_true", help="print one JSON object (a key per strategy for one cell)")
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="progress and result lines on stderr (default: only when stderr is a terminal and not --json)")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
     p.add_argument("--out-dir", default="benchmarks",
                    help="where results/, README.md and plots go (targets: <out-dir>/targets.json if present)")
     p.add_argument("--name", default=None, help="results file name (default: a timestamp)")
@@ -96,8 +99,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         ok, why = netns_support()
         if not ok:
             raise BenchError(why)
-    bench = Bench(cfg)
-    bench.progress.say(f"{len(cfg.cells)} cell(s) x {len(cfg.strategies)} strategies x {cfg.repeats} repetition(s); "
+    from ralp_tf.bench.progress import Progress
+    from ralp_tf.quiet import stderr_is_tty
+
+    show = args.progress if args.progress is not None else (stderr_is_tty() and not args.json)
+    bench = Bench(cfg, Progress(quiet=not show))
+    runs = sum(len(c.strategies or cfg.strategies) for c in cfg.cells)
+    bench.progress.say(f"{len(cfg.cells)} cell(s), {runs} strategy run(s) x {cfg.repeats} repetition(s); "
                        f"results -> {bench.results_path}")
     bench.doc["results_file"] = str(bench.results_path)
     doc = bench.run()

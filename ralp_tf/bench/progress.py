@@ -60,7 +60,11 @@ class Progress:
             del self.remaining[k]
 
     def say(self, msg: str) -> None:
-        if self.quiet:
-            return
+        """A progress line (nothing when quiet)."""
+        if not self.quiet:
+            self.warn(msg)
+
+    def warn(self, msg: str) -> None:
+        """A line shown even when quiet: warnings and skipped strategies."""
         el = time.monotonic() - self.t0
         print(f"[bench {hms(el)} | ETA {hms(self.eta_s())}] {msg}", file=sys.stderr, flush=True)

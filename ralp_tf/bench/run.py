@@ -169,7 +169,7 @@ class Bench:
             return cfg.host_cpu, None
         if cfg.testbed == "netns":
             raise BenchError(f"--host-cpu: {why}")
-        self.progress.say(f"warning: --host-cpu {cfg.host_cpu:g} ignored, running without CPU budgets: {why}")
+        self.progress.warn(f"warning: --host-cpu {cfg.host_cpu:g} ignored, running without CPU budgets: {why}")
         return None, f"--host-cpu {cfg.host_cpu:g} was requested but not applied: {why}"
 
     def document(self) -> dict[str, Any]:
@@ -347,7 +347,7 @@ class Bench:
             entry.strategies[s] = StrategySummary.skipped(why)
             for rep in range(cfg.repeats):
                 self.progress.drop_run((cell.key, s, rep))
-            self.progress.say(f"{head}: {s} skipped: {why}")
+            self.progress.warn(f"{head}: {s} skipped: {why}")
         schedule: dict[str, tuple[int, int]] = {}
         for s in active:
             pred_step_s = pred.get(s, {}).get("step_s")
@@ -378,7 +378,7 @@ class Bench:
                 self.progress.say(f"{head} | {s} rep {rep + 1}: {_run_line(rec)} ({rec.wall_s:.0f} s)")
                 suspect = suspect_bytes_warning(f"{head} | {s}", rec.bytes_per_step, rec.predicted_bytes_per_step)
                 if suspect:
-                    self.progress.say(f"warning: {suspect}")
+                    self.progress.warn(f"warning: {suspect}")
                 self.save()
         for s in active:
             entry.strategies[s].summarize(cfg.repeats)
