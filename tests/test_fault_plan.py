@@ -48,6 +48,8 @@ def test_targets_must_exist_and_link_faults_need_the_testbed() -> None:
     assert plan.validate(workers=3, ps=1, emulated=True) is plan
     with pytest.raises(LinkFaultUnavailable, match="loopback fallback cannot emulate"):
         plan.validate(workers=3, ps=1, emulated=False)
+    with pytest.raises(FaultPlanError, match="PS host losing its link is not supported"):
+        FaultPlan.parse(["link_down:ps0,at=1s,for=1s"]).validate(workers=2, ps=1, emulated=True, restart=True)
     with pytest.raises(FaultPlanError, match="--restart-failed"):
         FaultPlan.parse(["kill:ps0,at=3"]).validate(workers=2, ps=1, emulated=False)
     # an added worker may be targeted

@@ -67,11 +67,11 @@ def test_ps_killed_with_restart_failed_completes_without_a_rerun(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["steps_completed"] == 20 and np.isfinite(out["final_loss"])
-    assert out["restarts"] == {"ps0": 1, "chief": 1} and out["coordinator_runs"] == 2
+    assert out["restarts"] == {"ps0": 1, "chief": 1} and out["coordinator_runs"] == 2, out
     (kill,) = out["faults"]
-    assert kill["kind"] == "kill" and kill["target"] == "ps0" and kill["recovery_s"] > 0
+    assert kill["kind"] == "kill" and kill["target"] == "ps0" and kill["recovery_s"] > 0, kill
     resumed = int(kill["note"].rsplit("resumed from checkpoint step ", 1)[1])
-    assert resumed % 5 == 0 and 0 <= kill["steps_lost"] == kill["step_at_start"] - resumed < 5 + 3
+    assert resumed % 5 == 0 and 0 <= kill["steps_lost"] == kill["step_at_start"] - resumed < 5 + 3, kill
     assert out["leftovers"] == {"processes": []}
 
 

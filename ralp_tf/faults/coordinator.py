@@ -7,8 +7,9 @@ cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB
   grows (``done`` counts from step 0, so it includes the steps restored from the checkpoint;
   ``loss`` is the loss of the most recently completed step);
 * ``resumed {"step": S}`` when it restored checkpoint step ``S`` (0: a fresh start);
-* ``result {...}`` (:class:`~ralp_tf.train.RunResult`) at the end, exit 0; ``stopped {...}`` if the
-  stop file appeared (exit 0, progress so far); ``failed {"error": ...}`` and exit 3 when a task
+* ``result {...}`` (:class:`~ralp_tf.train.RunResult`) at the end, exit 0; ``stopped {"done": N}`` if
+  the stop file appeared (exit 0): the run stops at the next checkpoint boundary, once that
+  checkpoint is saved, so ``N`` is the checkpoint's step and nothing is lost; ``failed {"error": ...}`` and exit 3 when a task
   failed (:class:`~ralp_tf.errors.ClusterRuntimeError`), 2 on bad input.
 
 Progress is read by :class:`ProgressCoordinator`, a wrapper around TF's ``ClusterCoordinator``
@@ -39,8 +40,9 @@ def emit(kind: str, **data: Any) -> None:
 
 class ProgressCoordinator:
     """Wraps a ``ClusterCoordinator``: counts completed steps and calls ``report(done, loss)``
-    from a polling thread (every ``poll_s``) when the count grows; ``join()`` raises
-    :class:`StopRequested` once ``stop_file`` exists. Everything else is the wrapped coordinator."""
+    from a polling thread (every ``poll_s``) when the count grows. The first ``schedule()`` after a
+    ``join()`` (``train`` joins, then checkpoints, then schedules the next steps) raises
+    :class:`StopRequested` if ``stop_file`` exists. Everything else is the wrapped coordinator."""
 
     def __init__(self, real: Any, report: Callable[[int, float | None], None], *, offset: int = 0,
                  poll_s: float = 0.2, stop_file: str | None = None) -> None:
@@ -49,11 +51,16 @@ class ProgressCoordinator:
         self._values: list[Any] = []
         self._lock = threading.Lock()
         self._done = 0
+        self._at_boundary = True
         self._quit = threading.Event()
         self._thread = threading.Thread(target=self._poll, args=(poll_s,), name="ralp-progress", daemon=True)
         self._thread.start()
 
     def schedule(self, fn: Any, args: Any = None, kwargs: Any = None) -> Any:
+        if self._at_boundary:
+            self._at_boundary = False
+            if self._stop_file and os.path.exists(self._stop_file):
+                raise StopRequested()
         rv = self._real.schedule(fn, args=args, kwargs=kwargs)
         with self._lock:
             self._values.append(rv)
@@ -62,8 +69,7 @@ class ProgressCoordinator:
     def join(self) -> None:
         self._real.join()
         self._count()
-        if self._stop_file and os.path.exists(self._stop_file):
-            raise StopRequested()
+        self._at_boundary = True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

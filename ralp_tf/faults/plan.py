@@ -126,6 +126,10 @@ class FaultPlan:
             if e.target not in tasks:
                 raise FaultPlanError(f"fault {e.describe()!r} names {e.target!r}, which this cluster does not have "
                                      f"(tasks: {', '.join(tasks)}); name one of them")
+            if e.kind == "link_down" and e.target.startswith("ps"):
+                raise FaultPlanError(f"fault {e.describe()!r}: a PS host losing its link is not supported (TF's "
+                                     "coordinator treats it as a PS failure); take a worker's link down, throttle "
+                                     "the PS link, or kill the PS with --restart-failed")
             if e.kind == "kill" and e.target.startswith("ps") and not restart:
                 raise FaultPlanError(f"fault {e.describe()!r} kills a PS task without --restart-failed: training "
                                      "would stop; pass --restart-failed (or use --inject-fault to test that stop)")

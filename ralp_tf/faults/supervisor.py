@@ -17,15 +17,17 @@ every ``checkpoint_every`` steps and reports each completed step. Its loop (ever
   process* on the same cluster, which rebuilds strategy, ``ClusterCoordinator``, model and
   optimizer and restores the latest checkpoint. Lost: the steps since that checkpoint. The
   coordinator counts as task ``chief`` in the restart budget;
-* **adds a worker** at a step (an ``add_worker`` event): the coordinator is run to that step, where
-  it saves a checkpoint and exits; :meth:`LocalCluster.add_worker` starts worker ``N`` and a fresh
+* **adds a worker** at a step (an ``add_worker`` event) or when asked (:meth:`Supervisor.request_add_worker`,
+  from any thread): the coordinator runs to that step (or the next checkpoint), saves a checkpoint
+  and exits; :meth:`LocalCluster.add_worker` starts worker ``N`` and a fresh
   coordinator resumes from the checkpoint on the ``N + 1``-worker cluster spec. Nothing is lost;
   the cost is the seconds between the last step on ``N`` and the first on ``N + 1`` workers.
 
 A link fault hits a worker's host: the coordinator's host has ``tcp_retries2`` lowered
 (:meth:`LinkFaults.detect_dead_peers`), so its connections to that worker fail within ~6 s,
 gRPC reports the worker unavailable and TF treats it as a failed worker: its closures are retried
-on the others until it answers again.
+on the others. When the link returns the worker is *fenced* (:meth:`Supervisor._fence`): killed and
+restarted on its address, since a PS can otherwise stay blocked on that worker's abandoned step.
 
 Measured per fault (:class:`FaultRecord`): ``recovery_s``, the seconds from the end of the fault
 (link back, rate restored, task restarted, worker joined) to the first step completed after it
@@ -209,6 +211,7 @@ class Supervisor:
         self.chief_runs = 0
         self.steps_lost = 0
         self.worker_count_at: list[tuple[float, int]] = []
+        self._add_requested = threading.Event()
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -245,6 +248,8 @@ class Supervisor:
         if self.compression:
             argv += ["--compression", self.compression]
         env = self._env()
+        if os.path.exists(stop_file):
+            os.remove(stop_file)
         if self.tb is not None:
             proc = self.tb.popen("chief", argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         else:
@@ -369,6 +374,8 @@ class Supervisor:
                     (links.up if rec.kind == "link_down" else links.restore)(host)
                     rec.end_s = self._now()
                     active.remove(item)
+                    if rec.kind == "link_down":
+                        self._fence(lc, host, rec)
             # -- dead tasks
             for t in list(lc.tasks):
                 name = f"{t.job}{t.index}"
@@ -399,13 +406,14 @@ class Supervisor:
                 chief.drained()
                 self._drain(chief)
                 rc = chief.proc.returncode
-                if rc == 0 and chief.finished_kind == "stopped":
+                if rc == 0 and chief.finished_kind == "stopped" and not self._add_requested.is_set():
                     return chief
-                if rc == 0 and chief.finished_kind == "result":
-                    reached = int(chief.result.get("total_steps", 0)) if chief.result else 0
+                if rc == 0 and chief.finished_kind in ("result", "stopped"):
+                    reached = self._checkpointed()
                     self.done = max(self.done, reached)
                     if reached >= self.steps:
                         return chief
+                    self._add_requested.clear()
                     rec = self._record(None, "add_worker", f"worker{lc.num_workers}")
                     rec.planned = f"add worker{lc.num_workers} at step {reached}"
                     new = lc.add_worker()
@@ -439,12 +447,35 @@ class Supervisor:
                 self.done = resumed
                 chief = last_chief = self._start_chief(lc, stop_file)
                 chief_due = None
+            # -- a worker asked for (request_add_worker): stop at the next checkpoint
+            if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
+                open(stop_file, "w").close()
             # -- the time bound (chaos)
             if self.stop_after_s is not None and self.t0 is not None and now - self.t0 >= self.stop_after_s \
                     and not pending and not active and not restarting and chief is not None \
                     and not os.path.exists(stop_file):
                 open(stop_file, "w").close()
             time.sleep(POLL_S)
+
+    def _fence(self, lc: Any, host: str, rec: FaultRecord) -> None:
+        """Restart the worker tasks of ``host`` (fresh processes, same addresses) once its link is
+        back. TF already treats such a worker as failed, but a PS can stay blocked in a receive from
+        that worker's abandoned step, which stalls every worker (seen: no step for minutes); killing
+        the worker closes those connections and unblocks the PS. Not charged to the restart budget."""
+        for task in self.tb.hosts[host]:
+            if task.startswith("worker"):
+                job, index = _split(task)
+                if lc.task(job, index).alive():
+                    lc.kill(job, index)
+                new = lc.restart(job, index)
+                self.pids.append(new.pid)
+                rec.note = (rec.note + f"; {task} fenced (restarted {self._now() - rec.end_s:.0f} s after the link "
+                            "returned)").lstrip("; ")
+
+    def request_add_worker(self) -> None:
+        """Add one worker to the running job, from any thread: the coordinator stops at its next
+        checkpoint (nothing is lost) and resumes on one more worker, as an ``add_worker`` event does."""
+        self._add_requested.set()
 
     def _drain(self, chief: _Chief | None) -> None:
         while True:
