@@ -37,7 +37,22 @@ PS_R5 = ResourceType(
 
 CLOUD = Catalog("cloud", (GPU_V100, CPU_C5, PS_R5))
 
-CATALOGS: dict[str, Catalog] = {"cloud": CLOUD}
+#: g4dn.xlarge: 1x T4-16GB, $0.526/h. fp32 peak 8.1 TFLOP/s; ~45% sustained.
+GPU_T4 = ResourceType(
+    name="gpu_t4", device_template="/job:worker/device:GPU:0", flops=3.6e12, memory_bytes=16e9,
+    price_per_hour=0.526, max_units=16, bandwidth_bps=25e9, overhead_s=30e-6,
+    source="AWS g4dn.xlarge on-demand us-east-1 $0.526/h; T4 fp32 8.1 TFLOP/s peak, 45% sustained; "
+           "up to 25 Gbit/s")
+#: m5.2xlarge: 8 vCPU (4 cores, AVX-512), 32 GB, $0.384/h.
+CPU_M5 = ResourceType(
+    name="cpu_m5", device_template="/job:worker/device:CPU:0", flops=1.6e11, memory_bytes=32e9,
+    price_per_hour=0.384, max_units=32, bandwidth_bps=10e9, overhead_s=10e-6,
+    source="AWS m5.2xlarge on-demand $0.384/h; 4 cores x 3.1 GHz x 64 = 0.8 TFLOP/s peak, 20% sustained; "
+           "up to 10 Gbit/s")
+#: Five types (two GPUs, two CPU workers, one PS): the harder workloads' catalog.
+CLOUD5 = Catalog("cloud5", (GPU_V100, GPU_T4, CPU_C5, CPU_M5, PS_R5))
+
+CATALOGS: dict[str, Catalog] = {"cloud": CLOUD, "cloud5": CLOUD5}
 
 #: Prices and memory used by :func:`catalog_from_cluster` (a Cluster has neither).
 CLUSTER_DEFAULTS = {
