@@ -1,0 +1,32 @@
+"""Harder workloads: loadable by name, seeded, and out of reach of the simple baselines."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.exact import Exact
+from scheduler.greedy import Greedy
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import Problem
+from scheduler.random_search import RandomSearch
+from scheduler.workloads import load_workload
+from scheduler.workloads.hard import HARD_WORKLOADS
+
+
+def test_hard_workloads_load_by_name() -> None:
+    kinds = {n: type(load_workload(n)) for n in HARD_WORKLOADS}
+    assert kinds == {"inception_tight": MaxLoadProblem, "inception_training_tight": MaxLoadProblem,
+                     "ctr_cloud5": Problem}
+    p = load_workload("ctr_cloud5")
+    assert p.num_choices == 5 and p.num_decisions >= 25
+    assert [t.name for t in p.catalog.types] == ["gpu_v100", "gpu_t4", "cpu_c5", "cpu_m5", "ps_r5"]
+
+
+def test_baselines_fall_short_on_inception_tight() -> None:
+    p = load_workload("inception_tight")
+    assert len(p.node_ids) == 175
+    opt = Exact().solve(p).objective
+    for solver in (Greedy(), RandomSearch(samples=500, seed=0)):
+        v = solver.solve(p).objective
+        assert not math.isfinite(v) or v >= 1.10 * opt, (solver.name, v / opt)
