@@ -57,7 +57,11 @@ class ResourceType:
             v = getattr(self, field)
             if not isinstance(v, (int, float)) or math.isnan(v) or v <= low:
                 raise CatalogError(f"resource type {self.name!r}: {field} must be a positive number, got {v!r}")
-        for field in ("price_per_hour", "overhead_s"):
+        v = self.price_per_hour
+        if not isinstance(v, (int, float)) or math.isnan(v) or v <= 0 or math.isinf(v):
+            raise CatalogError(f"resource type {self.name!r}: price_per_hour must be a finite number > 0 ($ per unit "
+                               f"hour; a free type would make every schedule's cost 0), got {v!r}")
+        for field in ("overhead_s",):
             v = getattr(self, field)
             if not isinstance(v, (int, float)) or math.isnan(v) or v < 0 or math.isinf(v):
                 raise CatalogError(f"resource type {self.name!r}: {field} must be a finite number >= 0, "

@@ -30,3 +30,15 @@ def test_baselines_fall_short_on_inception_tight() -> None:
     for solver in (Greedy(), RandomSearch(samples=500, seed=0)):
         v = solver.solve(p).objective
         assert not math.isfinite(v) or v >= 1.10 * opt, (solver.name, v / opt)
+
+
+@pytest.mark.parametrize("field,value", [("price_per_hour", 0.0), ("price_per_hour", -1.0), ("flops", 0.0),
+                                         ("flops", -5.0), ("bandwidth_bps", 0.0)])
+def test_zero_or_negative_price_or_rate_is_refused(field: str, value: float) -> None:
+    from scheduler.errors import CatalogError
+    from scheduler.resources import ResourceType
+
+    kw = dict(flops=1e9, memory_bytes=1e9, price_per_hour=1.0, max_units=1, bandwidth_bps=1e9)
+    kw[field] = value
+    with pytest.raises(CatalogError, match=field):
+        ResourceType("t", "/job:worker/device:CPU:0", **kw)
