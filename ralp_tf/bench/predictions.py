@@ -86,8 +86,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
                 scheduler_plan: Plan | None = None) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
-    host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them),
-    plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
+    host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
+    for ``ralp`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split)."""
     from ralp_tf.analyzer import analyze
     from ralp_tf.costmodel import estimate, estimate_allreduce
@@ -98,7 +98,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     n = cell.workers
     out: dict[str, Any] = {
         "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.link_bytes_per_step},
-        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step},
+        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step,
+                 "label": a.chosen.label, "plan": a.plan},
         "allreduce": _ring(estimate_allreduce(p, cluster)),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
@@ -107,8 +108,10 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out["horovod"] = dict(out["allreduce"])
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
     for codec in ("fp16", "bf16"):
-        chosen = analyze(p, cluster, compression=codec).chosen.estimate
-        out[f"ralp_{codec}"] = {"step_s": chosen.step_s, "payload_bytes_per_step": chosen.link_bytes_per_step}
+        ac = analyze(p, cluster, compression=codec)
+        out[f"ralp_{codec}"] = {"step_s": ac.chosen.estimate.step_s,
+                                "payload_bytes_per_step": ac.chosen.estimate.link_bytes_per_step,
+                                "label": ac.chosen.label, "plan": ac.plan}
     if not a.is_split and a.best_split is not None:
         e = a.best_split.estimate
         out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step,

@@ -9,7 +9,11 @@ per-worker batch ``b`` (rings: one rank per worker, i.e. on each worker's host):
 
 =============  =================================================================================
 ``ps``         stock ParameterServerStrategy (:func:`ralp_tf.testbed.ps_job.run_ps`, policy "ps")
-``ralp``       the analyzer's plan, applied by the placement pass (run_ps, policy "ralp")
+``ralp``       the analyzer's plan, applied by the placement pass: planned once per cell from the
+               bench's profile, saved as JSON and run by every repetition (run_ps with that
+               plan file), so load during one run cannot change another run's plan
+``ralp_fp16``  ``ralp`` with that compression on the wire; ``horovod_fp16``: Horovod with
+``ralp_bf16``  ``hvd.Compression.fp16`` (``--compression CODEC`` adds them)
 ``scheduler``  the plan of placement policy ``scheduler.<--scheduler-solver>`` (registered by the
                ``scheduler`` package; :func:`ralp_tf.bench.predictions.scheduler_plan`), saved
                as JSON, run with run_ps; skipped, with the reason, when the policy is
@@ -329,6 +333,11 @@ class Bench:
         if prof is not None:
             pred = predictions(prof, cell, eff_bps, sched_plan)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
+            for s in strategies:
+                if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
+                    path = self._plan_file(cell, s)
+                    pred[s]["plan"].save(str(path))
+                    plans[s] = str(path)
         if "rejected" in strategies:
             why = self._rejected_skip_reason(cell, entry, pred, prof is not None, plans)
             if why is not None:
@@ -403,9 +412,11 @@ class Bench:
         base, codec = strategy_base(strategy)
         try:
             if strategy in PS_STRATEGIES:
-                policy = {"ps": "ps", "ralp": "ralp"}.get(base, plan_path)
+                # A plan file carries its compression; without one (no profile) the coordinator plans.
+                policy = "ps" if base == "ps" else (plan_path or base)
                 launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
-                                  steps=steps, warmup=warmup, timeout=timeout, compression=codec)
+                                  steps=steps, warmup=warmup, timeout=timeout,
+                                  compression=None if plan_path else codec)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout)
