@@ -113,8 +113,9 @@ class SupervisedReport:
         left = ", ".join(f"{k}: {v}" for k, v in self.leftovers.items() if v) or "nothing"
         rates = ", ".join(f"{k}: {v:.1f}" for k, v in self.samples_per_s.items())
         rows.append("")
-        rows.append(f"{self.model} ({self.policy}): {self.steps_completed}/{self.steps_requested} steps"
-                    f"{' (stopped by the time limit)' if self.stopped_by_time else ''} in {self.wall_s:.0f} s, "
+        steps = (f"{self.steps_completed} steps (stopped by the time limit)" if self.stopped_by_time
+                 else f"{self.steps_completed}/{self.steps_requested} steps")
+        rows.append(f"{self.model} ({self.policy}): {steps} in {self.wall_s:.0f} s, "
                     f"final loss {loss}, steps lost {self.steps_lost}, coordinator runs {self.coordinator_runs}, "
                     f"restarts {self.restarts or 'none'}; samples/s {rates or 'n/a'}; left behind: {left}")
         return "\n".join(rows)
