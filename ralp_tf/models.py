@@ -306,17 +306,19 @@ def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
     return sparse_categorical_crossentropy_from_logits
 
 
-def weights_checksum(model: Any) -> tuple[str, float]:
-    """``(sha256, total)`` of ``model.get_weights()`` in order: the SHA-256 of every weight's
-    float32 bytes (equal hashes: identical weights) and the float64 sum of all weights (a cheap
-    fingerprint that survives a checkpoint round trip and can be compared with a tolerance)."""
+def weights_checksum(model: Any, trainable_only: bool = False) -> tuple[str, float]:
+    """``(sha256, total)`` of ``model.get_weights()`` in order (``trainable_only``: of its
+    trainable weights): the SHA-256 of every weight's float32 bytes (equal hashes: identical
+    weights) and the float64 sum of all weights (a cheap fingerprint that survives a checkpoint
+    round trip and can be compared with a tolerance)."""
     import hashlib
 
     import numpy as np
 
     digest = hashlib.sha256()
     total = 0.0
-    for weight in model.get_weights():
+    weights = [w.numpy() for w in model.trainable_weights] if trainable_only else model.get_weights()
+    for weight in weights:
         values = np.ascontiguousarray(weight, dtype=np.float32)
         digest.update(values.tobytes())
         total += float(values.sum(dtype=np.float64))

@@ -100,7 +100,9 @@ def report(strategy: str, rank: int, size: int, args: argparse.Namespace, timer:
 
     from ralp_tf.models import per_sample_loss, weights_checksum
 
-    checksum, wsum = weights_checksum(model)
+    # Trainable weights only: a ring averages gradients, while BatchNorm's moving statistics stay
+    # local to each rank (each sees its own data) unless the model uses synchronized BatchNorm.
+    checksum, wsum = weights_checksum(model, trainable_only=True)
     loss = float(np.mean(per_sample_loss(model)(y, model(x, training=False))))
     elapsed = (timer.end - timer.start) if timer.start is not None and timer.end is not None else None
     result = {
@@ -251,7 +253,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         reasons.append(f"results from ranks {ranks}, expected 0..{size - 1}")
     sums = {r.get("weights_sha256") for r in results}
     if len(sums) > 1:
-        reasons.append("ranks ended with different weights (gradients were not averaged)")
+        reasons.append("ranks ended with different trainable weights (gradients were not averaged)")
     r0 = results[0] if results else {}
     elapsed = max((r["elapsed_s"] for r in results if r.get("elapsed_s")), default=None)
     steps = int(args.get("steps", 0))
