@@ -41,6 +41,7 @@ import dataclasses
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -311,6 +312,8 @@ class Supervisor:
                     links.heal_all()
             self.log_dir = str(lc.log_dir) if not lc._own_log_dir else None
         result = chief.result or {}
+        if self.own_ckpt:  # a temporary checkpoint folder goes once the run succeeded (kept on failure)
+            shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
         for rec in self.records:
             self._measure(rec)
         final_loss = self.progress[-1][2] if self.progress else None
