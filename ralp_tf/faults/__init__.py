@@ -4,7 +4,7 @@
   the seeded chaos schedule;
 * :mod:`ralp_tf.faults.restart`: the restart budget and backoff;
 * :mod:`ralp_tf.faults.supervisor`: a supervised run that restarts failed tasks, plays a plan and
-  measures each recovery;
+  measures each recovery; :mod:`ralp_tf.faults.report`: what it reports;
 * :mod:`ralp_tf.faults.coordinator`: its coordinator process (checkpoints, step progress);
-* :mod:`ralp_tf.faults.chaos`: the ``ralp-tf chaos`` command.
+* :mod:`ralp_tf.faults.cli`: the ``ralp-tf chaos`` command and the supervised mode of ``ralp-tf run``.
 """
