@@ -68,10 +68,10 @@ def _reexec_with_loopback_shim(argv: Sequence[str]) -> None:
         env = loopback_env()
     except RalpError:
         return
-    _reexec(argv, env)
+    _restart_with_env(argv, env)
 
 
-def _reexec(argv: Sequence[str], env: dict[str, str]) -> None:
+def _restart_with_env(argv: Sequence[str], env: dict[str, str]) -> None:
     """Restart this command with ``env`` (once: not when already restarted, nor under
     ``RALP_TF_NO_REEXEC``)."""
     if os.environ.get(_SHIM_FLAG) or os.environ.get("RALP_TF_NO_REEXEC"):
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reexec_env = getattr(args, "reexec_env", None)  # e.g. run --cluster: bind the coordinator to the chief
     env = reexec_env(args) if reexec_env else None
     if env:
-        _reexec(argv, env)
+        _restart_with_env(argv, env)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return run_command(args.func, args)
 
