@@ -441,14 +441,12 @@ def test_quick_colocated_with_host_budgets(tmp_path):
     from ralp_tf.testbed import cpu_budget_support
 
     budget = ["--host-cpu", "1"] if cpu_budget_support()[0] else []
-    # ralp is left out: with one PS per host its plan may partition a layer's storage, which the
-    # applier does not apply yet (issue 10 item 2, in progress); the layout is what this test pins.
-    r = _bench(["--quick", "--json", "--layout", "colocated", *budget, "--strategies", "ps,allreduce",
+    r = _bench(["--quick", "--json", "--layout", "colocated", *budget, "--strategies", "ps,ralp,allreduce",
                 "--out-dir", str(tmp_path), "--prefix", "rbtqc"], timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     out = _last_json(r.stdout)
-    _check_cell_json(out, ["ps", "allreduce"])
-    for s in ("ps", "allreduce"):
+    _check_cell_json(out, ["ps", "ralp", "allreduce"])
+    for s in ("ps", "ralp", "allreduce"):
         assert out[s]["valid"] and out[s]["layout"] == "colocated", out[s]
         assert set(out[s]["hosts"]) == {"host0", "host1"} and set(out[s]["link_bytes_per_step"]) == {"host0", "host1"}
         assert out[s]["host_cpu"] == {"host0": 1.0 if budget else None, "host1": 1.0 if budget else None}
