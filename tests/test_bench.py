@@ -339,7 +339,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_bench_leaves_nothing(sig, tmp_path):
     prefix = "rbtk" if sig == signal.SIGKILL else "rbti"
-    proc = subprocess.Popen([PY, "-m", "ralp_tf.cli", "bench", "--quick", "--out-dir", str(tmp_path),
+    proc = subprocess.Popen([PY, "-m", "ralp_tf.cli", "bench", "--quick", "--progress", "--out-dir", str(tmp_path),
                              "--prefix", prefix, "--strategies", "ps,ralp", "--steps", "400"],
                             cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     tasks: set[int] = set()
