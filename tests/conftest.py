@@ -2,11 +2,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+# A test run started in the background by a non-interactive shell (`cmd &`, `nohup`) inherits
+# SIGINT ignored, and Python then installs no KeyboardInterrupt handler, here or in the processes
+# the tests start. The tests that send SIGINT need Python's default handling: restore it (a
+# handled signal is reset to its default in exec'd children, so they get it too).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = Path(__file__).resolve().parents[1]
