@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ralp_tf.cluster import Cluster
 from ralp_tf.errors import ClusterConfigError, ClusterRuntimeError
 from ralp_tf.tfconfig import ClusterConfig
-from ralp_tf.traffic import _COUNTER, _PID, TrafficMeter
+from ralp_tf.traffic import _PID, TrafficMeter, read_sockets, split_address
 
 log = logging.getLogger(__name__)
 #: Default port of ``ralp-tf agent`` on every host.
@@ -53,16 +53,6 @@ _SS_LINE = re.compile(r"^\S*\s*\d+\s+\d+\s+(?P<local>\S+)\s+(?P<peer>\S+)")
 def task_name(job: str, index: int) -> str:
     """``worker0``, ``ps1``: the names :mod:`ralp_tf.traffic` keys bytes by."""
     return f"{job}{index}"
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """``'10.0.0.1:2222'`` / ``'[::ffff:10.0.0.1]:2222'`` / ``'*:2222'`` -> ``(host, port)``, an
-    IPv4-mapped IPv6 host as plain IPv4, brackets removed."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]").split("%")[0]
-    if host.lower().startswith("::ffff:") and "." in host:
-        host = host[7:]
-    return host, int(port)
 
 
 def resolve_host(host: str) -> str:
@@ -95,26 +85,6 @@ def listening_ports() -> dict[int, set[int]]:
     return out
 
 
-def established_sockets() -> list[tuple[int, tuple[str, int], int, int]]:
-    """Every established TCP socket with an owner: ``(pid, (peer_host, peer_port), bytes_acked,
-    bytes_received)`` (``ss -tinpH``: a header line per socket, its counters on the next)."""
-    sockets = []
-    head: str | None = None
-    for line in _ss(["-tinpH", "state", "established"]).splitlines():
-        if line and not line[0].isspace():
-            head = line
-            continue
-        m = _SS_LINE.match(head or "")
-        pid = _PID.search(head or "")
-        if m and pid:
-            counters = {k: int(v) for k, v in _COUNTER.findall(line)}
-            sockets.append((int(pid.group(1)), split_address(m.group("peer")),
-                            counters.get("bytes_acked", counters.get("bytes_sent", 0)),
-                            counters.get("bytes_received", 0)))
-        head = None
-    return sockets
-
-
 def host_pairs(config: ClusterConfig, host: str) -> dict[str, int]:
     """Cumulative bytes ``{"worker0->ps0": n}`` of the sockets of host ``host``'s tasks (see the
     module docstring), read on that host."""
@@ -130,14 +100,14 @@ def host_pairs(config: ClusterConfig, host: str) -> dict[str, int]:
             if split_address(t.address)[1] in ports:
                 owner_of[pid] = t
     pairs: dict[str, int] = {}
-    for pid, peer, sent, received in established_sockets():
-        a, b = owner_of.get(pid), by_peer.get(peer)
+    for sock in read_sockets():
+        a, b = owner_of.get(sock.pid), by_peer.get((sock.peer_host, sock.peer_port))
         if a is None or b is None or a is b:
             continue
         ab, ba = f"{task_name(a.job, a.index)}->{task_name(b.job, b.index)}", \
             f"{task_name(b.job, b.index)}->{task_name(a.job, a.index)}"
-        pairs[ab] = pairs.get(ab, 0) + sent
-        pairs[ba] = pairs.get(ba, 0) + received
+        pairs[ab] = pairs.get(ab, 0) + sock.sent
+        pairs[ba] = pairs.get(ba, 0) + sock.received
     return pairs
 
 

@@ -28,6 +28,8 @@ class SocketCounters:
     peer_port: int
     sent: int
     received: int
+    #: the peer's address, brackets and zone removed, an IPv4-mapped IPv6 address as plain IPv4
+    peer_host: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,8 +41,14 @@ class Endpoint:
     port: int
 
 
-def _port(addr: str) -> int:
-    return int(addr.rsplit(":", 1)[1])
+def split_address(address: str) -> tuple[str, int]:
+    """``'10.0.0.1:2222'`` / ``'[::ffff:10.0.0.1]:2222'`` / ``'*:2222'`` -> ``(host, port)``, an
+    IPv4-mapped IPv6 host as plain IPv4, brackets and zone removed."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]").split("%")[0]
+    if host.lower().startswith("::ffff:") and "." in host:
+        host = host[7:]
+    return host, int(port)
 
 
 def read_sockets() -> list[SocketCounters]:
@@ -63,10 +71,11 @@ def read_sockets() -> list[SocketCounters]:
         pid_m = _PID.search(" ".join(header))
         counters = dict((k, int(v)) for k, v in _COUNTER.findall(line))
         if len(fields) >= 2 and pid_m:
+            peer_host, peer_port = split_address(fields[1])
             sockets.append(SocketCounters(
-                pid=int(pid_m.group(1)), local_port=_port(fields[0]), peer_port=_port(fields[1]),
+                pid=int(pid_m.group(1)), local_port=split_address(fields[0])[1], peer_port=peer_port,
                 sent=counters.get("bytes_acked", counters.get("bytes_sent", 0)),
-                received=counters.get("bytes_received", 0)))
+                received=counters.get("bytes_received", 0), peer_host=peer_host))
         header = None
     return sockets
 
