@@ -5,6 +5,7 @@ The runs use ``small_cnn`` (seconds per strategy); the whole file takes about 3 
 """
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -452,7 +453,16 @@ def test_quick_colocated_with_host_budgets(tmp_path):
         assert out[s]["host_cpu"] == {"host0": 1.0 if budget else None, "host1": 1.0 if budget else None}
     doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
     assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
-    assert _namespaces("rbtqc") == []
+    assert doc["cells"][0]["bench_predictions"]["analysis"]["compute_scale"] == 1.0
+    assert _namespaces("rbtqc") == [] and not glob.glob("/sys/fs/cgroup/cpu/rbtqc-*")
+
+
+def test_compute_scale_is_one_under_host_budgets(monkeypatch):
+    """Without budgets, workers beyond the cores share them (layer times x workers / cores); with
+    budgets the profile was measured under one host's budget and each host has its own."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert bench.compute_scale(4) == 2.0 and bench.compute_scale(1) == 1.0
+    assert bench.compute_scale(4, host_cpu=0.4) == 1.0
 
 
 def test_models_are_built_ins_or_references():

@@ -3,11 +3,18 @@ profiling runs in a child, ``python -m ralp_tf.bench _profile MODEL BATCH OUT``,
 with the bench through ``PR_SET_PDEATHSIG``).
 
 **Predictions.** PSS strategies: the coordinator's own ``ralp_tf.costmodel.estimate`` on a profile
-with measured layer times x ``compute_scale`` (run_ps: ``max(1, workers / cores)``). Rings:
+with measured layer times x ``compute_scale`` (run_ps: ``max(1, workers / cores)`` without CPU
+budgets; 1 with them, since every emulated host then has its own budget). Rings:
 ``costmodel.estimate_allreduce`` on a profile measured here the same way (a separate process,
 same batch, same seed), scaled by the same ``compute_scale``, on a cluster whose links run at the
 testbed's effective rate. Predicted bytes are payload bytes converted to wire bytes with
 ``costmodel.wire_bytes`` (``x (1 + 66/1448)``) on the namespace testbed.
+
+**CPU budgets.** With ``--host-cpu C`` the profiling child runs inside a cgroup v1 CPU group capped
+at ``C`` cores, with TF's thread pools sized to ``C`` (:func:`ralp_tf.testbed.tf_thread_env`), as
+every testbed task is; so its layer times are those of a host with that budget (the unit is
+measured, not assumed), and the cost model's host CPU limit (``costmodel.estimate``: PS compute and
+worker compute of one host share its budget) prices colocated tasks.
 
 **Scheduler plans** come from the placement policy ``scheduler.<solver>``
 (:func:`ralp_tf.policies.resolve_policy`), which the ``scheduler`` package registers through an
@@ -33,19 +40,34 @@ if TYPE_CHECKING:
 SCHEDULER_POLICY_PREFIX = "scheduler."
 
 
-def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0) -> ModelProfile:
+def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0, *,
+                    cpu_cores: float | None = None, group_name: str = "ralpbench-profile") -> ModelProfile:
     """Profile ``model`` at ``batch`` with measured layer times (``profile(measure=True)``) in a
     child process (it dies with this one) and return the :class:`~ralp_tf.profiler.ModelProfile`.
+    With ``cpu_cores`` the child runs in CPU group ``group_name`` capped at that many cores, with
+    TF's thread pools sized to it (root and cgroup v1; the group is removed afterwards).
     Raises :class:`BenchError` with the child's output tail on failure."""
     from ralp_tf.profiler import ModelProfile
-    from ralp_tf.testbed import jobs
+    from ralp_tf.testbed import _cgroups, jobs, tf_thread_env
 
     cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
+    env = jobs.base_env()
+    group = None
+    if cpu_cores is not None:
+        try:
+            group = _cgroups.create_group(group_name, cpu_cores)
+        except _cgroups.CgroupError as exc:
+            raise BenchError(f"profiling {model} under a {cpu_cores:g}-core budget: {exc}") from None
+        cmd = _cgroups.join_argv(group, cmd)
+        env = {**env, **tf_thread_env(cpu_cores)}
     try:
-        proc = subprocess.run(cmd, env=jobs.base_env(), capture_output=True, text=True, timeout=timeout,
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
                               preexec_fn=die_with_parent)
     except subprocess.TimeoutExpired:
         raise BenchError(f"profiling {model} took more than {timeout:.0f} s") from None
+    finally:
+        if group is not None:
+            _cgroups.remove_group(group)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         raise BenchError(f"profiling {model} failed (exit {proc.returncode}):\n{tail}")
@@ -68,9 +90,12 @@ def profile_main(argv: Sequence[str]) -> int:
     return 0
 
 
-def compute_scale(workers: int) -> float:
+def compute_scale(workers: int, host_cpu: float | None = None) -> float:
     """The cores-sharing factor applied to measured layer times, as run_ps does:
-    ``max(1, workers / cores)``."""
+    ``max(1, workers / cores)`` without CPU budgets; 1 with them (``host_cpu`` cores per host: the
+    profile was measured under that budget and each worker's host has its own)."""
+    if host_cpu is not None:
+        return 1.0
     return max(1.0, workers / (os.cpu_count() or 1))
 
 
@@ -83,19 +108,20 @@ def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
-                scheduler_plan: Plan | None = None) -> dict[str, Any]:
+                scheduler_plan: Plan | None = None, host_cpu: float | None = None) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
     for ``ralp`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
-    (``"rejected"``, only when the analyzer chose no split)."""
+    (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
+    budget when ``prof`` was measured under it (:func:`compute_scale`)."""
     from ralp_tf.analyzer import analyze
     from ralp_tf.costmodel import estimate, estimate_allreduce
 
-    p = prof.scaled_compute(compute_scale(cell.workers))
+    scale = compute_scale(cell.workers, host_cpu)
+    p = prof.scaled_compute(scale)
     cluster = cell_cluster(cell, bandwidth_bps)
     a = analyze(p, cluster)
-    n = cell.workers
     out: dict[str, Any] = {
         "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.link_bytes_per_step},
         "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step,
@@ -103,7 +129,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
         "allreduce": _ring(estimate_allreduce(p, cluster)),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
-                     "compute_scale": compute_scale(n)},
+                     "compute_scale": scale},
     }
     out["horovod"] = dict(out["allreduce"])
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
@@ -127,7 +153,8 @@ def _ring(e: Any) -> dict[str, Any]:
             "compute_s": e.worker_compute_s, "comm_s": e.comm_s}
 
 
-def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_name: str) -> Plan:
+def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_name: str,
+                   host_cpu: float | None = None) -> Plan:
     """The :class:`ralp_tf.Plan` of policy ``scheduler.<solver_name>`` for ``cell`` (profile
     scaled like run_ps's). Raises :class:`BenchError` naming why it is unavailable: the policy
     cannot be loaded or is unknown, its ``plan`` fails, or it returns no Plan."""
@@ -140,7 +167,7 @@ def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_
     except Exception as exc:  # the plugin is missing, broken, or has no such solver: skip with the reason
         raise BenchError(f"placement policy {name!r} is unavailable ({type(exc).__name__}: {exc})") from None
     try:
-        plan = policy.plan(prof.scaled_compute(compute_scale(cell.workers)), cell_cluster(cell, bandwidth_bps))
+        plan = policy.plan(prof.scaled_compute(compute_scale(cell.workers, host_cpu)), cell_cluster(cell, bandwidth_bps))
     except Exception as exc:
         raise BenchError(f"{name}: {type(policy).__name__}().plan failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(plan, Plan):

@@ -62,7 +62,7 @@ from typing import Any, Callable
 
 from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
     BenchConfigError, BenchError, Cell, strategy_base
-from ralp_tf.bench.predictions import measure_profile, predictions, scheduler_plan
+from ralp_tf.bench.predictions import compute_scale, measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
 from ralp_tf.bench.targets import targets
@@ -213,7 +213,7 @@ class Bench:
         for cell in self.cfg.cells:
             try:
                 prof = self._profile(cell.model)
-                pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf)
+                pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -224,9 +224,11 @@ class Bench:
 
     def _profile(self, model: str) -> Any:
         if model not in self.profiles:
-            self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times)")
+            budget = f", under a {self.host_cpu:g}-core budget" if self.host_cpu is not None else ""
+            self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times{budget})")
             try:
-                self.profiles[model] = measure_profile(model, self.cfg.batch, str(self.work / f"{model}.profile.json"))
+                self.profiles[model] = measure_profile(model, self.cfg.batch, str(self.work / f"{model}.profile.json"),
+                                                       cpu_cores=self.host_cpu, group_name=f"{self.cfg.prefix}-profile")
             except BenchError as exc:
                 self.profiles[model] = exc
         p = self.profiles[model]
@@ -288,7 +290,7 @@ class Bench:
         if prof is None:
             return None, f"no profile to plan with ({entry.profile_error})"
         try:
-            plan = scheduler_plan(prof, cell, eff_bps, self.cfg.scheduler_solver)
+            plan = scheduler_plan(prof, cell, eff_bps, self.cfg.scheduler_solver, host_cpu=self.host_cpu)
         except BenchError as exc:
             return None, str(exc)
         path = self._plan_file(cell, "scheduler")
@@ -331,7 +333,7 @@ class Bench:
                 skipped["scheduler"] = why
         pred: dict[str, Any] = {}
         if prof is not None:
-            pred = predictions(prof, cell, eff_bps, sched_plan)
+            pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
             for s in strategies:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
@@ -416,7 +418,8 @@ class Bench:
                 policy = "ps" if base == "ps" else (plan_path or base)
                 launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
                                   steps=steps, warmup=warmup, timeout=timeout,
-                                  compression=None if plan_path else codec)
+                                  compression=None if plan_path else codec,
+                                  compute_scale=compute_scale(cell.workers, self.host_cpu))
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout)
