@@ -337,9 +337,10 @@ class LocalCluster:
         self._wait_ready([new])
         return new
 
-    def add_worker(self) -> TaskProcess:
+    def add_worker(self, wait: bool = True) -> TaskProcess:
         """Start one more worker task (index ``num_workers``) with a cluster spec that includes it;
-        returns once it accepts connections. A coordinator must reconnect to use it."""
+        returns once it accepts connections (``wait=False``: at once; :meth:`wait_ready` waits). A
+        coordinator must reconnect to use it."""
         index = self.num_workers
         host = self.launcher.host(f"worker{index}")
         used = {t.port for t in self.tasks if t.address.rsplit(":", 1)[0] == host}
@@ -349,8 +350,14 @@ class LocalCluster:
         with self._lock:
             self.tasks.append(task)
         self.num_workers += 1
-        self._wait_ready([task])
+        if wait:
+            self._wait_ready([task])
         return task
+
+    def wait_ready(self, tasks: list[TaskProcess]) -> None:
+        """Return once every task of ``tasks`` accepts connections; ClusterRuntimeError with its log
+        tail if one dies first or is not ready within ``ready_timeout``."""
+        self._wait_ready(tasks)
 
     def _wait_ready(self, tasks: list[TaskProcess] | None = None) -> None:
         deadline = time.monotonic() + self.ready_timeout
