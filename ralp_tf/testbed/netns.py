@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 
 from ralp_tf.testbed import _cgroups, _nsops
 from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, PrefixLock, TestbedConfigError,
-                                  TestbedError, check_capacity, validate_prefix)
+                                  TestbedError, check_capacity, validate_bandwidth, validate_prefix)
 
 SWITCH = "-switch"  # the switch namespace is "<prefix>--switch"; task names cannot contain '-'
 
@@ -90,7 +90,8 @@ class Testbed(BaseTestbed):
             dedicated layout, a host per task named like it (the namespace ``<prefix>-<task>``).
         host_cpu: CPU budget per host in cores (a number, or ``{host: cores}``); ``None``: no budgets.
         bandwidth: link rate each way (``"100mbit"``, ``"1gbit"``, ``"10gbit"``, bits/s as a number),
-            or ``None``/``"uncapped"``.
+            or ``None``/``"uncapped"``; or ``{host: rate}`` naming every host (a rate per host link;
+            ``bandwidth_bps`` is then the slowest of them, ``host_bandwidth_bps`` has each).
         subnet: private IPv4 subnet; host *i* gets its *i*-th host address.
         prefix: namespace names are ``<prefix>-<host>`` and ``<prefix>--switch``. One live testbed
             per prefix; leftovers with this prefix are removed at start.
@@ -112,8 +113,14 @@ class Testbed(BaseTestbed):
                  mem_per_task_gib: float = DEFAULT_MEM_PER_TASK_GIB, hostname_in_hosts: bool = True,
                  term_grace_s: float = 5.0, hosts: Mapping[str, Sequence[str]] | None = None,
                  host_cpu: float | Mapping[str, float] | None = None, max_tasks_per_host: int | None = None) -> None:
-        super().__init__(task_names, bandwidth, prefix=prefix, term_grace_s=term_grace_s, hosts=hosts,
-                         host_cpu=host_cpu, max_tasks_per_host=max_tasks_per_host)
+        per_host = bandwidth if isinstance(bandwidth, Mapping) else None
+        super().__init__(task_names, None if per_host is not None else bandwidth, prefix=prefix,
+                         term_grace_s=term_grace_s, hosts=hosts, host_cpu=host_cpu,
+                         max_tasks_per_host=max_tasks_per_host)
+        #: host name -> its link rate (bits/s each way; inf: uncapped)
+        self.host_bandwidth_bps: dict[str, float] = self._host_rates(per_host)
+        if per_host is not None:
+            self.bandwidth_bps = min(self.host_bandwidth_bps.values())
         try:
             net = ipaddress.ip_network(subnet, strict=False)
         except (ValueError, TypeError) as exc:
@@ -137,6 +144,16 @@ class Testbed(BaseTestbed):
         ok, why = netns_support()
         if not ok:
             raise TestbedError(why)
+
+    def _host_rates(self, per_host: Mapping[str, Any] | None) -> dict[str, float]:
+        """Link rate per host: ``bandwidth_bps`` for every host, or ``per_host`` naming every host."""
+        if per_host is None:
+            return {h: self.bandwidth_bps for h in self.hosts}
+        missing, unknown = [h for h in self.hosts if h not in per_host], [h for h in per_host if h not in self.hosts]
+        if missing or unknown:
+            raise TestbedConfigError(f"a bandwidth per host must name every host exactly: missing {missing}, "
+                                     f"unknown {unknown} (hosts: {list(self.hosts)}); or pass one rate for all")
+        return {h: validate_bandwidth(per_host[h]) for h in self.hosts}
 
     @staticmethod
     def _parse_delay(delay: Any) -> float:
@@ -224,8 +241,8 @@ class Testbed(BaseTestbed):
                 self.offloads[f"switch:{port}"] = _nsops.in_netns(sw, lambda p=port: _nsops.disable_offloads([p]))
                 _nsops.sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
                 _nsops.sh(["ip", "-n", sw, "link", "set", port, "master", "br0", "up"])
-                self._shape(ns, "eth0")
-                self._shape(sw, port)
+                self._shape(ns, "eth0", self.host_bandwidth_bps[host])
+                self._shape(sw, port, self.host_bandwidth_bps[host])
                 self._write_hosts(host)
         except _nsops.NsOpError as exc:
             raise TestbedError(f"building the testbed failed: {exc}") from None
@@ -240,10 +257,11 @@ class Testbed(BaseTestbed):
             "net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1",
             "net/ipv6/conf/lo/disable_ipv6": "1"}))
 
-    def _shape(self, ns: str, dev: str) -> None:
-        if not math.isinf(self.bandwidth_bps):
+    def _shape(self, ns: str, dev: str, rate_bps: float | None = None) -> None:
+        rate_bps = self.bandwidth_bps if rate_bps is None else rate_bps
+        if not math.isinf(rate_bps):
             _nsops.sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf"]
-                      + _tbf_args(self.bandwidth_bps))
+                      + _tbf_args(rate_bps))
             if self.delay_ms:
                 _nsops.sh(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "netem",
                            "delay", f"{self.delay_ms / 2:g}ms", "limit", "100000"])
