@@ -92,3 +92,27 @@ def test_restart_policy_backs_off_and_runs_out_clearly() -> None:
 def test_restart_budget_below_one_is_a_clear_error(budget: object) -> None:
     with pytest.raises(ValidationError, match="restart budget must be at least 1"):
         RestartPolicy(budget)  # type: ignore[arg-type]
+
+
+def test_host_cpu_budgets_count_the_joining_workers_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--host-cpu: every host of a supervised run gets the budget, a worker that joins included, and
+    the sum over all of them must fit the machine (2 cores here: 5 hosts x 0.4 fit, x 0.5 do not)."""
+    from ralp_tf.faults.hosts import host_budgets, supervised_hosts
+    from ralp_tf.testbed import base
+    from ralp_tf.testbed.base import TestbedConfigError
+
+    monkeypatch.setattr(base, "usable_cores", lambda: 2)
+    assert supervised_hosts(2, 1, 1) == ["worker0", "worker1", "worker2", "ps0", "chief"]
+    assert host_budgets(None, 2, 1, 1) is None
+    assert host_budgets(0.4, 2, 1, 1) == dict.fromkeys(["worker0", "worker1", "worker2", "ps0", "chief"], 0.4)
+    assert host_budgets(0.5, 2, 1) == dict.fromkeys(["worker0", "worker1", "ps0", "chief"], 0.5)  # no join: fits
+    with pytest.raises(TestbedConfigError, match=r"--host-cpu 0.5 x 5 hosts \(worker0, worker1, ps0, chief, and "
+                                                 r"worker2, which joins mid-run\) = 2.5 cores, more than the 2 "
+                                                 r"cores here.*Use --host-cpu 0.4 or fewer workers"):
+        host_budgets(0.5, 2, 1, 1)
+    with pytest.raises(TestbedConfigError, match="worker2, worker3, which join mid-run"):
+        host_budgets(0.35, 2, 1, 2)
+    for bad in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(TestbedConfigError, match="must be a number of cores >= 0.01"):
+            host_budgets(bad, 2, 1, 1)  # type: ignore[arg-type]
+    assert issubclass(TestbedConfigError, ValidationError)

@@ -23,6 +23,7 @@ import math
 from typing import Any
 
 from ralp_tf.cliargs import CommandFailed, non_negative_int, policy_options, positive_int
+from ralp_tf.faults.hosts import host_budgets, supervised_hosts
 from ralp_tf.faults.plan import FaultPlan, FaultPlanError, LinkFaultUnavailable, chaos_plan
 from ralp_tf.faults.restart import RestartPolicy
 
@@ -43,11 +44,16 @@ def add_run_args(parser: argparse.ArgumentParser) -> None:
                    help="a fault to play, e.g. link_down:worker1,at=20s,for=10s or throttle:worker0,at=15,"
                         "for=20s,rate=1/10 or kill:ps0,at=17 (repeatable; link faults need root)")
     g.add_argument("--fault-plan", metavar="FILE", help="faults as a JSON list (see ralp_tf.faults.plan)")
+    g.add_argument("--host-cpu", type=float, default=None, metavar="CORES",
+                   help="run on the namespace testbed (root) with a CPU budget of CORES for every emulated host "
+                        "(cgroup v1 quota): each worker, those that join included, each PS and the coordinator; "
+                        "the sum over all of them must fit this machine's cores. Default: no budgets")
 
 
 def supervised_requested(args: argparse.Namespace) -> bool:
     """Whether ``run``'s arguments ask for the supervised mode."""
-    return bool(args.restart_failed or args.add_worker_at or args.fault or args.fault_plan)
+    return bool(args.restart_failed or args.add_worker_at or args.fault or args.fault_plan
+                or getattr(args, "host_cpu", None) is not None)
 
 
 def plan_from_args(args: argparse.Namespace) -> FaultPlan:
@@ -80,28 +86,43 @@ def run_supervised(args: argparse.Namespace) -> int:
         RestartPolicy(0)  # raises the clear error
     restart = RestartPolicy(args.max_restarts) if args.restart_failed else None
     plan = plan_from_args(args)
-    emulated = plan.has_link_faults
+    budgets = host_budgets(args.host_cpu, args.workers, args.ps, plan.joins)  # before anything starts
+    emulated = plan.has_link_faults or budgets is not None
     if emulated:
         from ralp_tf.testbed.netns import netns_support
 
-        emulated = netns_support()[0]
+        emulated, why = netns_support()
+        if budgets is not None:
+            from ralp_tf.testbed._cgroups import cpu_controller_support
+            from ralp_tf.testbed.base import TestbedError
+
+            if emulated:
+                emulated, why = cpu_controller_support()
+            if not emulated:
+                raise TestbedError(f"--host-cpu gives every emulated host a CPU budget on the namespace testbed, "
+                                   f"which is not available here: {why}. The loopback fallback has one machine's "
+                                   "cores for all tasks; run without --host-cpu")
     plan.validate(workers=args.workers, ps=args.ps, emulated=emulated, restart=restart is not None)
     bandwidth = format_bandwidth(args.bandwidth) if args.bandwidth is not None else "1gbit"
     report = supervise(model=args.model, policy=args.policy, workers=args.workers, ps=args.ps, steps=args.steps,
                        batch_size=args.batch_size, plan=plan, restart=restart, testbed=emulated,
                        bandwidth=bandwidth, seed=args.seed, log_dir=args.log_dir,
                        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                       compression=args.compression, policy_options=policy_options(args))
+                       compression=args.compression, policy_options=policy_options(args), host_cpu=args.host_cpu)
     _print(report, args.json)
     return 0
 
 
-def supervise(*, testbed: bool, bandwidth: str, **kw: Any) -> Any:
+def supervise(*, testbed: bool, bandwidth: str, host_cpu: float | None = None, **kw: Any) -> Any:
     """Run a :class:`~ralp_tf.faults.supervisor.Supervisor` (inside a fresh namespace testbed when
-    ``testbed``) and return its report with ``leftovers`` checked after teardown."""
+    ``testbed``, with ``host_cpu`` cores of CPU budget per host when given: :mod:`ralp_tf.faults.hosts`)
+    and return its report with ``leftovers`` checked after teardown (processes; namespaces and CPU
+    groups of the testbed's prefix)."""
     from ralp_tf.faults.supervisor import Supervisor, leftovers
 
     if not testbed:
+        if host_cpu is not None:
+            raise FaultPlanError("host_cpu budgets need the namespace testbed (testbed=True)")
         sup = Supervisor(bandwidth=bandwidth, **kw)
         report = sup.run()
         report.leftovers = leftovers(sup.pids)
@@ -109,11 +130,12 @@ def supervise(*, testbed: bool, bandwidth: str, **kw: Any) -> Any:
     from ralp_tf.testbed import Testbed
 
     plan = kw.get("plan") or FaultPlan()
-    added = sum(e.kind == "add_worker" for e in plan.events)
-    tasks = [f"worker{i}" for i in range(kw["workers"] + added)] + [f"ps{i}" for i in range(kw["ps"])] + ["chief"]
-    with Testbed(tasks, bandwidth, prefix=TESTBED_PREFIX) as tb:
+    budgets = host_budgets(host_cpu, kw["workers"], kw["ps"], plan.joins)
+    with Testbed(supervised_hosts(kw["workers"], kw["ps"], plan.joins), bandwidth, prefix=TESTBED_PREFIX,
+                 host_cpu=budgets) as tb:
         sup = Supervisor(testbed=tb, bandwidth=bandwidth, **kw)
         report = sup.run()
+    report.host_cpu = budgets
     report.leftovers = leftovers(sup.pids, TESTBED_PREFIX)
     return report
 

@@ -93,6 +93,11 @@ class FaultPlan:
     def has_link_faults(self) -> bool:
         return any(e.kind in LINK_KINDS for e in self.events)
 
+    @property
+    def joins(self) -> int:
+        """How many workers the plan adds (``add_worker`` events)."""
+        return sum(e.kind == "add_worker" for e in self.events)
+
     def to_list(self) -> list[dict[str, Any]]:
         return [e.to_dict() for e in self.events]
 
@@ -113,7 +118,7 @@ class FaultPlan:
         added by ``add_worker`` events) and ``ps`` PS tasks, and that link faults have an emulated
         network (``emulated``). Returns self; raises :class:`FaultPlanError` /
         :class:`LinkFaultUnavailable` naming the event and the fix."""
-        added = sum(e.kind == "add_worker" for e in self.events)
+        added = self.joins
         tasks = [f"worker{i}" for i in range(workers + max(added, spare_workers))] + [f"ps{i}" for i in range(ps)]
         for e in self.events:
             if e.kind in LINK_KINDS and not emulated:

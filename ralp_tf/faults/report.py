@@ -50,6 +50,8 @@ class SupervisedReport:
     stopped_by_time: bool = False
     leftovers: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     log_dir: str | None = None
+    #: host -> CPU budget in cores (``--host-cpu``), None: no budgets
+    host_cpu: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -71,16 +73,27 @@ class SupervisedReport:
                  else f"{self.steps_completed}/{self.steps_requested} steps")
         rows.append(f"{self.model} ({self.policy}): {steps} in {self.wall_s:.0f} s, "
                     f"final loss {loss}, steps lost {self.steps_lost}, coordinator runs {self.coordinator_runs}, "
-                    f"restarts {self.restarts or 'none'}; samples/s {rates or 'n/a'}; left behind: {left}")
+                    f"restarts {self.restarts or 'none'}; samples/s {rates or 'n/a'}; left behind: {left}"
+                    + self._budget_text())
         return "\n".join(rows)
+
+    def _budget_text(self) -> str:
+        if not self.host_cpu:
+            return ""
+        cores = set(self.host_cpu.values())
+        if len(cores) == 1:
+            return f"; CPU budget {cores.pop():g} cores on each of {len(self.host_cpu)} hosts"
+        return f"; CPU budgets {self.host_cpu}"
 
 
 def leftovers(pids: Sequence[int], prefix: str | None = None) -> dict[str, list[Any]]:
-    """What a finished run left behind: live processes among ``pids`` and namespaces named
-    ``<prefix>-*`` (``ip netns list``)."""
+    """What a finished run left behind: live processes among ``pids``, namespaces named
+    ``<prefix>-*`` (``ip netns list``) and CPU groups named so (``/sys/fs/cgroup/cpu/<prefix>-*``)."""
+    from ralp_tf.testbed._cgroups import stale_groups
     from ralp_tf.testbed._nsops import _alive, list_netns
 
     out: dict[str, list[Any]] = {"processes": sorted(p for p in set(pids) if _alive(p))}
     if prefix:
         out["namespaces"] = [n for n in list_netns() if n.startswith(prefix + "-")]
+        out["cpu_groups"] = stale_groups(prefix)
     return out

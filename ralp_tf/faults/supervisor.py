@@ -22,6 +22,12 @@ every ``checkpoint_every`` steps and reports each completed step. Its loop (ever
   and exits; :meth:`LocalCluster.add_worker` starts worker ``N`` and a fresh
   coordinator resumes from the checkpoint on the ``N + 1``-worker cluster spec. Nothing is lost;
   the cost is the seconds between the last step on ``N`` and the first on ``N + 1`` workers.
+  For an ``add_worker`` event the new worker's process is started *ahead*, while the old
+  coordinator runs its last steps, so that its TensorFlow start is not part of that cost: once
+  ``steps left x seconds per step <= PRESTART_MARGIN x`` the time the cluster's first tasks took to
+  start (both measured in this run). Until the join it is left out of every coordinator's cluster
+  spec; the supervisor waits for it (:meth:`LocalCluster.wait_ready`) before the new coordinator
+  starts.
 
 A link fault hits a worker's host: the coordinator's host has ``tcp_retries2`` lowered
 (:meth:`LinkFaults.detect_dead_peers`), so its connections to that worker fail within ~6 s,
@@ -56,14 +62,17 @@ from ralp_tf.faults.restart import RestartPolicy
 __all__ = ["Supervisor", "FaultRecord", "SupervisedReport", "leftovers"]
 
 POLL_S = 0.2
+#: Start a joining worker once the steps left before its join take at most this many times the
+#: measured start time of a task (slack for a start slower than the cluster's first one).
+PRESTART_MARGIN = 1.5
 
 
 class _Chief:
     """The coordinator child process and a thread that turns its marks into queue items."""
 
     def __init__(self, proc: subprocess.Popen, marks: "queue.Queue[tuple[str, dict[str, Any]]]",
-                 log_path: str | None = None) -> None:
-        self.proc, self.marks, self.log_path = proc, marks, log_path
+                 log_path: str | None = None, target: int = 0) -> None:
+        self.proc, self.marks, self.log_path, self.target = proc, marks, log_path, target
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.started = time.time()
         self.result: dict[str, Any] | None = None
@@ -119,7 +128,9 @@ class Supervisor:
             raise FaultPlanError(f"add_worker steps {adds} must lie between 1 and steps - 1 ({steps - 1})")
         self.segment_ends = adds + [steps]
         if testbed is not None:
-            need = [f"worker{i}" for i in range(workers + len(adds))] + [f"ps{i}" for i in range(ps)] + ["chief"]
+            from ralp_tf.faults.hosts import supervised_hosts
+
+            need = supervised_hosts(workers, ps, len(adds))
             missing = [t for t in need if t not in testbed.tasks]
             if missing:
                 from ralp_tf.testbed.base import TestbedConfigError
@@ -150,6 +161,9 @@ class Supervisor:
         self.steps_lost = 0
         self.worker_count_at: list[tuple[float, int]] = []
         self._add_requested = threading.Event()
+        #: seconds the cluster's first tasks took from spawn to ready (the estimate of a worker's start)
+        self.task_start_s: float | None = None
+        self._spare: tuple[int, float] | None = None  # (index, spawn unix time) of a worker started ahead
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -170,6 +184,11 @@ class Supervisor:
     def _start_chief(self, lc: Any, stop_file: str) -> _Chief:
         target = next(s for s in self.segment_ends if s > self._checkpointed())
         spec = dict(lc.cluster_spec_dict)
+        workers = lc.num_workers
+        if self._spare is not None:  # started ahead, not joined yet: not part of this coordinator's cluster
+            spare = lc.task("worker", self._spare[0]).address
+            spec["worker"] = [a for a in spec["worker"] if a != spare]
+            workers -= 1
         if self.tb is not None:
             # Name the coordinator's own address: left out, TF would pick one from the hostname, which
             # resolves to 127.0.0.1 in the namespace, and a PS sending it a tensor (checkpoint) could not connect.
@@ -199,8 +218,9 @@ class Supervisor:
                                     preexec_fn=die_with_parent)
         self.pids.append(proc.pid)
         self.chief_runs += 1
-        self.worker_count_at.append((time.time(), lc.num_workers))
-        return _Chief(proc, self._marks, os.path.join(str(lc.log_dir), f"coordinator-{self.chief_runs}.log"))
+        self.worker_count_at.append((time.time(), workers))
+        return _Chief(proc, self._marks, os.path.join(str(lc.log_dir), f"coordinator-{self.chief_runs}.log"),
+                      target)
 
     def _checkpointed(self) -> int:
         """The latest checkpoint's step, read from the checkpoint index (no TF import)."""
@@ -235,6 +255,7 @@ class Supervisor:
             os.remove(stop_file)
         with LocalCluster(workers=self.workers, ps=self.ps, launcher=self.tb, log_dir=self.log_dir,
                           env=self._env()) as lc:
+            self.task_start_s = time.time() - started
             self.pids += lc.pids()
             if self.tb is not None and self.tb.emulated:
                 from ralp_tf.testbed.link_faults import LinkFaults
@@ -354,11 +375,7 @@ class Supervisor:
                     if reached >= self.steps:
                         return chief
                     self._add_requested.clear()
-                    rec = self._record(None, "add_worker", f"worker{lc.num_workers}")
-                    rec.planned = f"add worker{lc.num_workers} at step {reached}"
-                    new = lc.add_worker()
-                    self.pids.append(new.pid)
-                    rec.end_s = self._now()
+                    self._join(lc, reached)
                     chief = last_chief = self._start_chief(lc, stop_file)
                     continue
                 ps_failed = ps_down_record is not None or any(t.job == "ps" and not t.alive() for t in lc.tasks)
@@ -387,6 +404,11 @@ class Supervisor:
                 self.done = resumed
                 chief = last_chief = self._start_chief(lc, stop_file)
                 chief_due = None
+            # -- a worker that joins at the end of this coordinator's run: start it ahead
+            if chief is not None and self._spare is None and self._spare_due(chief):
+                new = lc.add_worker(wait=False)
+                self.pids.append(new.pid)
+                self._spare = (new.index, time.time())
             # -- a worker asked for (request_add_worker): stop at the next checkpoint
             if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
                 open(stop_file, "w").close()
@@ -396,6 +418,39 @@ class Supervisor:
                     and not os.path.exists(stop_file):
                 open(stop_file, "w").close()
             time.sleep(POLL_S)
+
+    def _spare_due(self, chief: _Chief) -> bool:
+        """Whether to start the worker that joins at ``chief.target`` now: once the steps left take at
+        most ``PRESTART_MARGIN x task_start_s`` at this coordinator's rate so far (its first 3 steps
+        left out). Never before that rate is known, nor for the run's last segment."""
+        if chief.target >= self.steps or self.task_start_s is None:
+            return False
+        pts = [(t, d) for t, d, _, run in self.progress if run == self.chief_runs][3:]
+        if len(pts) < 2 or pts[-1][1] <= pts[0][1]:
+            return False
+        step_s = (pts[-1][0] - pts[0][0]) / (pts[-1][1] - pts[0][1])
+        return (chief.target - self.done) * step_s <= PRESTART_MARGIN * self.task_start_s
+
+    def _join(self, lc: Any, reached: int) -> None:
+        """The coordinator stopped at step ``reached`` to add a worker: use the one started ahead (wait
+        until it is ready) or start one now; record the join (its cost is measured later)."""
+        before = lc.num_workers - (self._spare is not None)
+        rec = self._record(None, "add_worker", f"worker{before}")
+        rec.planned = f"add worker{before} at step {reached}"
+        waited = time.time()
+        if self._spare is not None:
+            index, spawned = self._spare
+            lc.wait_ready([lc.task("worker", index)])
+            self._spare = None
+            last = max((t for t, _, _, _ in self.progress), default=waited)
+            rec.note = (f"worker{index} started {last - spawned:.1f} s before the last step on {before} workers "
+                        f"(estimate {PRESTART_MARGIN:g} x {self.task_start_s:.1f} s); waited {time.time() - waited:.1f} "
+                        "s for it after the coordinator stopped")
+        else:
+            new = lc.add_worker()
+            self.pids.append(new.pid)
+            rec.note = f"worker{new.index} started after the coordinator stopped; ready in {time.time() - waited:.1f} s"
+        rec.end_s = self._now()
 
     def _fence(self, lc: Any, host: str, rec: FaultRecord) -> None:
         """Restart the worker tasks of ``host`` (fresh processes, same addresses) once its link is
