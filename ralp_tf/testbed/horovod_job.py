@@ -88,9 +88,14 @@ def _write_standin(tb: Any, workers: Sequence[str], folder: str) -> str:
     and, with CPU budgets, its CPU group, so remote ranks run on that host's budget); returns the
     folder for PATH."""
     mapping: dict[str, dict[str, str | None]] = {}
+    # The stand-in runs inside a namespace entered with `ip netns exec`, which remounts /sys in a new
+    # mount namespace: the cgroup mount is not there. This (launcher) process's view of it is, via
+    # /proc/<pid>/root, for as long as the launcher runs (it waits for horovodrun).
+    outside = f"/proc/{os.getpid()}/root"
     for t in workers:
         group = tb.cpu_group(tb.host_of(t))
-        target = {"netns": tb.netns(t), "cgroup_procs": os.path.join(group, "cgroup.procs") if group else None}
+        procs = outside + os.path.join(group, "cgroup.procs") if group else None
+        target = {"netns": tb.netns(t), "cgroup_procs": procs}
         mapping[tb.host(t)] = target
         mapping[t] = target
     map_path = os.path.join(folder, "hosts.json")

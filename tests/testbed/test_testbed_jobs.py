@@ -53,11 +53,15 @@ def _check(r, strategy):
 @pytest.mark.skipif(not _hvd, reason=_hvd_why)
 def test_horovod_across_namespaces():
     """Runs whenever Horovod imports: across namespaces where this process may build them (root),
-    otherwise on the loopback testbed (uncapped, TCP payload bytes)."""
+    otherwise on the loopback testbed (uncapped, TCP payload bytes). With CPU budgets where the
+    cgroup v1 controller is there: the ssh stand-in puts each remote rank in its host's group
+    from inside the namespace, where ``ip netns exec`` has hidden the cgroup mount."""
+    from ralp_tf.testbed import cpu_budget_support
     from ralp_tf.testbed.horovod_job import run_horovod
 
     if NETNS_OK:
-        tb = Testbed(["worker0", "worker1"], "1gbit", prefix="tbthvd")
+        budget = 0.5 if cpu_budget_support()[0] else None
+        tb = Testbed(["worker0", "worker1"], "1gbit", prefix="tbthvd", host_cpu=budget)
     elif shutil.which("ss") is None:
         pytest.skip("no namespace testbed here, and the loopback fallback's byte counts need 'ss' (iproute2)")
     else:
