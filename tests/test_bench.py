@@ -454,6 +454,12 @@ def test_quick_colocated_with_host_budgets(tmp_path):
     doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
     assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
     assert doc["cells"][0]["bench_predictions"]["analysis"]["compute_scale"] == 1.0
+    for s in ("ps", "ralp", "allreduce"):  # CPU seconds per global step of each host, in its budget
+        cpu = doc["cells"][0]["strategies"][s]["runs"][0]["host_cpu_s_per_step"]
+        if budget:
+            assert set(cpu) == {"host0", "host1"} and all(v > 0 for v in cpu.values()), (s, cpu)
+        else:
+            assert cpu is None
     assert _namespaces("rbtqc") == [] and not glob.glob("/sys/fs/cgroup/cpu/rbtqc-*")
 
 

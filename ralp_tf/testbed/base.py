@@ -322,6 +322,11 @@ class BaseTestbed:
         """Path of ``host``'s CPU group while the testbed runs (None without budgets)."""
         return self._cpu_groups.get(host)
 
+    def host_cpu_seconds(self) -> dict[str, float]:
+        """Host -> CPU seconds (user + system) used so far by the processes in its CPU group, all
+        their threads and children included; ``{}`` without budgets. Take deltas over a window."""
+        return {host: _cgroups.group_cpu_seconds(path) for host, path in self._cpu_groups.items()}
+
     def _build_cpu_groups(self) -> None:
         if _cgroups.cpu_controller_support()[0]:
             _cgroups.cleanup_prefix(self.prefix)  # we hold the prefix lock: these are leftovers

@@ -216,18 +216,31 @@ class JobWatcher:
 
 
 class LinkMeter:
-    """Snapshots ``tb.link_bytes()`` at rank 0's ``start`` and ``end`` marks. On a namespace testbed
-    these are wire bytes; on loopback, TCP payload of live sockets (``testbed.bytes_kind`` says which)."""
+    """Snapshots ``tb.link_bytes()`` (and, with CPU budgets, ``tb.host_cpu_seconds()``) at rank 0's
+    ``start`` and ``end`` marks. On a namespace testbed link bytes are wire bytes; on loopback,
+    TCP payload of live sockets (``testbed.bytes_kind`` says which)."""
 
     def __init__(self, tb: Any) -> None:
         self.tb = tb
         self.snaps: dict[str, dict[str, dict[str, int]]] = {}
+        self.cpu_snaps: dict[str, dict[str, float]] = {}
 
     def __call__(self, kind: str) -> None:
         try:
             self.snaps[kind] = self.tb.link_bytes()
         except Exception:  # counting is best effort; the job result stays valid without it
             pass
+        try:
+            self.cpu_snaps[kind] = self.tb.host_cpu_seconds()
+        except Exception:
+            pass
+
+    def cpu_per_step(self, steps: int) -> dict[str, float] | None:
+        """Host -> CPU seconds per global step over the timed window (None without budgets)."""
+        start, end = self.cpu_snaps.get("start"), self.cpu_snaps.get("end")
+        if not start or not end or not steps:
+            return None
+        return {h: (end[h] - start.get(h, 0.0)) / steps for h in end}
 
     def delta(self) -> dict[str, dict[str, int]] | None:
         if "start" in self.snaps and "end" in self.snaps:
@@ -272,6 +285,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         "weights_sha256": {r["rank"]: r.get("weights_sha256") for r in results},
         "bytes_per_step": bytes_total / steps if bytes_total is not None and steps else None,
         "link_bytes": link,
+        "host_cpu_s_per_step": meter.cpu_per_step(steps),
         "bytes_kind": getattr(testbed, "bytes_kind", None),
         "testbed": testbed.describe() if testbed is not None else None,
         "valid": not reasons,

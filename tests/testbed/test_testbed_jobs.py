@@ -32,6 +32,34 @@ def _horovod_importable() -> tuple[bool, str]:
 _hvd, _hvd_why = _horovod_importable()
 
 
+def test_link_meter_reports_host_cpu_per_step_over_the_window():
+    """CPU seconds per global step of each budgeted host, between rank 0's start and end marks."""
+    import os
+
+    from ralp_tf.testbed import _cgroups, jobs
+
+    class FakeBed:
+        cpu = {"host0": 10.0, "host1": 4.0}
+
+        def link_bytes(self):
+            return {}
+
+        def host_cpu_seconds(self):
+            return dict(self.cpu)
+
+    tb = FakeBed()
+    meter = jobs.LinkMeter(tb)
+    meter("start")
+    tb.cpu = {"host0": 16.0, "host1": 7.0}
+    meter("end")
+    assert meter.cpu_per_step(3) == {"host0": 2.0, "host1": 1.0}
+    tb.cpu = {}
+    empty = jobs.LinkMeter(tb)
+    empty("start"), empty("end")
+    assert empty.cpu_per_step(3) is None
+    assert _cgroups.process_cpu_seconds(os.getpid()) > 0 and _cgroups.process_cpu_seconds(2 ** 22 + 7) == 0.0
+
+
 def test_protocol_lines_survive_prefixes():
     assert parse_line('[1,0]<stdout>:RALP_JOB result {"rank": 0}') == ("result", {"rank": 0})
     assert parse_line("plain log line") is None
