@@ -126,6 +126,14 @@ class HeterPSEnv:
         self.feature_dim = self.static.shape[1] + (T + 1) + 3
         self.initial_bias = np.zeros(T)
 
+    #: Per-rollout state (first axis: the batch), reordered by :meth:`select` in a beam search.
+    BATCH_STATE = ("actions", "prev", "run_len", "run_need")
+
+    def select(self, rows: np.ndarray) -> None:
+        """Keep the rollouts ``rows`` (indices, repeats allowed) of the batch, in that order."""
+        for name in self.BATCH_STATE:
+            setattr(self, name, getattr(self, name)[rows].copy())
+
     def reset(self, batch: int) -> None:
         self.actions = np.zeros((batch, self.n), dtype=np.int64)
         self.prev = np.full(batch, -1)
@@ -172,6 +180,9 @@ class MaxLoadEnv:
         self.feature_dim = self.static.shape[1] + 3 + 4
         # Start near F - 1 cuts per rollout: P(next) ~ (F - 1) / n.
         self.initial_bias = np.array([0.0, math.log(max(self.F - 1, 1) / max(n, 1))])
+
+    BATCH_STATE = ("acc", "load", "dev", "last")
+    select = HeterPSEnv.select
 
     def reset(self, batch: int) -> None:
         self.acc = np.zeros(batch, dtype=np.int64)
@@ -307,6 +318,7 @@ class LSTMPolicy:
         self._step = tf.function(self._step_impl, reduce_retracing=True)
         self._greedy_step = tf.function(self._greedy_step_impl, reduce_retracing=True)
         self._train = tf.function(self._train_impl, reduce_retracing=True)
+        self._logp_step = tf.function(self._logp_step_impl, reduce_retracing=True)
 
     def clone(self, seed: int | None = None) -> "LSTMPolicy":
         """A new policy with a copy of this one's weights (fresh optimizer state), e.g. to
@@ -333,6 +345,34 @@ class LSTMPolicy:
         logits = tf.where(mask, self.head(out), -1e9)
         return tf.argmax(logits, axis=-1, output_type=tf.int32), h2, c2
 
+    def _logp_step_impl(self, x: Any, h: Any, c: Any, mask: Any) -> tuple[Any, Any, Any]:
+        tf = self.tf
+        out, (h2, c2) = self.cell(self.embed(x), [h, c])
+        return tf.nn.log_softmax(tf.where(mask, self.head(out), -1e9)), h2, c2
+
+    def beam(self, env: Any, width: int) -> np.ndarray:
+        """Beam search over the policy's log-probabilities: keep the ``width`` most likely
+        partial placements at every step (ties broken by index, so deterministic); returns
+        their completions [<= width, n], most likely first. Uses only the policy."""
+        tf = self.tf
+        self._check_env(env)
+        env.reset(1)
+        h = tf.zeros([1, self.hidden])
+        c = tf.zeros([1, self.hidden])
+        scores = np.zeros(1)
+        for t in range(env.n):
+            x, m = env.observe(t)
+            lp, h, c = self._logp_step(x, h, c, m)
+            cand = np.where(m, scores[:, None] + lp.numpy().astype(np.float64), -np.inf)
+            order = np.argsort(-cand, axis=None, kind="stable")[:width]
+            order = order[np.isfinite(cand.reshape(-1)[order])]
+            parent, act = np.divmod(order, self.num_actions)
+            env.select(parent)
+            h, c = tf.gather(h, parent), tf.gather(c, parent)
+            scores = cand[parent, act]
+            env.step(t, act.astype(np.int64))
+        return env.assignments()
+
     def _train_impl(self, X: Any, M: Any, A: Any, adv: Any) -> Any:
         tf = self.tf
         with tf.GradientTape() as tape:
@@ -349,10 +389,7 @@ class LSTMPolicy:
     def rollout(self, env: Any, batch: int, greedy: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Run the policy over ``env``: features [B, n, F], masks [B, n, A], actions [B, n]."""
         tf = self.tf
-        if env.feature_dim != self.feature_dim or env.A != self.num_actions:
-            raise ProblemError(f"this policy was built for {self.feature_dim} features / {self.num_actions} actions; "
-                               f"the problem has {env.feature_dim} / {env.A} (a different catalog size or problem "
-                               "kind): train a policy for it")
+        self._check_env(env)
         env.reset(batch)
         h = tf.zeros([batch, self.hidden])
         c = tf.zeros([batch, self.hidden])
@@ -368,6 +405,12 @@ class LSTMPolicy:
                 a, h, c = self._step(x, h, c, m, g)
             env.step(t, a.numpy().astype(np.int64))
         return X, M, env.assignments()
+
+    def _check_env(self, env: Any) -> None:
+        if env.feature_dim != self.feature_dim or env.A != self.num_actions:
+            raise ProblemError(f"this policy was built for {self.feature_dim} features / {self.num_actions} actions; "
+                               f"the problem has {env.feature_dim} / {env.A} (a different catalog size, problem "
+                               "kind or feature set): train a policy for it")
 
     def teacher_forced(self, env: Any, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Features [1, n, F] and masks [1, n, A] the policy would see while taking ``actions``
@@ -408,7 +451,10 @@ class RL(Solver):
     * ``train_seconds`` / ``max_solve_seconds`` (whole solve; ``post_seconds`` of it are kept
       for decode, polish and timing): wall-clock **safety caps**, reported in
       ``notes["time_cap_cut"]`` when they cut a phase short. ``None``: no cap.
-    * ``samples``: placements sampled (no training) after the greedy decode when applying.
+    * ``samples``: placements sampled (no training) after the greedy decode when applying;
+      ``beam``: width of a beam search over the policy's probabilities, also when applying
+      (0: none). The best of all by (objective, penalised score) is the policy's result.
+    * ``features``: ``"basic"`` (the paper's) or ``"lookahead"`` (:mod:`scheduler.policy_features`).
     """
 
     name = "rl"
@@ -417,8 +463,13 @@ class RL(Solver):
                  train_seconds: float | None = 600.0, batch: int = 32, hidden: int = 64,
                  learning_rate: float = 3e-3, entropy: float = 0.01, baseline_decay: float = 0.9, samples: int = 0,
                  polish: bool = True, polish_evaluations: int = DEFAULT_POLISH_EVALUATIONS,
-                 max_solve_seconds: float | None = 900.0, post_seconds: float = 8.0, **kwargs: Any) -> None:
+                 max_solve_seconds: float | None = 900.0, post_seconds: float = 8.0, features: str = "basic",
+                 beam: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        from scheduler.policy_features import FEATURE_SETS
+
+        if features not in FEATURE_SETS:
+            raise ProblemError(f"unknown feature set {features!r}; use one of {', '.join(FEATURE_SETS)}")
         if max_solve_seconds is not None and not max_solve_seconds > 0:
             raise ProblemError(f"max_solve_seconds must be > 0 or None (no cap), got {max_solve_seconds!r}")
         if train_seconds is not None and not train_seconds >= 0:
@@ -446,6 +497,17 @@ class RL(Solver):
         self.max_solve_seconds = None if max_solve_seconds is None else float(max_solve_seconds)
         self.post_seconds = float(post_seconds)
         self.pool_size = 5
+        self.features = features
+        if isinstance(beam, bool) or int(beam) != beam or beam < 0:
+            raise ProblemError(f"beam must be an integer width >= 0 (0: no beam search), got {beam!r}")
+        self.beam = int(beam)
+
+    def _env(self, problem: Any) -> Any:
+        """The decision env of ``problem`` for this solver's feature set (``basic``: the paper's;
+        ``lookahead``: :mod:`scheduler.policy_features`)."""
+        from scheduler.policy_features import make_feature_env
+
+        return make_feature_env(problem, self.features)
 
     def _new_policy(self, env: Any) -> LSTMPolicy:
         return LSTMPolicy(env.feature_dim, env.A, hidden=self.hidden, learning_rate=self.learning_rate,
@@ -479,7 +541,7 @@ class RL(Solver):
         if int(iterations) < 1:
             raise ProblemError(f"a training budget of {iterations!r} iterations trains nothing; give iterations >= 1 "
                                f"(each is {self.batch} episodes)")
-        envs = [make_env(p) for p in problems]
+        envs = [self._env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
         baselines: list[float | None] = [None] * len(envs)
@@ -533,7 +595,7 @@ class RL(Solver):
             raise ProblemError("imitate needs one target placement per problem (and at least one problem)")
         if int(iterations) < 1:
             raise ProblemError(f"an imitation budget of {iterations!r} steps trains nothing; give iterations >= 1")
-        envs = [make_env(p) for p in problems]
+        envs = [self._env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
         data = []
@@ -559,7 +621,7 @@ class RL(Solver):
         """Median wall time per decision of a greedy decode (ms), over ``repeats`` decodes after a
         warm-up (fewer, at least 3, when ``deadline`` would otherwise pass). A timing only: it
         never changes the schedule."""
-        env = make_env(problem)
+        env = self._env(problem)
         t0 = time.perf_counter()
         self.policy.rollout(env, 1, greedy=True)  # warm (traces once per shape)
         if deadline is not None:
@@ -573,19 +635,24 @@ class RL(Solver):
         return float(np.median(times))
 
     def apply(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
-        """Greedy decode (plus ``samples`` sampled placements) with the current policy, no training."""
+        """Greedy decode (plus a beam search of width ``beam`` and ``samples`` sampled placements)
+        with the current policy, no training."""
         if self.policy is None:
             raise ProblemError("the RL policy is untrained; train it (RL.train) or give iterations > 0")
-        env = make_env(problem)
+        env = self._env(problem)
         _, _, a = self.policy.rollout(env, 1, greedy=True)
         best_key, best = (problem.objective(a[0]), problem.penalized(a[0])), a[0]
+        greedy_objective = best_key[0]
+        many: list[np.ndarray] = []
+        if self.beam:
+            many.extend(self.policy.beam(env, self.beam))
         if self.samples:
-            _, _, many = self.policy.rollout(env, self.samples, greedy=False)
-            for x in many:
-                key = (problem.objective(x), problem.penalized(x))
-                if key < best_key:
-                    best_key, best = key, x
-        return best, {"greedy_objective": best_key[0]}
+            many.extend(self.policy.rollout(env, self.samples, greedy=False)[2])
+        for x in many:
+            key = (problem.objective(x), problem.penalized(x))
+            if key < best_key:
+                best_key, best = key, x
+        return best, {"greedy_objective": greedy_objective}
 
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         t_start = time.perf_counter()

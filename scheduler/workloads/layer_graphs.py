@@ -76,3 +76,32 @@ def branchy_graph(*, blocks: int, branches: int, branch_len: int, training: bool
     label = name or (f"branchy_b{blocks}x{branches}x{branch_len}{'_training' if training else ''}_s{seed}")
     return {"name": label, "maxSizePerFPGA": float(size_slack * total / max(fpgas, 1)), "maxFPGAs": fpgas,
             "maxCPUs": cpus, "nodes": nodes, "edges": out_edges}
+
+
+def training_layer_graphs(count: int, seed: int = 0, *, min_nodes: int = 20,
+                          max_nodes: int = 200) -> list[dict[str, Any]]:
+    """``count`` seeded :func:`branchy_graph` s for pretraining a max-load policy, varied like
+    real layer graphs: 1-3 parallel branches of 1-4 nodes (chains like BERT, two paths like
+    ResNet, wider like Inception), 2-8 accelerators, 0-1 CPU, memory slack 1.2-3 x the even
+    share, inference or training (forward + backward). Draws whose forward node count is
+    outside ``[min_nodes, max_nodes]`` are redrawn (blocks are chosen to land there)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise WorkloadError(f"training_layer_graphs: count must be an integer >= 0, got {count!r}")
+    if not 1 <= min_nodes <= max_nodes:
+        raise WorkloadError(f"training_layer_graphs: need 1 <= min_nodes <= max_nodes, got {min_nodes}, {max_nodes}")
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        branches = int(rng.choice([1, 2, 2, 3]))
+        branch_len = int(rng.integers(1, 5))
+        per_block = branches * (branch_len + 1) / 2 + 1
+        target = float(rng.uniform(min_nodes, max_nodes))
+        blocks = max(1, int(round((target - 1) / per_block)))
+        g = branchy_graph(blocks=blocks, branches=branches, branch_len=branch_len, training=bool(rng.integers(2)),
+                          fpgas=int(rng.integers(2, 9)), cpus=int(rng.integers(0, 2)),
+                          size_slack=float(rng.uniform(1.2, 3.0)), seed=int(rng.integers(2**31)),
+                          name=f"train_graph{seed}_{len(out)}")
+        forward = sum(1 for n in g["nodes"] if not n["isBackwardNode"])
+        if min_nodes <= forward <= max_nodes:
+            out.append(g)
+    return out

@@ -1,0 +1,208 @@
+r"""Lookahead features for a placement policy that generalises (issue 14, item 2).
+
+The paper's features (:class:`scheduler.rl.HeterPSEnv`, :class:`scheduler.rl.MaxLoadEnv`)
+describe a layer and, scale-free, the whole model; they say little about what the *partial
+assignment* already decided implies. A placement whose cost is "everything on one type except
+one or two layers" turns on facts such as "putting this layer on the PS now, and the rest back
+on the GPU, makes the whole feasible", which per-layer features do not carry. The envs here add,
+at every decision, the cost model's own verdict on a few cheap **completions** of the current
+prefix, per candidate action, in scale-free form. The LSTM + ``tfp`` Categorical policy of
+:mod:`scheduler.rl` reads them unchanged (only the input width grows).
+
+**HeterPS** (:class:`LookaheadHeterPSEnv`). Prefix ``a_0..a_{t-1}``, candidate type ``r`` for
+layer ``t``, completion "the rest on one type ``s``":
+``c(r, s) = penalized(a_0..a_{t-1}, r, s, ..., s)`` (:meth:`scheduler.problem.Problem.penalized`:
+cost over the reference cost, ``>= 4`` when infeasible or short of the constraint).
+With ``c2(r) = min_s c(r, s)``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2(r)``, per type:
+``log10(c2(r) / m)`` and ``log10(c1(r) / m)`` (clipped to ``[0, 2]``), ``[c2(r) = m]``,
+``[c2(r) < 4]`` (a completion meets every constraint); globally ``log10(m)`` and ``[m < 4]``.
+Cost: ``T^2`` evaluations per decision (``T`` types; about 20 µs each, memoised by prefix).
+
+**Max-load** (:class:`LookaheadMaxLoadEnv`, actions stay / next accelerator). Completion of
+the prefix after each action: the remaining groups split over the remaining accelerators by
+the linear greedy rule (group ``g`` goes to accelerator ``k0 + floor((cum_g - w_g / 2) /
+share)``, ``share`` = what is left over the accelerators left). Features, relative to the ideal
+balance ``total / F``: the max-load of the stay and the next completion (``+4`` when
+infeasible), their difference, the max-load of the closed accelerators so far, and whether
+each completion is feasible.
+
+Both envs keep the paper's features (the first columns) so the baseline policy's inputs are a
+prefix of these.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from scheduler.maxload import MaxLoadProblem
+from scheduler.problem import PENALTY, Problem
+from scheduler.rl import HeterPSEnv, MaxLoadEnv
+
+#: Feature sets a policy may read: the paper's (``basic``) and this module's (``lookahead``).
+FEATURE_SETS = ("basic", "lookahead")
+
+
+#: Prefixes memoised per env; the memo is emptied when it grows past this (bounded memory).
+MEMO_LIMIT = 50_000
+
+
+def _remember(memo: dict[tuple[int, ...], np.ndarray], key: tuple[int, ...], value: np.ndarray) -> None:
+    if len(memo) >= MEMO_LIMIT:
+        memo.clear()
+    memo[key] = value
+
+
+class LookaheadHeterPSEnv(HeterPSEnv):
+    """:class:`~scheduler.rl.HeterPSEnv` plus completion costs per candidate type (module docstring)."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem)
+        self.base_dim = self.feature_dim
+        self.feature_dim += 5 * self.A + 2
+        self.hint = one_exception_placement(problem)
+        self._memo: dict[tuple[int, ...], np.ndarray] = {}
+
+    def completion_features(self, prefix: tuple[int, ...]) -> np.ndarray:
+        """The ``5 T + 2`` lookahead features after ``prefix`` (memoised)."""
+        got = self._memo.get(prefix)
+        if got is not None:
+            return got
+        p, n, T, t = self.problem, self.n, self.A, len(prefix)
+        cand = np.empty(n, dtype=np.int64)
+        cand[:t] = prefix
+        c = np.full((T, T + 1), np.inf)  # column T: the rest as in the hint placement
+        allowed = p.allowed[t]
+        for r in range(T):
+            if not allowed[r]:
+                continue
+            cand[t] = r
+            if t == n - 1:
+                c[r, :] = p.penalized(cand)
+                continue
+            for s in range(T):
+                cand[t + 1:] = s
+                c[r, s] = p.penalized(cand)
+            cand[t + 1:] = self.hint[t + 1:]
+            c[r, T] = p.penalized(cand)
+        c2, c1, ch = c.min(axis=1), np.diag(c[:, :T]), c[:, T]
+        m = float(c2.min())
+        m = m if math.isfinite(m) and m > 0 else 1.0
+        f = np.zeros(5 * T + 2, dtype=np.float32)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j, v in enumerate((c2, c1, ch)):
+                f[j * T:(j + 1) * T] = np.clip(np.nan_to_num(np.log10(v / m), posinf=2.0, nan=2.0), 0.0, 2.0)
+        f[3 * T:4 * T] = np.isclose(c2, m, rtol=1e-9, atol=0.0)
+        f[4 * T:5 * T] = c2 < PENALTY
+        f[5 * T] = np.clip(math.log10(m), -2.0, 2.0)
+        f[5 * T + 1] = m < PENALTY
+        _remember(self._memo, prefix, f)
+        return f
+
+    def observe(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        x, mask = super().observe(t)
+        extra = np.stack([self.completion_features(tuple(int(v) for v in row[:t])) for row in self.actions])
+        return np.hstack([x, extra]).astype(np.float32), mask
+
+
+class LookaheadMaxLoadEnv(MaxLoadEnv):
+    """:class:`~scheduler.rl.MaxLoadEnv` plus greedy-completion max-loads per action (module docstring)."""
+
+    def __init__(self, problem: MaxLoadProblem) -> None:
+        super().__init__(problem)
+        self.base_dim = self.feature_dim
+        self.feature_dim += 7
+        self._memo: dict[tuple[int, ...], np.ndarray] = {}
+
+    def _devices_to_assignment(self, dev: np.ndarray) -> np.ndarray:
+        p = self.problem
+        out = dev + p.max_cpus
+        if p.max_cpus:
+            out[~p.allowed[np.arange(self.n), out]] = 0
+        return out
+
+    def _complete(self, prefix: np.ndarray, t: int, k0: int, load0: float) -> float:
+        """Penalised max-load (relative to ``total / F``) of ``prefix`` (devices of groups < t),
+        group ``t`` on accelerator ``k0`` already holding ``load0`` (group ``t`` included), and
+        the rest split greedily over accelerators ``k0..F-1``."""
+        p, n, F = self.problem, self.n, self.F
+        dev = np.empty(n, dtype=np.int64)
+        dev[:t] = prefix
+        dev[t] = k0
+        if t + 1 < n:
+            w = p.group_fpga[t + 1:]
+            left = F - k0
+            share = max((load0 + float(w.sum())) / left, 1e-12)
+            cum = load0 + np.cumsum(w)
+            dev[t + 1:] = k0 + np.minimum(left - 1, np.floor((cum - w / 2.0) / share).astype(np.int64))
+        return float(p.penalized(self._devices_to_assignment(dev)))
+
+    def completion_features(self, prefix: tuple[int, ...], t: int) -> np.ndarray:
+        """The 7 lookahead features after the devices ``prefix`` of groups ``0..t-1`` (memoised)."""
+        got = self._memo.get(prefix)
+        if got is not None:
+            return got
+        p = self.problem
+        pre = np.asarray(prefix, dtype=np.int64)
+        k = int(pre[-1]) if t else 0
+        load = float(p.group_fpga[:t][pre == k].sum()) if t else 0.0
+        g = float(p.group_fpga[t])
+        stay = self._complete(pre, t, k, load + g)
+        nxt = self._complete(pre, t, k + 1, g) if (t > 0 and k < self.F - 1) else stay + 4.0
+        closed = 0.0
+        if t:
+            ev = p.evaluate(self._devices_to_assignment(np.r_[pre, np.full(self.n - t, k)]))
+            loads = ev.loads[p.max_cpus:]
+            closed = float(loads[:k].max()) / self.target if k else 0.0
+        f = np.array([min(stay, 10.0), min(nxt, 10.0), np.clip(nxt - stay, -4.0, 4.0), min(closed, 10.0),
+                      stay < PENALTY, nxt < PENALTY, float(nxt < stay)], dtype=np.float32)
+        _remember(self._memo, prefix, f)
+        return f
+
+    def observe(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        x, mask = super().observe(t)
+        extra = np.stack([self.completion_features(tuple(int(v) for v in row[:t]), t) for row in self.dev])
+        return np.hstack([x, extra]).astype(np.float32), mask
+
+
+def one_exception_placement(problem: Problem, max_block: int = 3) -> np.ndarray:
+    """The best (penalised score) placement of the form "every layer on type ``s`` except one
+    block of ``1..max_block`` consecutive layers on type ``u``" (``T^2 n max_block``
+    evaluations, once per problem): a cheap whole-model hint the completions can follow."""
+    n, T = problem.num_decisions, problem.num_choices
+    best, best_score = np.zeros(n, dtype=np.int64), math.inf
+    for s in range(T):
+        base = np.full(n, s, dtype=np.int64)
+        score = problem.penalized(base)
+        if score < best_score:
+            best, best_score = base.copy(), score
+        for u in range(T):
+            if u == s:
+                continue
+            for i in range(n):
+                for w in range(1, max_block + 1):
+                    if i + w > n:
+                        break
+                    cand = base.copy()
+                    cand[i:i + w] = u
+                    score = problem.penalized(cand)
+                    if score < best_score:
+                        best, best_score = cand, score
+    return best
+
+
+def make_feature_env(problem: Any, features: str = "basic") -> Any:
+    """The env of ``problem`` for the feature set ``features`` (:data:`FEATURE_SETS`)."""
+    from scheduler.errors import ProblemError
+    from scheduler.rl import make_env
+
+    if features == "basic":
+        return make_env(problem)
+    if features != "lookahead":
+        raise ProblemError(f"unknown feature set {features!r}; use one of {', '.join(FEATURE_SETS)}")
+    if isinstance(problem, MaxLoadProblem):
+        return LookaheadMaxLoadEnv(problem)
+    if isinstance(problem, Problem):
+        return LookaheadHeterPSEnv(problem)
+    raise ProblemError(f"RL cannot handle {type(problem).__name__}")
