@@ -45,6 +45,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from scheduler.compare import _fmt
 from scheduler.errors import ProblemError
 from scheduler.maxload import MaxLoadProblem
 from scheduler.rl import RL, MaxLoadEnv
@@ -54,9 +55,15 @@ APPLY_SAMPLES = 64
 
 
 # ----------------------------------------------------------------------------- max-load expert
+#: Added to a segment's relative load when it breaks an accelerator's memory (feasibility first).
+MEMORY_PENALTY = 1e6
+
+
 def split_tables(problem: MaxLoadProblem) -> tuple[np.ndarray, np.ndarray]:
-    """``S[i, e]`` (penalised load of groups ``i..e`` alone on an accelerator, relative to
-    ``reference_load``; ``+4`` when it breaks memory) and ``G[j, m]`` (the least penalised
+    """``S[i, e]`` (load of groups ``i..e`` alone on an accelerator, relative to
+    ``reference_load``; ``+`` :data:`MEMORY_PENALTY` when it breaks memory, so feasibility comes
+    first; among feasible splits ``G[0, F]`` is the least max-load, which
+    :meth:`MaxLoadProblem.penalized` then equals) and ``G[j, m]`` (the least penalised
     max-load of groups ``j..n-1`` on at most ``m`` further accelerators), per the module
     docstring. ``S`` comes from :meth:`MaxLoadProblem.evaluate` of the segment on one accelerator
     and everything else on another, so it is the cost model's own number."""
@@ -78,7 +85,7 @@ def split_tables(problem: MaxLoadProblem) -> tuple[np.ndarray, np.ndarray]:
             ev = p.evaluate(dev)
             mem_bad = _segment_memory(p, i, e) > p.max_size * (1 + 1e-12)
             cpu = ev.loads[:p.max_cpus].max() / ref if p.max_cpus else 0.0
-            S[i, e] = max(ev.loads[acc1] / ref, cpu) + (4.0 if mem_bad else 0.0)
+            S[i, e] = max(ev.loads[acc1] / ref, cpu) + (MEMORY_PENALTY if mem_bad else 0.0)
     G = np.full((n + 1, F + 1), np.inf)
     G[n, :] = 0.0
     for m in range(1, F + 1):
@@ -217,3 +224,203 @@ def _train_dagger(solver: RL, problems: Sequence[Any], *, optima: Sequence[np.nd
             "label_seconds": label_s, "train_seconds": time.perf_counter() - t0,
             "final_agreement": float(np.mean(agree[-100:])) if agree else None,
             "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
+
+
+# ----------------------------------------------------------------------------- measurements
+#: Default work budgets of the measurements (gradient steps; see :func:`train_dagger`).
+HETERPS_BUDGET = {"generated": 48, "imitation_steps": 800, "dagger_steps": 400}
+MAXLOAD_BUDGET = {"graphs": 24, "imitation_steps": 600, "dagger_steps": 300}
+
+
+def rule_placement(problem: Any) -> np.ndarray:
+    """The untrained rule the lookahead features suggest (an ablation, not a solver): at every
+    decision take the action whose completion is cheapest (HeterPS: least ``c2(r)``, first on
+    ties; max-load: *next* when its completion has the lower max-load)."""
+    from scheduler.policy_features import make_feature_env
+
+    env = make_feature_env(problem, "lookahead")
+    env.reset(1)
+    for t in range(env.n):
+        x, m = env.observe(t)
+        f = x[0, env.base_dim:]
+        if isinstance(problem, MaxLoadProblem):
+            a = int(m[0, 1] and f[1] < f[0])
+        else:
+            a = int(np.argmin(np.where(m[0], f[:env.A], np.inf)))
+        env.step(t, np.array([a], dtype=np.int64))
+    return env.assignments()[0]
+
+
+def _policy_solver(seed: int, features: str = "lookahead", beam: int = APPLY_SAMPLES) -> RL:
+    return RL(seed=seed, iterations=0, samples=APPLY_SAMPLES, beam=beam, polish=False, features=features)
+
+
+def _apply_row(solver: RL, problem: Any, reference: float, trained_on: list[str]) -> dict[str, Any]:
+    """Apply a trained solver (no retraining, no polish); the polish is run after, for its column."""
+    from scheduler.rl import DEFAULT_POLISH_EVALUATIONS, polish
+
+    if getattr(problem, "name", None) in trained_on:
+        raise AssertionError(f"held-out workload {problem.name!r} is in its policy's training set")
+    sch = solver.solve(problem)
+
+    def ratio(x: float) -> float | None:
+        return x / reference if math.isfinite(x) else None
+
+    polished, _ = polish(problem, np.asarray(sch.assignment, dtype=np.int64),
+                         max_evaluations=DEFAULT_POLISH_EVALUATIONS)
+    return {"policy_objective": sch.objective, "policy_ratio": ratio(sch.objective),
+            "greedy_ratio": ratio(sch.notes["greedy_decode_objective"]),
+            "polished_ratio": ratio(problem.objective(polished)),
+            "rule_ratio": ratio(problem.objective(rule_placement(problem))),
+            "constraint_met": sch.constraint_met, "apply_seconds": sch.solve_seconds,
+            "decision_ms": sch.notes.get("decision_ms")}
+
+
+def leave_one_out(names: Sequence[str], *, generated: int = HETERPS_BUDGET["generated"],
+                  imitation_steps: int = HETERPS_BUDGET["imitation_steps"],
+                  dagger_steps: int = HETERPS_BUDGET["dagger_steps"], seed: int = 0,
+                  log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+    """Leave-one-out over the built-in workloads ``names``: per held-out workload, a fresh
+    lookahead policy trained by :func:`train_dagger` on ``generated`` generated graphs and the
+    other built-ins (exact optima as experts), applied with no retraining. One row each; raises
+    ``AssertionError`` if a held-out workload was in its training set."""
+    from scheduler.exact import Exact
+    from scheduler.workloads import builtin_problem
+    from scheduler.workloads.generated import generated_problems
+
+    t0 = time.perf_counter()
+    gen = generated_problems(generated, seed=seed + 1000)
+    gen_opt = [Exact().solve(p).assignment for p in gen]
+    gen_s = time.perf_counter() - t0
+    problems = {n: builtin_problem(n) for n in names}
+    exact = {n: Exact().solve(p) for n, p in problems.items()}
+    rows = []
+    for held in names:
+        others = [n for n in names if n != held]
+        solver = _policy_solver(seed)
+        info = train_dagger(solver, gen + [problems[n] for n in others],
+                            optima=gen_opt + [exact[n].assignment for n in others],
+                            imitation_steps=imitation_steps, dagger_steps=dagger_steps)
+        row = {**info, "workload": held, "trained_on": others, "trained_on_all": info["trained_on"],
+               "generated": len(gen), "train_seconds": info["train_seconds"] + gen_s}
+        row.update(_apply_row(solver, problems[held], exact[held].objective, info["trained_on"]))
+        rows.append(row)
+        log(f"leave-one-out {held:<14} policy {_fmt(row['policy_ratio'], 5)} (greedy decode "
+            f"{_fmt(row['greedy_ratio'], 5)}, rule {_fmt(row['rule_ratio'], 5)}) polished "
+            f"{_fmt(row['polished_ratio'], 5)}; {_fmt(row['decision_ms'], 3)} ms/decision")
+    return rows
+
+
+def maxload_transfer(*, graphs: int = MAXLOAD_BUDGET["graphs"],
+                     imitation_steps: int = MAXLOAD_BUDGET["imitation_steps"],
+                     dagger_steps: int = MAXLOAD_BUDGET["dagger_steps"], seed: int = 0,
+                     features: str = "lookahead", log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+    """One policy trained on ``graphs`` generated layer graphs
+    (:func:`scheduler.workloads.layer_graphs.training_layer_graphs`) only, applied with no
+    retraining to every shared dnn-partitioning workload. ``features="basic"`` with
+    ``dagger_steps=0`` is the paper's LSTM trained by imitation (the baseline row). Rows carry
+    the ratio to the published optimum and to the exact contiguous optimum."""
+    from scheduler.exact import Exact
+    from scheduler.workloads import dnn_partitioning
+    from scheduler.workloads.layer_graphs import training_layer_graphs
+
+    shared = dnn_partitioning.shared_workloads()
+    if not shared:
+        raise ProblemError("no shared dnn-partitioning workloads found; set RALP_SHARED_DIR or put them in "
+                           "../shared/data/dnn-partitioning")
+    train = [dnn_partitioning.from_dict(g, g["name"]) for g in training_layer_graphs(graphs, seed=seed + 2000)]
+    solver = _policy_solver(seed, features=features, beam=APPLY_SAMPLES if features == "lookahead" else 0)
+    info = train_dagger(solver, train, imitation_steps=imitation_steps, dagger_steps=dagger_steps)
+    assert not set(shared) & set(info["trained_on"]), "a shared workload is in the training set"
+    rows = []
+    for name, path in shared.items():
+        problem = dnn_partitioning.load(path)
+        published = dnn_partitioning.PUBLISHED_OPTIMUM.get(name)
+        exact = Exact().solve(problem).objective
+        row = {"workload": name, "features": features, "graphs": graphs, "published_optimum": published,
+               "exact": exact, "train_seconds": info["train_seconds"],
+               **{k: info[k] for k in ("imitation_steps", "dagger_steps", "final_agreement")}}
+        row.update(_apply_row(solver, problem, published if published else exact, info["trained_on"]))
+        row["policy_ratio_to_exact"] = row["policy_objective"] / exact
+        rows.append(row)
+        log(f"transfer ({features}) {name:<20} policy {_fmt(row['policy_ratio'], 5)} x published "
+            f"(greedy decode {_fmt(row['greedy_ratio'], 5)}, rule {_fmt(row['rule_ratio'], 5)}); "
+            f"{_fmt(row['decision_ms'], 3)} ms/decision")
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The two tables (leave-one-out on the built-ins; transfer to the shared workloads)."""
+
+    def f(x: Any, d: int = 4) -> str:
+        return _fmt(x, d + 1) if isinstance(x, float) else _fmt(x)
+
+    lines = ["### Leave-one-out on the built-ins (policy alone = greedy decode, beam 64 and 64 samples; no polish)",
+             "", "| held out | policy alone | greedy decode only | rule only (no learning) | polished | "
+             "LSTM baseline: policy alone | LSTM baseline: polished | ms/decision | train s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    base = {r["workload"]: r for r in doc.get("baseline_leave_one_out", [])}
+    for r in doc.get("leave_one_out", []):
+        b = base.get(r["workload"], {})
+        lines.append(f"| {r['workload']} | **{f(r['policy_ratio'])}** | {f(r['greedy_ratio'])} | {f(r['rule_ratio'])} "
+                     f"| {f(r['polished_ratio'])} | {f(b.get('policy_ratio_to_exact'))} | {f(b.get('ratio_to_exact'))} "
+                     f"| {f(r['decision_ms'], 2)} | {f(r['train_seconds'], 2)} |")
+    lines += ["", "### Shared dnn-partitioning workloads, trained without them (ratio to the published optimum)", "",
+              "| workload | policy alone | greedy decode only | rule only (no learning) | polished | "
+              "LSTM baseline (paper features, imitation): policy alone | ms/decision |", "|---|---|---|---|---|---|---|"]
+    base = {r["workload"]: r for r in doc.get("baseline_transfer", [])}
+    for r in doc.get("transfer", []):
+        b = base.get(r["workload"], {})
+        lines.append(f"| {r['workload']} | **{f(r['policy_ratio'])}** | {f(r['greedy_ratio'])} | {f(r['rule_ratio'])} "
+                     f"| {f(r['polished_ratio'])} | {f(b.get('policy_ratio'))} | {f(r['decision_ms'], 2)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m scheduler.generalise --out DIR``: both measurements (and the baselines) to
+    ``DIR/generalisation.json`` and ``DIR/generalisation.md``."""
+    import argparse
+    import json
+    import os
+    from pathlib import Path
+
+    from scheduler.compare import generalisation
+    from scheduler.schedule import _clean
+    from scheduler.workloads import BUILTIN_WORKLOADS
+
+    ap = argparse.ArgumentParser(prog="python -m scheduler.generalise", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="folder for generalisation.json and generalisation.md")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--part", choices=("all", "policy", "baseline"), default="all",
+                    help="policy: only the lookahead policy's rows; baseline: only the paper-LSTM baseline rows")
+    ap.add_argument("--quick", action="store_true", help="tiny budgets (a smoke test, not a measurement)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    hb, mb = dict(HETERPS_BUDGET), dict(MAXLOAD_BUDGET)
+    if args.quick:
+        hb = {"generated": 4, "imitation_steps": 20, "dagger_steps": 10}
+        mb = {"graphs": 3, "imitation_steps": 20, "dagger_steps": 10}
+    names = list(BUILTIN_WORKLOADS)
+    doc: dict[str, Any] = {"generated_by": "python -m scheduler.generalise", "seed": args.seed,
+                           "heterps_budget": hb, "maxload_budget": mb, "apply_samples": APPLY_SAMPLES,
+                           "beam": APPLY_SAMPLES, "machine": f"{os.cpu_count()} CPUs"}
+    if args.part != "baseline":
+        doc["leave_one_out"] = leave_one_out(names, seed=args.seed, **hb)
+        doc["transfer"] = maxload_transfer(seed=args.seed, **mb)
+    if args.part != "policy":
+        doc["baseline_transfer"] = maxload_transfer(seed=args.seed, features="basic", graphs=mb["graphs"],
+                                                    imitation_steps=mb["imitation_steps"] + mb["dagger_steps"],
+                                                    dagger_steps=0)
+        kw = {"pretrain_iterations": 60, "fold_iterations": 30, "generated": 4} if args.quick else {}
+        doc["baseline_leave_one_out"] = generalisation(names, seed=args.seed, **kw)
+    doc["total_seconds"] = time.perf_counter() - t0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "generalisation.json").write_text(json.dumps(_clean(doc), indent=1))
+    (out / "generalisation.md").write_text(markdown(doc))
+    print(f"wrote {out / 'generalisation.json'} and {out / 'generalisation.md'} ({doc['total_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
