@@ -1,4 +1,4 @@
-"""``ralp-tf schedule`` and ``ralp-tf compare-schedulers``.
+"""``ralp-tf schedule``, ``ralp-tf compare-schedulers`` and ``ralp-tf execute-schedule`` (:mod:`scheduler.execute`).
 
 :func:`register` adds both subcommands to an argparse ``subparsers`` object (``ralp-tf``
 lists this module in :data:`ralp_tf.cli.COMMAND_MODULES`). Handlers return 0 or raise; errors
@@ -111,6 +111,10 @@ def register(subparsers: Any) -> None:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--quick", action="store_true", help="small budgets (a smoke run)")
     c.set_defaults(func=cmd_compare)
+
+    from scheduler.execute import add_parser as add_execute_parser
+
+    add_execute_parser(subparsers)
 
 
 def main(argv: list[str] | None = None) -> int:

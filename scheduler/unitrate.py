@@ -1,0 +1,159 @@
+r"""Pin the unit: a resource type's compute rate, measured under its CPU quota.
+
+An emulated type is a CPU quota (:mod:`scheduler.emulated`), so its FLOP rate is whatever the
+model's layers achieve under that quota; it is measured, never assumed. :func:`measure_under_quota`
+runs a child process inside a cgroup v1 CPU group with the quota (``cpu.cfs_quota_us = cores x
+period``; the child joins it before it starts, TF thread pools sized by ``tf_thread_env(cores)``,
+as the testbed's tasks are) that:
+
+1. profiles the model with measured layer times (``ralp_tf.profile(measure=True)``, median of 5
+   forward+backward passes per layer) -- the layers' *shares* of a step;
+2. times whole local training steps (forward, backward, SGD update of every layer) for at least
+   ``min_seconds`` (many CFS periods of 100 ms), giving ``step_s``.
+
+A per-layer median under a quota is biased low (a few-millisecond pass can fit inside one
+period's quota and never be throttled), so the layer times are calibrated to the whole step:
+``t_l = t_l^{measured} x step_s / sum_l t_l^{measured}``. The effective FLOP rate of the type is
+``F = 3 x b x sum_l f_l / step_s`` (ralp_tf's ``3 f b`` forward+backward FLOPs per batch), and
+the calibrated profile is what the cost model prices the type's compute with.
+
+Results are cached per (model, batch, cores) as JSON under ``cache_dir``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ralp_tf.profiler import ModelProfile
+from scheduler.errors import SchedulerError
+
+DEFAULT_CACHE_DIR = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ralp_tf_unitrate")
+
+
+class MeasurementError(SchedulerError):
+    """Measuring a type's rate under its quota failed (no root, no cgroup v1, the child failed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitRate:
+    """A model measured under ``cores`` of CPU quota: the calibrated profile and the rates."""
+
+    model: str
+    batch_size: int
+    cores: float
+    step_s: float
+    layer_sum_s: float
+    flops_per_s: float
+    profile: ModelProfile
+
+    @property
+    def calibration(self) -> float:
+        """``step_s / sum of the raw per-layer medians`` (how far the medians were off)."""
+        return self.step_s / self.layer_sum_s if self.layer_sum_s > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "batch_size": self.batch_size, "cores": self.cores, "step_s": self.step_s,
+                "layer_sum_s": self.layer_sum_s, "flops_per_s": self.flops_per_s,
+                "calibration": self.calibration, "profile": self.profile.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "UnitRate":
+        return cls(model=d["model"], batch_size=int(d["batch_size"]), cores=float(d["cores"]),
+                   step_s=float(d["step_s"]), layer_sum_s=float(d["layer_sum_s"]),
+                   flops_per_s=float(d["flops_per_s"]), profile=ModelProfile.from_dict(d["profile"]))
+
+
+def calibrate(raw: ModelProfile, step_s: float) -> tuple[ModelProfile, float, float]:
+    """``(profile with layer times scaled to sum to step_s, raw layer sum, FLOP rate)``."""
+    layer_sum = sum(l.measured_seconds or 0.0 for l in raw.compute_layers)
+    if layer_sum <= 0 or step_s <= 0:
+        raise MeasurementError(f"profile of {raw.model_name} has no measured layer times (sum {layer_sum}) or the "
+                               f"step time is {step_s}; measure with profile(measure=True)")
+    flops = 3.0 * raw.batch_size * sum(l.flops for l in raw.compute_layers) / step_s
+    return raw.scaled_compute(step_s / layer_sum), layer_sum, flops
+
+
+def cache_path(cache_dir: str, model: str, batch_size: int, cores: float) -> Path:
+    return Path(cache_dir) / f"{model}_b{batch_size}_c{cores:g}.json"
+
+
+def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir: str = DEFAULT_CACHE_DIR,
+                        refresh: bool = False, min_seconds: float = 4.0, timeout: float = 600.0) -> UnitRate:
+    """The :class:`UnitRate` of ``model`` at ``batch_size`` under a quota of ``cores`` (cached)."""
+    from ralp_tf.testbed import _cgroups
+    from ralp_tf.testbed.base import tf_thread_env
+
+    path = cache_path(cache_dir, model, batch_size, cores)
+    if path.is_file() and not refresh:
+        return UnitRate.from_dict(json.loads(path.read_text()))
+    ok, why = _cgroups.cpu_controller_support()
+    if not ok:
+        raise MeasurementError(f"cannot measure {model} under a {cores:g}-core quota: {why}")
+    os.makedirs(cache_dir, exist_ok=True)
+    group = _cgroups.create_group(f"ralpunit-{os.getpid()}", cores)
+    out = str(path) + ".raw"
+    env = {**os.environ, **tf_thread_env(cores), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", model, str(batch_size),
+                                     str(min_seconds), out])
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(f"measuring {model} under {cores:g} cores took more than {timeout:.0f} s") from None
+    finally:
+        _cgroups.remove_group(group)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        raise MeasurementError(f"measuring {model} under {cores:g} cores failed (exit {proc.returncode}):\n{tail}")
+    raw = json.loads(Path(out).read_text())
+    os.unlink(out)
+    prof, layer_sum, flops = calibrate(ModelProfile.from_dict(raw["profile"]), raw["step_s"])
+    rate = UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=raw["step_s"], layer_sum_s=layer_sum,
+                    flops_per_s=flops, profile=prof)
+    path.write_text(json.dumps(rate.to_dict()))
+    return rate
+
+
+def _child(argv: Sequence[str]) -> int:
+    """Child entry (runs inside the quota): profile with measured layers, then time whole steps."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf
+    import tf_keras
+
+    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.profiler import profile
+
+    model_name, batch, min_seconds, out = argv[0], int(argv[1]), float(argv[2]), argv[3]
+    tf_keras.utils.set_random_seed(0)
+    model = resolve_model(model_name)()
+    prof = profile(model, batch_size=batch, measure=True)
+    x, y = synthetic_batch(model, batch, seed=0)
+    loss_fn = per_sample_loss(model)
+    opt = tf_keras.optimizers.SGD(0.01)
+
+    @tf.function
+    def step() -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(loss_fn(y, model(x, training=True)))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    for _ in range(3):
+        step().numpy()
+    n, t0 = 0, time.perf_counter()
+    while n < 10 or time.perf_counter() - t0 < min_seconds:
+        step().numpy()
+        n += 1
+    step_s = (time.perf_counter() - t0) / n
+    Path(out).write_text(json.dumps({"profile": prof.to_dict(), "step_s": step_s, "steps": n}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child(sys.argv[1:]))
