@@ -35,6 +35,13 @@ e.g. generated layer graphs from :mod:`scheduler.workloads.generated`) with the 
 and advantage 1, the features teacher-forced along the target. :meth:`LSTMPolicy.clone` copies a
 pretrained policy so that several folds can continue from it.
 
+**Generalising variant** (issue 14): ``RL(features="lookahead")`` reads the features of
+:mod:`scheduler.policy_features` (the above plus the cost model's verdict on cheap completions
+of the current prefix), ``RL(beam=w)`` adds a beam search of width ``w`` over the policy's own
+probabilities to the greedy decode and samples when applying, and
+:func:`scheduler.generalise.train_dagger` trains it by DAgger-style imitation of exact experts.
+The defaults (``features="basic"``, ``beam=0``) are the paper's policy, kept as the baseline.
+
 **Work budget.** A solve is budgeted in work, so that the same seed and budget give the same
 schedule, bit for bit, on an idle or a loaded machine: ``iterations`` REINFORCE updates of
 ``batch`` episodes each (default :func:`default_iterations`: ``min(2000, ceil(24000 / n))`` for
