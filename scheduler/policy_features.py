@@ -19,12 +19,16 @@ With ``c2(r) = min_s c(r, s)``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2
 Cost: ``T^2`` evaluations per decision (``T`` types; about 20 µs each, memoised by prefix).
 
 **Max-load** (:class:`LookaheadMaxLoadEnv`, actions stay / next accelerator). Completion of
-the prefix after each action: the remaining groups split over the remaining accelerators by
-the linear greedy rule (group ``g`` goes to accelerator ``k0 + floor((cum_g - w_g / 2) /
-share)``, ``share`` = what is left over the accelerators left). Features, relative to the ideal
-balance ``total / F``: the max-load of the stay and the next completion (``+4`` when
-infeasible), their difference, the max-load of the closed accelerators so far, and whether
-each completion is feasible.
+the prefix after each action: the remaining groups split over the remaining accelerators
+``k0..F-1`` by a linear greedy rule, group ``g`` to accelerator
+``k0 + floor(frac_g (F - k0))`` with ``frac_g`` the share of the remaining latency up to the
+middle of ``g`` (``(cum_g - w_g / 2) / total``), or the larger of that and the same share of
+memory; the better of the two completions counts; both move on early where memory would
+overflow. Features, relative to the ideal balance ``total / F``: the max-load of the
+stay and the next completion (``+4`` when infeasible), their difference, the max-load of the
+closed accelerators so far, whether each completion is feasible and whether next is cheaper;
+and the memory of the current accelerator (with group ``t``) and of the remaining groups over
+the remaining accelerators, relative to ``maxSizePerFPGA``.
 
 Both envs keep the paper's features (the first columns) so the baseline policy's inputs are a
 prefix of these.
@@ -48,13 +52,23 @@ FEATURE_SETS = ("basic", "lookahead")
 MEMO_LIMIT = 50_000
 
 
+class _Memo:
+    """Memoised completion features per prefix (rollouts of one problem share prefixes)."""
+
+    _memo: dict[tuple[int, ...], np.ndarray]
+
+    def clear_memo(self) -> None:
+        """Forget every memoised prefix (e.g. so that a latency measurement computes them)."""
+        self._memo.clear()
+
+
 def _remember(memo: dict[tuple[int, ...], np.ndarray], key: tuple[int, ...], value: np.ndarray) -> None:
     if len(memo) >= MEMO_LIMIT:
         memo.clear()
     memo[key] = value
 
 
-class LookaheadHeterPSEnv(HeterPSEnv):
+class LookaheadHeterPSEnv(_Memo, HeterPSEnv):
     """:class:`~scheduler.rl.HeterPSEnv` plus completion costs per candidate type (module docstring)."""
 
     def __init__(self, problem: Problem) -> None:
@@ -106,13 +120,16 @@ class LookaheadHeterPSEnv(HeterPSEnv):
         return np.hstack([x, extra]).astype(np.float32), mask
 
 
-class LookaheadMaxLoadEnv(MaxLoadEnv):
+class LookaheadMaxLoadEnv(_Memo, MaxLoadEnv):
     """:class:`~scheduler.rl.MaxLoadEnv` plus greedy-completion max-loads per action (module docstring)."""
 
     def __init__(self, problem: MaxLoadProblem) -> None:
         super().__init__(problem)
+        p = problem
         self.base_dim = self.feature_dim
-        self.feature_dim += 7
+        self.feature_dim += 9
+        # Bytes a group puts on an accelerator (groups no accelerator may hold go to a CPU).
+        self.acc_size = p.group_size * (p.allowed[:, p.max_cpus] if p.max_cpus else 1.0)
         self._memo: dict[tuple[int, ...], np.ndarray] = {}
 
     def _devices_to_assignment(self, dev: np.ndarray) -> np.ndarray:
@@ -122,41 +139,65 @@ class LookaheadMaxLoadEnv(MaxLoadEnv):
             out[~p.allowed[np.arange(self.n), out]] = 0
         return out
 
-    def _complete(self, prefix: np.ndarray, t: int, k0: int, load0: float) -> float:
+    def _complete(self, prefix: np.ndarray, t: int, k0: int, load0: float, mem0: float) -> float:
         """Penalised max-load (relative to ``total / F``) of ``prefix`` (devices of groups < t),
-        group ``t`` on accelerator ``k0`` already holding ``load0`` (group ``t`` included), and
-        the rest split greedily over accelerators ``k0..F-1``."""
+        group ``t`` on accelerator ``k0`` already holding ``load0`` latency and ``mem0`` bytes
+        (group ``t`` included), and the rest split over accelerators ``k0..F-1`` by the better of
+        two greedy rules (module docstring): by cumulative latency, and by whichever of
+        cumulative latency and cumulative memory is further ahead (so memory is spread too);
+        either moves on early where an accelerator's memory would overflow."""
         p, n, F = self.problem, self.n, self.F
         dev = np.empty(n, dtype=np.int64)
         dev[:t] = prefix
         dev[t] = k0
-        if t + 1 < n:
-            w = p.group_fpga[t + 1:]
-            left = F - k0
-            share = max((load0 + float(w.sum())) / left, 1e-12)
-            cum = load0 + np.cumsum(w)
-            dev[t + 1:] = k0 + np.minimum(left - 1, np.floor((cum - w / 2.0) / share).astype(np.int64))
-        return float(p.penalized(self._devices_to_assignment(dev)))
+        if t + 1 >= n:
+            return float(p.penalized(self._devices_to_assignment(dev)))
+        w, sz = p.group_fpga[t + 1:], self.acc_size[t + 1:]
+        left = F - k0
+        lat = (load0 + np.cumsum(w) - w / 2.0) / max(load0 + float(w.sum()), 1e-12)
+        mem = (mem0 + np.cumsum(sz) - sz / 2.0) / max(mem0 + float(sz.sum()), 1e-12)
+        best = np.inf
+        for frac in (lat, np.maximum(lat, mem)):
+            rest = k0 + np.minimum(left - 1, np.floor(frac * left).astype(np.int64))
+            used = np.bincount(rest - k0, weights=sz, minlength=left)
+            used[0] += mem0
+            if (used > p.max_size * (1 + 1e-12)).any():  # redo it group by group, memory first
+                cur, m = k0, mem0
+                for j, (target, size) in enumerate(zip(rest.tolist(), sz.tolist())):
+                    nxt = max(cur, target)
+                    if nxt == cur and cur < F - 1 and m + size > p.max_size:
+                        nxt = cur + 1
+                    if nxt != cur:
+                        cur, m = nxt, 0.0
+                    m += size
+                    rest[j] = cur
+            dev[t + 1:] = rest
+            best = min(best, float(p.penalized(self._devices_to_assignment(dev))))
+        return best
 
     def completion_features(self, prefix: tuple[int, ...], t: int) -> np.ndarray:
-        """The 7 lookahead features after the devices ``prefix`` of groups ``0..t-1`` (memoised)."""
+        """The 9 lookahead features after the devices ``prefix`` of groups ``0..t-1`` (memoised)."""
         got = self._memo.get(prefix)
         if got is not None:
             return got
         p = self.problem
         pre = np.asarray(prefix, dtype=np.int64)
         k = int(pre[-1]) if t else 0
-        load = float(p.group_fpga[:t][pre == k].sum()) if t else 0.0
-        g = float(p.group_fpga[t])
-        stay = self._complete(pre, t, k, load + g)
-        nxt = self._complete(pre, t, k + 1, g) if (t > 0 and k < self.F - 1) else stay + 4.0
+        mine = pre == k
+        load = float(p.group_fpga[:t][mine].sum()) if t else 0.0
+        mem = float(self.acc_size[:t][mine].sum()) if t else 0.0
+        g, size = float(p.group_fpga[t]), float(self.acc_size[t])
+        stay = self._complete(pre, t, k, load + g, mem + size)
+        nxt = self._complete(pre, t, k + 1, g, size) if (t > 0 and k < self.F - 1) else stay + 4.0
         closed = 0.0
         if t:
             ev = p.evaluate(self._devices_to_assignment(np.r_[pre, np.full(self.n - t, k)]))
             loads = ev.loads[p.max_cpus:]
             closed = float(loads[:k].max()) / self.target if k else 0.0
+        remaining = float(self.acc_size[t:].sum()) / (max(self.F - k, 1) * p.max_size)
         f = np.array([min(stay, 10.0), min(nxt, 10.0), np.clip(nxt - stay, -4.0, 4.0), min(closed, 10.0),
-                      stay < PENALTY, nxt < PENALTY, float(nxt < stay)], dtype=np.float32)
+                      stay < PENALTY, nxt < PENALTY, float(nxt < stay), min((mem + size) / p.max_size, 4.0),
+                      min(remaining, 4.0)], dtype=np.float32)
         _remember(self._memo, prefix, f)
         return f
 

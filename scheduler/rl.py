@@ -625,7 +625,8 @@ class RL(Solver):
                 "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
 
     def decision_ms(self, problem: Any, repeats: int = 15, deadline: float | None = None) -> float:
-        """Median wall time per decision of a greedy decode (ms), over ``repeats`` decodes after a
+        """Median wall time per decision of a greedy decode (ms), features included (memoised
+        lookahead features are forgotten before each decode), over ``repeats`` decodes after a
         warm-up (fewer, at least 3, when ``deadline`` would otherwise pass). A timing only: it
         never changes the schedule."""
         env = self._env(problem)
@@ -635,7 +636,10 @@ class RL(Solver):
             one = max(time.perf_counter() - t0, 1e-4)
             repeats = max(3, min(repeats, int((deadline - time.perf_counter()) / one)))
         times = []
+        clear = getattr(env, "clear_memo", None)  # lookahead features: time computing them, not a memo hit
         for _ in range(repeats):
+            if clear is not None:
+                clear()
             t0 = time.perf_counter()
             self.policy.rollout(env, 1, greedy=True)
             times.append((time.perf_counter() - t0) / env.n * 1e3)

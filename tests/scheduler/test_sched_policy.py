@@ -73,7 +73,7 @@ def test_lookahead_heterps_features_are_the_cost_models_completions() -> None:
 def test_lookahead_maxload_features_and_rule() -> None:
     p = dp.from_dict(branchy_graph(blocks=3, branches=2, branch_len=2, fpgas=3, cpus=1, seed=5))
     env = LookaheadMaxLoadEnv(p)
-    assert env.feature_dim == MaxLoadEnv(p).feature_dim + 7
+    assert env.feature_dim == MaxLoadEnv(p).feature_dim + 9
     env.reset(1)
     x, mask = env.observe(0)
     assert not mask[0, 1] and x.shape == (1, env.feature_dim) and np.isfinite(x).all()
