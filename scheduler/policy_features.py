@@ -24,7 +24,8 @@ the prefix after each action: the remaining groups split over the remaining acce
 ``k0 + floor(frac_g (F - k0))`` with ``frac_g`` the share of the remaining latency up to the
 middle of ``g`` (``(cum_g - w_g / 2) / total``), or the larger of that and the same share of
 memory; the better of the two completions counts; both move on early where memory would
-overflow. Features, relative to the ideal balance ``total / F``: the max-load of the
+overflow. When both still break memory, a third completion fills each accelerator up to its
+memory in order (feasible whenever any split of the rest is). Features, relative to the ideal balance ``total / F``: the max-load of the
 stay and the next completion (``+4`` when infeasible), their difference, the max-load of the
 closed accelerators so far, whether each completion is feasible and whether next is cheaper;
 and the memory of the current accelerator (with group ``t``) and of the remaining groups over
@@ -172,6 +173,14 @@ class LookaheadMaxLoadEnv(_Memo, MaxLoadEnv):
                     m += size
                     rest[j] = cur
             dev[t + 1:] = rest
+            best = min(best, float(p.penalized(self._devices_to_assignment(dev))))
+        if best >= PENALTY:  # both break memory: fill each accelerator to its memory, in order
+            cur, m = k0, mem0
+            for j, size in enumerate(sz.tolist()):
+                if cur < F - 1 and m + size > p.max_size:
+                    cur, m = cur + 1, 0.0
+                m += size
+                dev[t + 1 + j] = cur
             best = min(best, float(p.penalized(self._devices_to_assignment(dev))))
         return best
 
