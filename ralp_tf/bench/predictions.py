@@ -123,9 +123,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     cluster = cell_cluster(cell, bandwidth_bps)
     a = analyze(p, cluster)
     out: dict[str, Any] = {
-        "ps": {"step_s": a.baseline.estimate.step_s, "payload_bytes_per_step": a.baseline.estimate.link_bytes_per_step},
-        "ralp": {"step_s": a.chosen.estimate.step_s, "payload_bytes_per_step": a.chosen.estimate.link_bytes_per_step,
-                 "label": a.chosen.label, "plan": a.plan},
+        "ps": _pss(a.baseline.estimate),
+        "ralp": {**_pss(a.chosen.estimate), "label": a.chosen.label, "plan": a.plan},
         "allreduce": _ring(estimate_allreduce(p, cluster)),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
@@ -135,17 +134,20 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
     for codec in ("fp16", "bf16"):
         ac = analyze(p, cluster, compression=codec)
-        out[f"ralp_{codec}"] = {"step_s": ac.chosen.estimate.step_s,
-                                "payload_bytes_per_step": ac.chosen.estimate.link_bytes_per_step,
-                                "label": ac.chosen.label, "plan": ac.plan}
+        out[f"ralp_{codec}"] = {**_pss(ac.chosen.estimate), "label": ac.chosen.label, "plan": ac.plan}
     if not a.is_split and a.best_split is not None:
-        e = a.best_split.estimate
-        out["rejected"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step,
-                           "plan": a.best_split.plan, "label": a.best_split.label}
+        out["rejected"] = {**_pss(a.best_split.estimate), "plan": a.best_split.plan, "label": a.best_split.label}
     if scheduler_plan is not None:
-        e = estimate(p, cluster, scheduler_plan)
-        out["scheduler"] = {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step}
+        out["scheduler"] = _pss(estimate(p, cluster, scheduler_plan))
     return out
+
+
+def _pss(e: Any) -> dict[str, Any]:
+    """A PSS estimate's step, link bytes and the terms behind them (seconds per worker step for
+    compute and comm, host CPU seconds per synchronous step)."""
+    return {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step, "bottleneck": e.bottleneck,
+            "compute_s": e.worker_compute_s, "ps_compute_s": dict(e.ps_compute_s), "comm_s": e.comm_s,
+            "host_cpu_s": dict(e.host_cpu_s), "link_s": dict(e.link_s)}
 
 
 def _ring(e: Any) -> dict[str, Any]:
