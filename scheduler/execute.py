@@ -424,9 +424,22 @@ def _num(x: Any, digits: int = 4) -> str:
     return f"{x:.{digits}g}"
 
 
+#: Most measured global steps :func:`steps_for` asks for.
+MAX_STEPS = 2000
+
+
+def steps_for(dep: Deployment, batch_size: int, min_steps: int, window_s: float) -> int:
+    """Measured global steps of a run: at least ``min_steps``, and enough that the *predicted*
+    measured window lasts ``window_s`` (``ceil(window_s x X_pred / (workers x batch))``), at most
+    :data:`MAX_STEPS`. A count of work fixed before the run, so a slow run is not cut short."""
+    per_step = dep.workers * batch_size
+    want = math.ceil(window_s * dep.predicted_samples_per_s / per_step) if window_s > 0 else 0
+    return int(min(MAX_STEPS, max(min_steps, want)))
+
+
 def execute_schedule(model: str, catalog: EmulatedCatalog, throughput: float, *, solver: Any,
                      compare: Sequence[tuple[str, Any]] = (), batch_size: int = 32, steps: int = 20,
-                     warmup: int = 3, run: bool = True, out_dir: str = "/tmp/ralp_tf_execute",
+                     warmup: int = 3, window_s: float = 0.0, run: bool = True, out_dir: str = "/tmp/ralp_tf_execute",
                      cache_dir: str | None = None, measure: Callable[..., UnitRate] | None = None,
                      log: Callable[[str], None] = lambda s: None) -> ExecutionReport:
     """The whole pipeline (module docstring). ``solver`` is the scheduler solver whose schedule is
@@ -471,7 +484,8 @@ def execute_schedule(model: str, catalog: EmulatedCatalog, throughput: float, *,
                 continue
             log(f"running {d.label}: {d.workers} x {d.worker_type} workers, {d.ps} x {d.ps_type} PS, "
                 f"{len(d.ps_layers)} layer(s) on PS")
-            d.measured = run_deployment(d, catalog, model, batch_size, steps=steps, warmup=warmup, out_dir=out_dir)
+            n = steps_for(d, batch_size, steps, window_s)
+            d.measured = run_deployment(d, catalog, model, batch_size, steps=n, warmup=warmup, out_dir=out_dir)
             done[key] = {**d.measured, "label": d.label}
             log(f"  measured {d.measured.get('samples_per_s')} samples/s (predicted "
                 f"{d.predicted_samples_per_s:.4g}), {d.measured.get('wall_s', 0):.0f} s")
@@ -522,7 +536,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--compare", nargs="*", default=["greedy"], choices=sorted(SOLVERS),
                    help="more solvers to run beside it (the fastest-type row is always added)")
     p.add_argument("--batch", type=int_at_least(1), default=32, help="batch per worker step")
-    p.add_argument("--steps", type=int_at_least(1), default=20, help="measured global steps per run")
+    p.add_argument("--steps", type=int_at_least(1), default=20, help="measured global steps per run (at least)")
+    p.add_argument("--window-s", type=float, default=15.0,
+                   help="more steps where needed so that each run's predicted measured window lasts this long")
     p.add_argument("--warmup", type=int_at_least(1), default=3, help="untimed global steps first")
     p.add_argument("--rl-iterations", type=int_at_least(1), default=None,
                    help="RL budget in REINFORCE iterations (when --solver/--compare has rl)")
@@ -556,7 +572,8 @@ def cmd_execute(args: Any) -> int:
         report = execute_schedule(
             args.workload, catalog, args.throughput, solver=_make_solver(args.solver, args),
             compare=[(c, _make_solver(c, args)) for c in args.compare if c != args.solver],
-            batch_size=args.batch, steps=args.steps, warmup=args.warmup, run=not args.predict_only,
+            batch_size=args.batch, steps=args.steps, warmup=args.warmup, window_s=args.window_s,
+            run=not args.predict_only,
             out_dir=args.out_dir, cache_dir=args.cache_dir, log=log)
     os.makedirs(args.out_dir, exist_ok=True)
     save_report(report, os.path.join(args.out_dir, "execution.json"))
