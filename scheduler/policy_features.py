@@ -10,13 +10,16 @@ prefix, per candidate action, in scale-free form. The LSTM + ``tfp`` Categorical
 :mod:`scheduler.rl` reads them unchanged (only the input width grows).
 
 **HeterPS** (:class:`LookaheadHeterPSEnv`). Prefix ``a_0..a_{t-1}``, candidate type ``r`` for
-layer ``t``, completion "the rest on one type ``s``":
+layer ``t``, completions "the rest on one type ``s``":
 ``c(r, s) = penalized(a_0..a_{t-1}, r, s, ..., s)`` (:meth:`scheduler.problem.Problem.penalized`:
-cost over the reference cost, ``>= 4`` when infeasible or short of the constraint).
-With ``c2(r) = min_s c(r, s)``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2(r)``, per type:
-``log10(c2(r) / m)`` and ``log10(c1(r) / m)`` (clipped to ``[0, 2]``), ``[c2(r) = m]``,
-``[c2(r) < 4]`` (a completion meets every constraint); globally ``log10(m)`` and ``[m < 4]``.
-Cost: ``T^2`` evaluations per decision (``T`` types; about 20 µs each, memoised by prefix).
+cost over the reference cost, ``>= 4`` when infeasible or short of the constraint), and "the
+rest as in the hint" ``c(r, H)`` (:func:`exception_hint`: the best placement of the form "one
+type except up to two blocks", found once per problem by a small enumeration). With
+``c2(r) = min(min_s c(r, s), c(r, H))``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2(r)``,
+per type: ``log10(c2(r) / m)``, ``log10(c1(r) / m)`` and ``log10(c(r, H) / m)`` (clipped to
+``[0, 2]``), ``[c2(r) = m]``, ``[c2(r) < 4]`` (a completion meets every constraint); globally
+``log10(m)`` and ``[m < 4]``. Cost: ``T^2 + T`` evaluations per decision (``T`` types; about
+20-40 µs each, memoised by prefix).
 
 **Max-load** (:class:`LookaheadMaxLoadEnv`, actions stay / next accelerator). Completion of
 the prefix after each action: the remaining groups split over the remaining accelerators
@@ -37,6 +40,7 @@ prefix of these.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -76,7 +80,7 @@ class LookaheadHeterPSEnv(_Memo, HeterPSEnv):
         super().__init__(problem)
         self.base_dim = self.feature_dim
         self.feature_dim += 5 * self.A + 2
-        self.hint = one_exception_placement(problem)
+        self.hint = exception_hint(problem)
         self._memo: dict[tuple[int, ...], np.ndarray] = {}
 
     def completion_features(self, prefix: tuple[int, ...]) -> np.ndarray:
@@ -216,30 +220,57 @@ class LookaheadMaxLoadEnv(_Memo, MaxLoadEnv):
         return np.hstack([x, extra]).astype(np.float32), mask
 
 
-def one_exception_placement(problem: Problem, max_block: int = 3) -> np.ndarray:
-    """The best (penalised score) placement of the form "every layer on type ``s`` except one
-    block of ``1..max_block`` consecutive layers on type ``u``" (``T^2 n max_block``
-    evaluations, once per problem): a cheap whole-model hint the completions can follow."""
+#: One-exception placements a hint extends with a second exception block.
+HINT_STARTS = 10
+
+_HINTS: "weakref.WeakKeyDictionary[Problem, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def exception_hint(problem: Problem, max_block: int = 3, starts: int = HINT_STARTS) -> np.ndarray:
+    """A cheap whole-model hint the completions can follow: the best (penalised score)
+    placement of the form "every layer on type ``s`` except up to two blocks of
+    ``1..max_block`` consecutive layers": all one-exception placements
+    (``T^2 n max_block`` evaluations), then the best second block added to each of the
+    ``starts`` best of them (``starts T n max_block`` more). Once per problem (cached)."""
+    got = _HINTS.get(problem)
+    if got is not None:
+        return got
     n, T = problem.num_decisions, problem.num_choices
-    best, best_score = np.zeros(n, dtype=np.int64), math.inf
+
+    def blocks() -> Any:
+        for i in range(n):
+            for w in range(1, max_block + 1):
+                if i + w > n:
+                    break
+                yield i, w
+
+    scored: dict[tuple[int, ...], float] = {}
     for s in range(T):
         base = np.full(n, s, dtype=np.int64)
-        score = problem.penalized(base)
-        if score < best_score:
-            best, best_score = base.copy(), score
+        scored[tuple(base.tolist())] = problem.penalized(base)
         for u in range(T):
             if u == s:
                 continue
-            for i in range(n):
-                for w in range(1, max_block + 1):
-                    if i + w > n:
-                        break
-                    cand = base.copy()
-                    cand[i:i + w] = u
-                    score = problem.penalized(cand)
-                    if score < best_score:
-                        best, best_score = cand, score
-    return best
+            for i, w in blocks():
+                cand = base.copy()
+                cand[i:i + w] = u
+                scored.setdefault(tuple(cand.tolist()), problem.penalized(cand))
+    ranked = sorted(scored.items(), key=lambda kv: (kv[1], kv[0]))
+    best_key, best_score = ranked[0]
+    for start, _ in ranked[:starts]:
+        base = np.asarray(start, dtype=np.int64)
+        for u in range(T):
+            for i, w in blocks():
+                if (base[i:i + w] == u).all():
+                    continue
+                cand = base.copy()
+                cand[i:i + w] = u
+                score = problem.penalized(cand)
+                if score < best_score:
+                    best_key, best_score = tuple(cand.tolist()), score
+    hint = np.asarray(best_key, dtype=np.int64)
+    _HINTS[problem] = hint
+    return hint
 
 
 def make_feature_env(problem: Any, features: str = "basic") -> Any:

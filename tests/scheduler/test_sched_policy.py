@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.generalise import expert_actions, rule_placement, split_optimum, split_tables, train_dagger
-from scheduler.policy_features import LookaheadHeterPSEnv, LookaheadMaxLoadEnv, one_exception_placement
+from scheduler.policy_features import LookaheadHeterPSEnv, LookaheadMaxLoadEnv, exception_hint
 from scheduler.rl import RL, HeterPSEnv, MaxLoadEnv
 from scheduler.workloads import dnn_partitioning as dp
 from scheduler.workloads.layer_graphs import branchy_graph, training_layer_graphs
@@ -66,7 +66,7 @@ def test_lookahead_heterps_features_are_the_cost_models_completions() -> None:
         f = x[row, env.base_dim:]
         np.testing.assert_allclose(f[:T], np.clip(np.log10(np.array(c2) / m), 0, 2), atol=1e-5)
         assert f[3 * T:4 * T].tolist() == [float(np.isclose(c, m)) for c in c2]
-    hint = one_exception_placement(p)
+    hint = exception_hint(p)
     assert p.penalized(hint) <= min(p.penalized(np.full(6, s)) for s in range(T)) + 1e-12
 
 
