@@ -224,10 +224,11 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Last checkpoint: {last}. "
             + ("Rerun the same command to resume from it." if manager else
                "Pass a checkpoint directory (--checkpoint-dir) so a rerun can resume.")) from None
-    delta = meter.stop() if meter else {}
+    counted = meter is not None and measured > 0  # a resumed run with no steps left measures nothing
+    delta = meter.stop() if counted else {}
     pred = estimate(prof, cluster, plan)
     measured = max(measured, 1)
-    bytes_per_step = meter.total(("worker", "ps")) / measured if meter else None
+    bytes_per_step = meter.total(("worker", "ps")) / measured if counted else None
     suspect = suspect_bytes_warning(f"{base.name} ({plan.policy})", bytes_per_step, pred.bytes_per_step)
     if suspect:
         warnings.warn(suspect, RuntimeWarning, stacklevel=2)
@@ -236,7 +237,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         steps_per_s=measured / elapsed if elapsed else 0.0,
         samples_per_s=measured * batch_size / elapsed if elapsed else 0.0,
         final_loss=values[-1] if values else float("nan"), losses=values, bytes_per_step=bytes_per_step,
-        bytes_between=per_step(delta, measured) if meter else {},
+        bytes_between=per_step(delta, measured) if counted else {},
         predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
         predicted_link_bytes_per_step=pred.link_bytes_per_step,
         measured_step_s=elapsed / measured * cluster.num_workers, plan=plan.to_dict(),
