@@ -7,7 +7,10 @@ decision. The generalisation test trains one policy per fold on half of the buil
 workloads and applies it, with no retraining, to the other half. Shared workloads also get
 the gap to the published optimum.
 
-Generalisation (:func:`generalisation`) is leave-one-out: one base policy is trained by
+Generalisation (:func:`generalisation`) is the paper-LSTM baseline of the generalisation test
+(the lookahead policy that reaches the issue-14 targets is measured by
+:mod:`scheduler.generalise`; when ``<out>/results/generalisation.json`` exists, its tables are
+appended to ``<out>/schedulers.md``). It is leave-one-out: one base policy is trained by
 imitation of the exact optima of :data:`GENERATED_COUNT` generated layer graphs
 (:mod:`scheduler.workloads.generated`); for each built-in workload a copy of it is trained
 further on the generated graphs plus the *other five* built-ins, then applied with no
@@ -217,7 +220,14 @@ def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_iterati
     from scheduler.schedule import _clean
 
     (out / "results" / "schedulers.json").write_text(json.dumps(_clean(doc), indent=1))
-    (out / "schedulers.md").write_text(markdown(doc))
+    text = markdown(doc)
+    general_json = out / "results" / "generalisation.json"
+    if general_json.is_file():  # the lookahead policy's tables (python -m scheduler.generalise)
+        from scheduler.generalise import markdown as generalise_markdown
+
+        text += ("\n## Generalisation: the lookahead policy (`python -m scheduler.generalise`, from "
+                 f"{general_json.name})\n\n" + generalise_markdown(json.loads(general_json.read_text())))
+    (out / "schedulers.md").write_text(text)
     plot(doc, out / "schedulers.png")
     log(f"wrote {out / 'results' / 'schedulers.json'}, {out / 'schedulers.md'}, {out / 'schedulers.png'}")
     return doc
