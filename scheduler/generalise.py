@@ -29,7 +29,8 @@ cheapest", with learned exceptions).
 
 **Leave-one-out** (:func:`leave_one_out`): for each built-in, a policy trained on generated
 graphs (:func:`scheduler.workloads.generated.generated_problems`) plus the *other* built-ins, then
-applied with no retraining (greedy decode plus ``samples`` sampled placements, no polish).
+applied with no retraining (greedy decode, a beam search of width ``beam`` over the policy's
+probabilities and ``samples`` sampled placements, the best by objective; no polish).
 **Transfer to the shared dnn-partitioning workloads** (:func:`maxload_transfer`): one policy
 trained on generated branchy layer graphs (:func:`training_layer_graphs`) only, applied to each
 shared workload. Both check that no evaluated workload is in its policy's training set.
@@ -281,16 +282,17 @@ def leave_one_out(names: Sequence[str], *, generated: int = HETERPS_BUDGET["gene
                   dagger_steps: int = HETERPS_BUDGET["dagger_steps"], seed: int = 0, features: str = "lookahead",
                   log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
     """Leave-one-out over the built-in workloads ``names``: per held-out workload, a fresh
-    lookahead policy trained by :func:`train_dagger` on ``generated`` generated graphs and the
+    lookahead policy trained by :func:`train_dagger` on ``generated`` generated graphs (all six
+    families, transformer blocks included, cycled) and the
     other built-ins (exact optima as experts), applied with no retraining. One row each; raises
     ``AssertionError`` if a held-out workload was in its training set. ``features="basic"``: the
     same training and decode on the paper's features (an ablation)."""
     from scheduler.exact import Exact
     from scheduler.workloads import builtin_problem
-    from scheduler.workloads.generated import generated_problems
+    from scheduler.workloads.generated import EXTRA_FAMILIES, FAMILIES, generated_problems
 
     t0 = time.perf_counter()
-    gen = generated_problems(generated, seed=seed + 1000)
+    gen = generated_problems(generated, seed=seed + 1000, families=FAMILIES + EXTRA_FAMILIES)
     gen_opt = [Exact().solve(p).assignment for p in gen]
     gen_s = time.perf_counter() - t0
     problems = {n: builtin_problem(n) for n in names}

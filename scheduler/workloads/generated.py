@@ -15,7 +15,8 @@ Families (:data:`FAMILIES`), each with random depth, widths and sizes:
 * ``ctr``: CTR-DNN-like: many sparse embedding fields (vocabularies 10^4-10^7), concatenated
   with dense features, then an MLP;
 * ``two_tower``: MATCHNET-like: two embedding + Conv1D/pool + dense towers and a metric MLP;
-* ``embedding``: word2vec/NCE-like: huge input and output embeddings, a dot product and a bias.
+* ``embedding``: word2vec/NCE-like: huge input and output embeddings, a dot product and a bias;
+* ``transformer`` (:data:`EXTRA_FAMILIES`, not in the default cycle): BERT-like encoder blocks.
 
 :func:`random_profile` draws one profile; :func:`generated_problems` turns ``count`` of them into
 HeterPS :class:`~scheduler.problem.Problem` s with a throughput constraint of a random fraction
@@ -179,7 +180,41 @@ def _embedding_model(b: _Builder, rng: np.random.Generator) -> None:
     b.add("logits", "activation", [dot, bias], flops=1 + neg, out_elems=1 + neg, class_name="Add")
 
 
-_BUILD = {"cnn": _cnn, "resnet": _resnet, "ctr": _ctr, "two_tower": _two_tower, "embedding": _embedding_model}
+def _transformer(b: _Builder, rng: np.random.Generator) -> None:
+    """BERT-like encoder: token embedding, 1-4 blocks of (QKV projection, attention, output
+    projection, residual add, norm, FFN up, activation, FFN down, residual add, norm) over
+    ``seq`` tokens, then pooling and a classifier. Per-token dense FLOPs ``2 seq n_in n_out``;
+    attention ``4 seq^2 d`` (scores and weighted sum)."""
+    vocab = int(10 ** rng.uniform(4, 5.5))
+    d = int(rng.choice([128, 256, 512, 768]))
+    seq = int(rng.choice([32, 64, 128, 256]))
+    ff = 4 * d
+    ids = b.add("token_ids", "input", [], out_elems=seq)
+    x = _embedding(b, "tok_emb", ids, vocab, d, seq)
+    for k in range(int(rng.integers(1, 5))):
+        t = f"blk{k}"
+        qkv = b.add(f"{t}_qkv", "dense", [x], params=3 * (d * d + d), flops=2 * seq * d * 3 * d, out_elems=3 * seq * d)
+        att = b.add(f"{t}_attention", "other", [qkv], flops=4 * seq * seq * d, out_elems=seq * d,
+                    class_name="MultiHeadAttention")
+        o = b.add(f"{t}_attn_out", "dense", [att], params=d * d + d, flops=2 * seq * d * d, out_elems=seq * d)
+        y = b.add(f"{t}_add1", "activation", [x, o], flops=seq * d, out_elems=seq * d, class_name="Add")
+        y = b.add(f"{t}_ln1", "normalization", [y], params=2 * d, flops=8 * seq * d, out_elems=seq * d,
+                  class_name="LayerNormalization")
+        h = b.add(f"{t}_ffn_up", "dense", [y], params=d * ff + ff, flops=2 * seq * d * ff, out_elems=seq * ff)
+        h = b.add(f"{t}_gelu", "activation", [h], flops=8 * seq * ff, out_elems=seq * ff)
+        h = b.add(f"{t}_ffn_down", "dense", [h], params=ff * d + d, flops=2 * seq * ff * d, out_elems=seq * d)
+        z = b.add(f"{t}_add2", "activation", [y, h], flops=seq * d, out_elems=seq * d, class_name="Add")
+        x = b.add(f"{t}_ln2", "normalization", [z], params=2 * d, flops=8 * seq * d, out_elems=seq * d,
+                  class_name="LayerNormalization")
+    x = b.add("pool", "pool", [x], flops=seq * d, out_elems=d)
+    _dense_head(b, x, d, [], int(rng.choice([2, 10, 100])))
+
+
+_BUILD = {"cnn": _cnn, "resnet": _resnet, "ctr": _ctr, "two_tower": _two_tower, "embedding": _embedding_model,
+          "transformer": _transformer}
+#: Families beyond :data:`FAMILIES` (not in the default cycle, so the paper-LSTM baseline's
+#: training set stays as it was); :mod:`scheduler.generalise` trains on both.
+EXTRA_FAMILIES: tuple[str, ...] = ("transformer",)
 
 
 def random_profile(rng: np.random.Generator, family: str | None = None, name: str | None = None) -> ModelProfile:
@@ -190,7 +225,7 @@ def random_profile(rng: np.random.Generator, family: str | None = None, name: st
     """
     fam = str(rng.choice(FAMILIES)) if family is None else family
     if fam not in _BUILD:
-        raise WorkloadError(f"unknown generated family {family!r}; use one of {', '.join(FAMILIES)}")
+        raise WorkloadError(f"unknown generated family {family!r}; use one of {', '.join(FAMILIES + EXTRA_FAMILIES)}")
     b = _Builder(name or f"gen_{fam}")
     _BUILD[fam](b, rng)
     return b.profile()

@@ -11,12 +11,12 @@ from ralp_tf.profiler import ModelProfile
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.exact import Exact
 from scheduler.rl import RL, HeterPSEnv, polish
-from scheduler.workloads.generated import FAMILIES, generated_problems, random_profile
+from scheduler.workloads.generated import EXTRA_FAMILIES, FAMILIES, generated_problems, random_profile
 
 from sched_helpers import random_problem
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FAMILIES + EXTRA_FAMILIES)
 def test_generated_profiles_are_valid(family: str) -> None:
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -40,7 +40,7 @@ def test_generated_problems_feasible_and_seeded() -> None:
         assert 0 < p.constraints.min_throughput <= p.best_throughput()
         assert HeterPSEnv(p).feature_dim == HeterPSEnv(a[0]).feature_dim
     with pytest.raises(WorkloadError, match="unknown generated family"):
-        random_profile(np.random.default_rng(0), "transformer")
+        random_profile(np.random.default_rng(0), "mamba")
     with pytest.raises(WorkloadError, match="fraction"):
         generated_problems(1, fraction=(0.5, 0.2))
 
