@@ -90,16 +90,21 @@ def test_bad_fault_input_is_refused_before_anything_starts() -> None:
 
 @pytest.mark.needs_root
 def test_link_down_on_the_namespace_testbed_recovers_every_step_and_a_worker_joins() -> None:
-    """small_cnn, 2 workers at 1 Gbit/s: worker1's link goes down for 5 s at step 10; all 30 steps
-    complete, the first step after the link returns comes within 30 s, and a third worker joins at
-    step 20 (its host was built with the testbed)."""
+    """small_cnn, 2 workers at 1 Gbit/s, every host (the joining one too) on a CPU budget of 0.4
+    cores: worker1's link goes down for 5 s at step 10; all 30 steps complete, the first step after
+    the link returns comes within 30 s, and a third worker joins at step 20 (its host was built with
+    the testbed; its process runs in its own CPU group), and nothing is left behind."""
     from ralp_tf.testbed import netns_support
+    from ralp_tf.testbed._cgroups import cpu_controller_support
+    from ralp_tf.testbed.base import usable_cores
 
     ok, why = netns_support()
-    if not ok:
-        pytest.skip(why)
+    if ok:
+        ok, why = cpu_controller_support()
+    if not ok or usable_cores() < 2:
+        pytest.skip(why or "5 hosts x 0.4 cores need 2 cores")
     proc = _run(["--steps", "30", "--fault", "link_down:worker1,at=10,for=5s", "--bandwidth", "1gbit",
-                 "--add-worker-at", "20"])
+                 "--add-worker-at", "20", "--host-cpu", "0.4"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["steps_completed"] == 30 and np.isfinite(out["final_loss"])
@@ -107,5 +112,7 @@ def test_link_down_on_the_namespace_testbed_recovers_every_step_and_a_worker_joi
     assert fault["kind"] == "link_down" and fault["end_s"] - fault["start_s"] >= 5
     assert fault["recovery_s"] is not None and fault["recovery_s"] < 30
     assert join["kind"] == "add_worker" and join["target"] == "worker2" and join["steps_lost"] == 0
+    assert "runs in its host's CPU group (0.4 cores)" in join["note"], join
     assert out["coordinator_runs"] == 2 and set(out["samples_per_s"]) <= {"2 workers", "3 workers"}
-    assert out["leftovers"] == {"processes": [], "namespaces": []}
+    assert out["host_cpu"] == dict.fromkeys(["worker0", "worker1", "worker2", "ps0", "chief"], 0.4)
+    assert out["leftovers"] == {"processes": [], "namespaces": [], "cpu_groups": []}

@@ -6,6 +6,10 @@ cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB
 * ``progress {"done": N, "t": UNIX_TIME, "loss": L}`` whenever the number of completed steps
   grows (``done`` counts from step 0, so it includes the steps restored from the checkpoint;
   ``loss`` is the loss of the most recently completed step);
+* ``waiting {"t": UNIX_TIME}`` with ``--start-file F``: its imports are done (TensorFlow, the
+  model zoo, the planner) and it waits until ``F`` exists before it reads the checkpoint and
+  connects to the cluster (a coordinator started ahead of a worker's join, while the previous one
+  still trains);
 * ``resumed {"step": S}`` when it restored checkpoint step ``S`` (0: a fresh start);
 * ``result {...}`` (:class:`~ralp_tf.train.RunResult`) at the end, exit 0; ``stopped {"done": N}`` if
   the stop file appeared (exit 0): the run stops at the next checkpoint boundary, once that
@@ -139,7 +143,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--checkpoint-every", type=positive_int, default=10)
     p.add_argument("--stop-file", default=None)
     p.add_argument("--compression", default=None)
+    p.add_argument("--start-file", default=None, help="after the imports, wait until this file exists")
     args = p.parse_args(argv)
+    if args.start_file:
+        emit("waiting", t=time.time())
+        while not os.path.exists(args.start_file):
+            time.sleep(0.05)
     start = checkpoint_step(args.checkpoint_dir)
     emit("resumed", step=start)
     try:

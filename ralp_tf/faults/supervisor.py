@@ -71,8 +71,10 @@ class _Chief:
     """The coordinator child process and a thread that turns its marks into queue items."""
 
     def __init__(self, proc: subprocess.Popen, marks: "queue.Queue[tuple[str, dict[str, Any]]]",
-                 log_path: str | None = None, target: int = 0) -> None:
+                 log_path: str | None = None, target: int = 0, run: int = 1, workers: int = 0,
+                 start_file: str | None = None) -> None:
         self.proc, self.marks, self.log_path, self.target = proc, marks, log_path, target
+        self.run, self.workers, self.start_file = run, workers, start_file
         self.tail: collections.deque[str] = collections.deque(maxlen=40)
         self.started = time.time()
         self.result: dict[str, Any] | None = None
@@ -164,6 +166,8 @@ class Supervisor:
         #: seconds the cluster's first tasks took from spawn to ready (the estimate of a worker's start)
         self.task_start_s: float | None = None
         self._spare: tuple[int, float] | None = None  # (index, spawn unix time) of a worker started ahead
+        self._ahead: _Chief | None = None  # the coordinator started ahead of that join, waiting
+        self._ahead_for = 0  # the step of that join
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -181,18 +185,23 @@ class Supervisor:
                                          if p and os.path.basename(p) != NATIVE_SHIM.name)
         return env
 
-    def _start_chief(self, lc: Any, stop_file: str) -> _Chief:
-        target = next(s for s in self.segment_ends if s > self._checkpointed())
+    def _start_chief(self, lc: Any, stop_file: str, ahead_of: int | None = None) -> _Chief:
+        """Start the next coordinator process, resuming from the latest checkpoint. ``ahead_of``: start
+        it now but let it wait, after its imports, on a start file (:meth:`_take_over` creates it)
+        until the current coordinator stops at step ``ahead_of`` for a join; its cluster spec then
+        includes the worker started ahead for that join."""
+        run = self.chief_runs + 1
+        target = next(s for s in self.segment_ends if s > (self._checkpointed() if ahead_of is None else ahead_of))
         spec = dict(lc.cluster_spec_dict)
         workers = lc.num_workers
-        if self._spare is not None:  # started ahead, not joined yet: not part of this coordinator's cluster
+        if self._spare is not None and ahead_of is None:  # started ahead, not joined yet: not in this cluster
             spare = lc.task("worker", self._spare[0]).address
             spec["worker"] = [a for a in spec["worker"] if a != spare]
             workers -= 1
         if self.tb is not None:
             # Name the coordinator's own address: left out, TF would pick one from the hostname, which
             # resolves to 127.0.0.1 in the namespace, and a PS sending it a tensor (checkpoint) could not connect.
-            spec["chief"] = [self.tb.address("chief", 2300 + self.chief_runs)]
+            spec["chief"] = [self.tb.address("chief", 2299 + run)]
         argv = [sys.executable, "-m", "ralp_tf.faults.coordinator", "--cluster", json.dumps(spec),
                 "--model", self.model, "--policy", self.policy, "--steps", str(target),
                 "--batch-size", str(self.batch_size), "--seed", str(self.seed),
@@ -204,9 +213,15 @@ class Supervisor:
             argv += ["--bandwidth", self.bandwidth]
         if self.compression:
             argv += ["--compression", self.compression]
-        env = self._env()
-        if os.path.exists(stop_file):
+        start_file = None
+        if ahead_of is not None:
+            start_file = os.path.join(self.checkpoint_dir, f"START-{run}")
+            if os.path.exists(start_file):
+                os.remove(start_file)
+            argv += ["--start-file", start_file]
+        elif os.path.exists(stop_file):
             os.remove(stop_file)
+        env = self._env()
         if self.tb is not None:
             proc = self.tb.popen("chief", argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         else:
@@ -217,10 +232,35 @@ class Supervisor:
                                     stdin=subprocess.DEVNULL, text=True, start_new_session=True,
                                     preexec_fn=die_with_parent)
         self.pids.append(proc.pid)
-        self.chief_runs += 1
-        self.worker_count_at.append((time.time(), workers))
-        return _Chief(proc, self._marks, os.path.join(str(lc.log_dir), f"coordinator-{self.chief_runs}.log"),
-                      target)
+        chief = _Chief(proc, self._marks, os.path.join(str(lc.log_dir), f"coordinator-{run}.log"), target, run,
+                       workers, start_file)
+        return chief if ahead_of is not None else self._activate(chief)
+
+    def _activate(self, chief: _Chief) -> _Chief:
+        """``chief`` is the coordinator now: progress marks count for its run from here on."""
+        self.chief_runs = chief.run
+        self.worker_count_at.append((time.time(), chief.workers))
+        return chief
+
+    def _take_over(self, lc: Any, stop_file: str, reached: int) -> _Chief:
+        """The coordinator after a join at step ``reached``: the one started ahead for it (its start
+        file is created), or, when there is none (or it died, or the join came at another step), a
+        fresh one."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.proc.poll() is None and self._ahead_for == reached:
+            if os.path.exists(stop_file):
+                os.remove(stop_file)
+            assert ahead.start_file is not None
+            open(ahead.start_file, "w").close()
+            return self._activate(ahead)
+        self._drop(ahead)
+        return self._start_chief(lc, stop_file)
+
+    def _drop(self, chief: _Chief | None) -> None:
+        """Stop a coordinator started ahead that will not be used (SIGKILL, waited for)."""
+        if chief is not None and chief.proc.poll() is None:
+            chief.proc.kill()
+            chief.proc.wait(timeout=30)
 
     def _checkpointed(self) -> int:
         """The latest checkpoint's step, read from the checkpoint index (no TF import)."""
@@ -265,6 +305,7 @@ class Supervisor:
             try:
                 chief = self._loop(lc, links, stop_file, started)
             finally:
+                self._drop(self._ahead)
                 if links is not None:
                     links.heal_all()
             self.log_dir = str(lc.log_dir) if not lc._own_log_dir else None
@@ -376,8 +417,10 @@ class Supervisor:
                         return chief
                     self._add_requested.clear()
                     self._join(lc, reached)
-                    chief = last_chief = self._start_chief(lc, stop_file)
+                    chief = last_chief = self._take_over(lc, stop_file, reached)
                     continue
+                self._drop(self._ahead)  # it failed: a coordinator started ahead resumes no more than a fresh one
+                self._ahead = None
                 ps_failed = ps_down_record is not None or any(t.job == "ps" and not t.alive() for t in lc.tasks)
                 if self.restart is None or not ps_failed:
                     why = "\n".join(list(chief.tail)[-12:])
@@ -409,6 +452,7 @@ class Supervisor:
                 new = lc.add_worker(wait=False)
                 self.pids.append(new.pid)
                 self._spare = (new.index, time.time())
+                self._ahead, self._ahead_for = self._start_chief(lc, stop_file, ahead_of=chief.target), chief.target
             # -- a worker asked for (request_add_worker): stop at the next checkpoint
             if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
                 open(stop_file, "w").close()
@@ -451,6 +495,13 @@ class Supervisor:
             self.pids.append(new.pid)
             rec.note = f"worker{new.index} started after the coordinator stopped; ready in {time.time() - waited:.1f} s"
         rec.end_s = self._now()
+        group = self.tb.cpu_group(self.tb.host_of(f"worker{before}")) if self.tb is not None else None
+        if group is not None:  # check, not assume, that the new machine computes on its own budget
+            from ralp_tf.testbed._cgroups import group_pids, quota_cores
+
+            inside = lc.task("worker", before).pid in group_pids(group)
+            rec.note += (f"; its process runs in its host's CPU group ({quota_cores(group):g} cores)" if inside
+                         else f"; its process is NOT in its host's CPU group {group}")
 
     def _fence(self, lc: Any, host: str, rec: FaultRecord) -> None:
         """Restart the worker tasks of ``host`` (fresh processes, same addresses) once its link is
