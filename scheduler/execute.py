@@ -105,10 +105,12 @@ def _layer_time(prof: ModelProfile, name: str) -> float:
 
 
 def pss_pairs(problem: Problem) -> list[tuple[int, int]]:
-    """(worker type index, PS type index) pairs of the scheduler catalog."""
+    """(worker type index, PS type index) pairs of the scheduler catalog; a type with one unit
+    cannot be both (its worker and PS units share its ``max_units``)."""
     types = problem.catalog.types
     return [(w, p) for w, tw in enumerate(types) if tw.role == "worker"
-            for p, tp in enumerate(types) if tp.role == "ps"]
+            for p, tp in enumerate(types) if tp.role == "ps"
+            and not (emulated_type_of(tw.name) == emulated_type_of(tp.name) and tw.max_units < 2)]
 
 
 def pss_sync_seconds(problem: Problem, w: int, p: int) -> np.ndarray:
@@ -281,14 +283,20 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
         raise ExecutionError(f"{label}: the schedule uses {len(workers)} worker and {len(ps_types)} PS types; a PSS "
                              "cluster runs one of each (solve with scheduler.execute.solve_pairs)")
     ps_layers = [problem.layer_names[l] for l, r in enumerate(schedule.assignment) if types[r].role == "ps"]
-    if workers:
-        w = emulated_type_of(workers[0].name)
-    else:  # every layer on the PS type: the workers only feed inputs, so the cheapest worker type
-        w = min((t for t in catalog.types if "worker" in t.roles), key=lambda t: t.price_per_hour).name
-    if ps_types:
-        p = emulated_type_of(ps_types[0].name)
-    else:  # PSS still needs a PS task for the variables: the cheapest type that may be one
-        p = min((t for t in catalog.types if "ps" in t.roles), key=lambda t: t.price_per_hour).name
+    w = emulated_type_of(workers[0].name) if workers else None
+    p = emulated_type_of(ps_types[0].name) if ps_types else None
+
+    def cheapest(role: str, other: str | None) -> str:
+        """The cheapest type that may take ``role`` beside a unit of ``other``."""
+        ok = [t for t in catalog.types if role in t.roles and not (t.name == other and t.max_units < 2)]
+        if not ok:
+            raise ExecutionError(f"{label}: no type of {catalog.name!r} can be a {role} beside {other}")
+        return min(ok, key=lambda t: t.price_per_hour).name
+
+    if w is None:  # every layer on the PS type: the workers only feed inputs, so the cheapest worker type
+        w = cheapest("worker", p)
+    if p is None:  # PSS still needs a PS task for the variables: the cheapest type that may be one
+        p = cheapest("ps", w)
     dep = provision(catalog, rates, w, p, ps_layers, throughput, label)
     dep.heterps = {"solver": schedule.solver, "throughput": schedule.throughput, "cost": schedule.cost,
                    "units": dict(schedule.units), "stages": list(schedule.stages),

@@ -150,3 +150,10 @@ def test_cli_refuses_zero_budgets(capsys):
                   "--solver", "rl", *argv])
         assert e.value.code == 2
         assert "must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_one_unit_type_is_not_both_worker_and_ps():
+    cat = catalog_from_dict({**CAT, "types": [CAT["types"][0], {**CAT["types"][1], "max_units": 1}]}, cores=2)
+    report = execute_schedule("toy", cat, 30.0, solver=Exact(), run=False, measure=fake_measure)
+    pairs = {(x["worker"], x["ps"]) for x in report.solve["exact"]["pairs"]}
+    assert ("small", "small") not in pairs and ("big", "small") in pairs
