@@ -76,7 +76,14 @@ bounded by its own step time below).
 
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
-(pull, compute and push happen one after another). The cluster completes
+(pull, compute and push happen one after another).
+
+**Contention.** A host's CPU also runs other work while a step's chain computes on it: the head
+compute of the other workers' steps on a PS host, and the colocated worker's own compute. With
+``W_h = N * C_h`` the host's CPU seconds per synchronous step of ``T`` seconds and ``m_wh`` this
+chain's share of them, the chain's part on h (``x_wh`` seconds) is slowed by processor sharing to
+``x_wh / (1 - rho_wh)``, ``rho_wh = min((W_h - m_wh) / T, 0.95)``; ``T`` is the fixed point of
+the step time below (bisection). On a host that runs one task of one chain, ``rho = 0``. The cluster completes
 ``S = min(sum_w 1 / t_w, min_h N / L_h, min_h 1 / C_h)`` worker steps per second; the
 predicted (synchronous) step time is ``N / S`` and throughput ``S * b`` samples/s. The
 bottleneck is the term that sets ``S``.
@@ -106,6 +113,9 @@ PULL, PUSH = "pull", "push"
 #: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
 #: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
 STEP_OVERHEAD_BYTES = 8_000
+#: Cap on the share of a host's CPU that other work takes from a step's chain (rho in the module
+#: docstring), so that a host loaded past its budget prices a long step, not an infinite one.
+MAX_CONTENTION = 0.95
 #: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
 _INDEX_BYTES = 4
 
@@ -368,13 +378,20 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     n = cluster.num_workers
     loads = _host_loads(cluster, phased, traffic, worker_s + sum(ps_s.values()))
     cpu_s = _host_cpu(cluster, ps_s, worker_s)
-    limits: dict[tuple[str, str], float] = {
-        ("workers", ""): sum(count / t_w if t_w > 0 else math.inf for t_w, count in loads.step_s.items())}
+    fixed: dict[tuple[str, str], float] = {}
     for host, busy in loads.link_s.items():
         if busy > 0:
-            limits[("link", host)] = n / busy
+            fixed[("link", host)] = n / busy
     for host, per_worker_step in cpu_s.items():
-        limits[("cpu", host)] = 1.0 / per_worker_step
+        fixed[("cpu", host)] = 1.0 / per_worker_step
+    chains = _ChainModel(cluster, worker_s, ps_s)
+
+    def limits_at(sync_step_s: float) -> dict[tuple[str, str], float]:
+        rate = sum(1.0 / t if t > 0 else math.inf
+                   for t in (chains.seconds(w.host, sync_step_s) + loads.comm_by_host[w.host] for w in cluster.workers))
+        return {("workers", ""): rate, **fixed}
+
+    limits = limits_at(_contended_step(lambda t: n / min(limits_at(t).values())))
     what, host = min(limits, key=limits.get)  # type: ignore[arg-type]
     steps_per_s = limits[(what, host)]
     bottleneck = what if not host else f"{host} {what} ({', '.join(cluster.host(host).tasks)})"
@@ -398,6 +415,7 @@ class _HostLoads:
     link_s: dict[str, float]
     comm_s: list[float]
     step_s: collections.Counter
+    comm_by_host: dict[str, float]
 
 
 def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
@@ -416,6 +434,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
     by_phase: dict[str, dict[str, list[float]]] = {}  # hosts with PS tasks
     plain: list[tuple[list[str], dict[str, list[float]]]] = []  # PS-free worker hosts, per worker
     comm: list[float] = []
+    comm_by_host: dict[str, float] = {}
     step_s: collections.Counter = collections.Counter()
     for members in classes.values():
         rep = members[0]
@@ -440,6 +459,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
                 pair[0] += in_class * out
                 pair[1] += in_class * into
         comm.extend([comm_s] * len(members))
+        comm_by_host.update(dict.fromkeys(members, comm_s))
         step_s[compute_s + comm_s] += in_class
     bytes_out, bytes_in, link_s = dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0)
     for members, phases in plain:  # PS-free worker hosts: the same figures for the same worker count
@@ -451,7 +471,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
             _phase_totals(scaled, hosts[same[0]].bandwidth_bps, same, bytes_out, bytes_in, link_s)
     for host, phases in by_phase.items():
         _phase_totals(phases, hosts[host].bandwidth_bps, [host], bytes_out, bytes_in, link_s)
-    return _HostLoads(bytes_out, bytes_in, link_s, comm, step_s)
+    return _HostLoads(bytes_out, bytes_in, link_s, comm, step_s, comm_by_host)
 
 
 def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts: list[str],
@@ -461,6 +481,68 @@ def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts
     out, into = sum(p[0] for p in phases.values()), sum(p[1] for p in phases.values())
     for h in hosts:
         bytes_out[h], bytes_in[h], link_s[h] = out, into, busy
+
+
+class _ChainModel:
+    """One worker step's compute chain, slowed by the other work sharing each host's CPU
+    (module docstring, *Contention*)."""
+
+    def __init__(self, cluster: Cluster, worker_s: float, ps_s: Mapping[str, float]) -> None:
+        hosts = cluster._hosts_by_name
+        n = cluster.num_workers
+        self.load: dict[str, float] = collections.defaultdict(float)  # CPU s per synchronous step, at F_h
+        self.ps_own: dict[str, float] = collections.defaultdict(float)  # one worker step's PS seconds per host
+        self.ps_own_load: dict[str, float] = collections.defaultdict(float)
+        for key, seconds in ps_s.items():
+            ps = cluster.task("ps", int(key[3:]))
+            share = ps.flops / hosts[ps.host].cpu_flops
+            self.load[ps.host] += n * seconds * share
+            self.ps_own[ps.host] += seconds
+            self.ps_own_load[ps.host] += seconds * share
+        self.worker: dict[str, tuple[float, float]] = {}  # worker host -> (own CPU seconds, at F_h)
+        for w in cluster.workers:
+            if w.gpus:
+                self.worker[w.host] = (0.0, 0.0)
+                continue
+            share = w.flops / hosts[w.host].cpu_flops
+            self.load[w.host] += worker_s * share
+            self.worker[w.host] = (worker_s, worker_s * share)
+        self.gpu_s = {w.host: worker_s for w in cluster.workers if w.gpus}
+
+    def seconds(self, worker_host: str, sync_step_s: float) -> float:
+        """Compute seconds of one step of a worker on ``worker_host`` when a synchronous step
+        takes ``sync_step_s``: each host's part ``/ (1 - rho)``, rho = the host's other work per second."""
+        own_s, own_load = self.worker.get(worker_host, (0.0, 0.0))
+        total = self.gpu_s.get(worker_host, 0.0)
+        for h in set(self.ps_own) | {worker_host}:
+            mine = self.ps_own.get(h, 0.0) + (own_s if h == worker_host else 0.0)
+            if mine <= 0:
+                continue
+            mine_load = self.ps_own_load.get(h, 0.0) + (own_load if h == worker_host else 0.0)
+            rho = (self.load.get(h, 0.0) - mine_load) / sync_step_s if sync_step_s > 0 else 0.0
+            total += mine / (1.0 - min(max(rho, 0.0), MAX_CONTENTION))
+        return total
+
+
+def _contended_step(step_at: Any) -> float:
+    """The synchronous step time ``T`` with ``T = step_at(T)`` (``step_at`` decreases in ``T``:
+    the longer the step, the less the other work per second slows it), by bisection from the
+    uncontended step ``step_at(inf)``."""
+    low = step_at(math.inf)
+    if not math.isfinite(low) or low <= 0:
+        return low
+    high = low
+    for _ in range(60):
+        if step_at(high) <= high:
+            break
+        high *= 2.0
+    for _ in range(50):
+        mid = 0.5 * (low + high)
+        if step_at(mid) > mid:
+            low = mid
+        else:
+            high = mid
+    return high
 
 
 def _host_cpu(cluster: Cluster, ps_s: Mapping[str, float], worker_s: float) -> dict[str, float]:
