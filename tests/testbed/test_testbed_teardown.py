@@ -71,7 +71,7 @@ def test_teardown_on_exception_kills_processes():
 def test_failed_build_cleans_up(monkeypatch):
     from ralp_tf.testbed import netns as netns_mod
 
-    def broken(self, ns, dev):
+    def broken(self, ns, dev, rate_bps=None):
         raise TestbedError("simulated tc failure")
 
     monkeypatch.setattr(netns_mod.Testbed, "_shape", broken)
