@@ -157,3 +157,14 @@ def test_a_one_unit_type_is_not_both_worker_and_ps():
     report = execute_schedule("toy", cat, 30.0, solver=Exact(), run=False, measure=fake_measure)
     pairs = {(x["worker"], x["ps"]) for x in report.solve["exact"]["pairs"]}
     assert ("small", "small") not in pairs and ("big", "small") in pairs
+
+
+def test_steps_are_work_sized_from_the_prediction():
+    from scheduler.execute import MAX_STEPS, steps_for
+
+    cat = catalog_from_dict(CAT, cores=2)
+    report = execute_schedule("toy", cat, 60.0, solver=Exact(), run=False, measure=fake_measure)
+    d = report.deployments[0]
+    assert steps_for(d, 32, 20, 0.0) == 20
+    assert steps_for(d, 32, 20, 15.0) == max(20, math.ceil(15 * d.predicted_samples_per_s / (d.workers * 32)))
+    assert steps_for(d, 32, 20, 1e9) == MAX_STEPS
