@@ -102,6 +102,10 @@ def test_dagger_on_maxload_graphs_and_bad_input() -> None:
     solver = RL(seed=0, iterations=0, features="lookahead", polish=False)
     info = train_dagger(solver, graphs, imitation_steps=4, dagger_steps=2, dagger_batch=2)
     assert info["trained_on"] == [g.name for g in graphs] and info["dagger_steps"] == 2
+    again = RL(seed=0, iterations=0, features="lookahead", polish=False)
+    train_dagger(again, graphs, imitation_steps=4, dagger_steps=2, dagger_batch=2)
+    for a, b in zip(solver.policy.variables, again.policy.variables):  # same seed and budget: same policy
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
     with pytest.raises(ProblemError, match="trains nothing"):
         train_dagger(solver, graphs, imitation_steps=0, dagger_steps=0)
     with pytest.raises(ProblemError, match="unknown feature set"):
