@@ -1,12 +1,13 @@
 """The scheduler's RL solver (a REINFORCE-trained LSTM policy) as the placement policy of `@ralp_tf.placement`.
 
-    python examples/rl_placement.py --workers 2 --ps 1 --steps 5 --rl_train_seconds 5
+    python examples/rl_placement.py --workers 2 --ps 1 --steps 5 --rl_iterations 300
 
 Shows that any object with ``plan(profile, cluster) -> Plan`` can decide the placement, here
 ``scheduler.RL`` built through the policy table, ``ralp_tf.policies.resolve_policy("rl", ...)``
-(the same as ``ralp-tf run --policy rl --policy-option train_seconds=5``). The solver trains its
-policy on this model's profile and this cluster's tasks within a small work budget
-(``train_seconds``, ``iterations``, and ``max_solve_seconds`` for the whole solve), outside the
+(the same as ``ralp-tf run --policy rl --policy-option iterations=300``). The solver trains its
+policy on this model's profile and this cluster's tasks within a work budget (``iterations`` of
+REINFORCE; the same seed and budget give the same plan), with ``train_seconds`` and
+``max_solve_seconds`` only as safety caps on the wall time, outside the
 strategy, so it creates nothing on the cluster. Prints the device string it chose for each layer
 and where the variables landed, then trains the placed model with ``Model.fit``.
 """
@@ -22,10 +23,12 @@ import _common
 FLAGS = flags.FLAGS
 _common.define_cluster_flags(steps=5, batch_size=16)
 flags.DEFINE_string("model", "small_cnn", "Built-in model name or package.module:function that builds it.")
-flags.DEFINE_float("rl_train_seconds", 5.0, "RL: seconds of REINFORCE training on this model.", lower_bound=0.1)
-flags.DEFINE_integer("rl_iterations", 300, "RL: at most this many training iterations.", lower_bound=1)
-flags.DEFINE_float("rl_max_solve_seconds", 20.0, "RL: wall-time budget of the whole solve (training, decode, "
-                   "polish).", lower_bound=1.0)
+flags.DEFINE_integer("rl_iterations", 300, "RL: training iterations (the work budget: same seed + "
+                     "iterations = same plan).", lower_bound=1)
+flags.DEFINE_float("rl_train_seconds", 30.0, "RL: safety cap on training wall time (a warning says when it cuts "
+                   "training short).", lower_bound=0.1)
+flags.DEFINE_float("rl_max_solve_seconds", 60.0, "RL: safety cap on the whole solve's wall time (training, "
+                   "decode, polish).", lower_bound=1.0)
 flags.DEFINE_integer("seed", 0, "RL: random seed.")
 
 
