@@ -168,6 +168,7 @@ class Supervisor:
         self._spare: tuple[int, float] | None = None  # (index, spawn unix time) of a worker started ahead
         self._ahead: _Chief | None = None  # the coordinator started ahead of that join, waiting
         self._ahead_for = 0  # the step of that join
+        self.ahead_at: dict[int, float] = {}  # coordinator run -> unix time a join's tasks were started ahead
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> float:
@@ -452,6 +453,7 @@ class Supervisor:
                 new = lc.add_worker(wait=False)
                 self.pids.append(new.pid)
                 self._spare = (new.index, time.time())
+                self.ahead_at[self.chief_runs] = self._spare[1]
                 self._ahead, self._ahead_for = self._start_chief(lc, stop_file, ahead_of=chief.target), chief.target
             # -- a worker asked for (request_add_worker): stop at the next checkpoint
             if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
@@ -466,11 +468,12 @@ class Supervisor:
     def _spare_due(self, chief: _Chief) -> bool:
         """Whether to start the worker that joins at ``chief.target`` now: once the steps left take at
         most ``PRESTART_MARGIN x task_start_s`` at this coordinator's rate so far (its first 3 steps
-        left out). Never before that rate is known, nor for the run's last segment."""
+        left out; known once it spans a checkpoint interval, as steps come in bursts between the
+        checkpoints' pauses). Never before that, nor for the run's last segment."""
         if chief.target >= self.steps or self.task_start_s is None:
             return False
         pts = [(t, d) for t, d, _, run in self.progress if run == self.chief_runs][3:]
-        if len(pts) < 2 or pts[-1][1] <= pts[0][1]:
+        if len(pts) < 2 or pts[-1][1] - pts[0][1] < max(5, self.checkpoint_every):
             return False
         step_s = (pts[-1][0] - pts[0][0]) / (pts[-1][1] - pts[0][1])
         return (chief.target - self.done) * step_s <= PRESTART_MARGIN * self.task_start_s
@@ -569,15 +572,18 @@ class Supervisor:
 
     def _rates(self) -> dict[str, float]:
         """Samples/s per worker count: steps completed while each coordinator run lasted, skipping
-        each run's first 3 steps (tracing), times the batch size."""
+        each run's first 3 steps (tracing), times the batch size. A run during which the next
+        worker and coordinator were started ahead of a join ends its window there: their start
+        (TensorFlow import; the coordinator's on the chief host) is not the ``N``-worker rate."""
         out: dict[str, list[float]] = {}
         bounds = self.worker_count_at + [(float("inf"), 0)]
-        for (t_a, n), (t_b, _) in zip(bounds, bounds[1:]):
+        for run, ((t_a, n), (t_b, _)) in enumerate(zip(bounds, bounds[1:]), 1):
+            t_b = min(t_b, self.ahead_at.get(run, t_b))
             pts = [(t, d) for t, d, _, _ in self.progress if t_a <= t < t_b]
             if len(pts) < 5:
                 continue
             (t1, d1), (t2, d2) = pts[3], pts[-1]
-            if t2 > t1 and d2 > d1:
+            if t2 > t1 and d2 - d1 >= min(self.checkpoint_every, 10):  # at least a checkpoint interval: steps come in bursts
                 out.setdefault(f"{n} workers", []).append((d2 - d1) * self.batch_size / (t2 - t1))
         return {k: max(v) for k, v in out.items()}
 
