@@ -22,12 +22,14 @@ every ``checkpoint_every`` steps and reports each completed step. Its loop (ever
   and exits; :meth:`LocalCluster.add_worker` starts worker ``N`` and a fresh
   coordinator resumes from the checkpoint on the ``N + 1``-worker cluster spec. Nothing is lost;
   the cost is the seconds between the last step on ``N`` and the first on ``N + 1`` workers.
-  For an ``add_worker`` event the new worker's process is started *ahead*, while the old
-  coordinator runs its last steps, so that its TensorFlow start is not part of that cost: once
-  ``steps left x seconds per step <= PRESTART_MARGIN x`` the time the cluster's first tasks took to
-  start (both measured in this run). Until the join it is left out of every coordinator's cluster
-  spec; the supervisor waits for it (:meth:`LocalCluster.wait_ready`) before the new coordinator
-  starts.
+  For an ``add_worker`` event the new worker's process and the next coordinator are started
+  *ahead*, while the old coordinator runs its last steps, so that their TensorFlow start is not
+  part of that cost: once ``steps left x seconds per step <= PRESTART_MARGIN x`` the time the
+  cluster's first tasks took to start (both measured in this run). The worker is left out of every
+  coordinator's cluster spec until the join; the coordinator does its imports and waits on a start
+  file (``--start-file``), which the supervisor creates once the old coordinator has exited and
+  the worker is ready (:meth:`LocalCluster.wait_ready`). The ``N``-worker rate window ends where
+  they were started (:meth:`Supervisor._rates`).
 
 A link fault hits a worker's host: the coordinator's host has ``tcp_retries2`` lowered
 (:meth:`LinkFaults.detect_dead_peers`), so its connections to that worker fail within ~6 s,
