@@ -83,7 +83,9 @@ def test_bad_fault_input_is_refused_before_anything_starts() -> None:
     for extra, words in ((["--restart-failed", "--max-restarts", "0"], "restart budget must be at least 1"),
                          (["--fault", "throttle:worker7,at=3,for=2s,rate=1/10"],
                           "'worker7', which this cluster does not have"),
-                         (["--fault", "kill:ps0,at=3"], "without --restart-failed")):
+                         (["--fault", "kill:ps0,at=3"], "without --restart-failed"),
+                         (["--add-worker-at", "3", "--host-cpu", "1000"], "and worker2, which joins mid-run) = 5000 "
+                                                                          "cores, more than the")):
         proc = subprocess.run(BASE + ["--steps", "5"] + extra, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
