@@ -304,16 +304,20 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
         if src != dst and nbytes:
             traffic[(src, dst, phase)] = traffic.get((src, dst, phase), 0.0) + nbytes
 
+    def push_embedding_gradient(l: LayerProfile, ps: str, nbytes: float, share: float) -> None:
+        """The IndexedSlices gradient, built on the worker, to the table's part on ``ps``."""
+        rows = b * l.output_bytes * l.calls * share
+        ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
+        add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
+
     produced_at = {name: [(loc, 1.0)] for name, loc in where.items()}  # where each layer's output appears
     if num_ps:
         homes = variable_homes(profile, where, num_ps, storage)
         for l in profile.layers:
             if where[l.name] != WORKER:
                 if l.kind == "embedding":  # computed where its table lives; its gradient is still built on the worker
-                    rows = b * l.output_bytes * l.calls
-                    ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
                     for nbytes, k in homes[l.name]:
-                        add(WORKER, f"ps:{k}", min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
+                        push_embedding_gradient(l, f"ps:{k}", nbytes, 1.0)
                 continue
             share = 1.0 / len((storage or {}).get(l.name, (0,)))
             for nbytes, k in homes[l.name]:
@@ -325,9 +329,7 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
                         produced_at[l.name] = [(ps, share)]
                     elif (ps, share) not in produced_at[l.name]:
                         produced_at[l.name].append((ps, share))
-                    rows = b * l.output_bytes * l.calls * share
-                    ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
-                    add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
+                    push_embedding_gradient(l, ps, nbytes, share)
                 else:
                     setting = setting_of(compression or {}, l.name)
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else l.calls
@@ -384,15 +386,15 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         if loc != WORKER:
             ps_s[loc] = ps_s.get(loc, 0.0) + layer_seconds(l, cluster.task("ps", int(loc[3:])), b)
     n = cluster.num_workers
-    loads = _host_loads(cluster, phased, traffic, worker_s + sum(ps_s.values()))
-    cpu_s = _host_cpu(cluster, ps_s, worker_s)
+    loads = _host_loads(cluster, phased, traffic)
+    chains = _ChainModel(cluster, worker_s, ps_s)
+    cpu_s = chains.cpu_per_worker_step()
     fixed: dict[tuple[str, str], float] = {}
     for host, busy in loads.link_s.items():
         if busy > 0:
             fixed[("link", host)] = n / busy
     for host, per_worker_step in cpu_s.items():
         fixed[("cpu", host)] = 1.0 / per_worker_step
-    chains = _ChainModel(cluster, worker_s, ps_s)
 
     def limits_at(sync_step_s: float) -> dict[tuple[str, str], float]:
         rate = sum(1.0 / t if t > 0 else math.inf
@@ -406,7 +408,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     pairs = sum(v for (s, d), v in traffic.items() if WORKER in (s, d))
     return StepEstimate(
         mode="ralp" if ps_used else "ps", batch_size=b, num_workers=n, bytes_between=traffic,
-        bytes_per_step=pairs, worker_compute_s=worker_s, ps_compute_s=ps_s, comm_s=max(loads.comm_s),
+        bytes_per_step=pairs, worker_compute_s=worker_s, ps_compute_s=ps_s, comm_s=max(loads.comm_by_host.values()),
         step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
@@ -415,20 +417,18 @@ def estimate(profile: ModelProfile, cluster: Cluster,
 
 @dataclasses.dataclass
 class _HostLoads:
-    """Per host: bytes out/in and busy seconds per synchronous step; per worker: comm seconds;
-    ``step_s``: worker step time -> number of workers with it."""
+    """Per host: bytes out/in and busy seconds per synchronous step; per worker host: one
+    worker's comm seconds per step."""
 
     bytes_out: dict[str, float]
     bytes_in: dict[str, float]
     link_s: dict[str, float]
-    comm_s: list[float]
-    step_s: collections.Counter
     comm_by_host: dict[str, float]
 
 
 def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
-                traffic: Mapping[tuple[str, str], float], compute_s: float) -> _HostLoads:
-    """Host link loads of N worker steps and each worker's step time (module docstring).
+                traffic: Mapping[tuple[str, str], float]) -> _HostLoads:
+    """Host link loads of N worker steps and each worker's comm time (module docstring).
 
     Workers are priced by class: a host that runs a PS task is a class of its own; worker hosts
     without PS tasks that share a link rate behave alike, so one of them stands for all."""
@@ -441,9 +441,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
         classes.setdefault(h if h in ps_hosts else ("no PS", hosts[h].bandwidth_bps), []).append(h)
     by_phase: dict[str, dict[str, list[float]]] = {}  # hosts with PS tasks
     plain: list[tuple[list[str], dict[str, list[float]]]] = []  # PS-free worker hosts, per worker
-    comm: list[float] = []
     comm_by_host: dict[str, float] = {}
-    step_s: collections.Counter = collections.Counter()
     for members in classes.values():
         rep = members[0]
         per_worker: dict[str, dict[str, list[float]]] = {}
@@ -466,9 +464,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
                 pair = by_phase.setdefault(host, {}).setdefault(phase, [0.0, 0.0])
                 pair[0] += in_class * out
                 pair[1] += in_class * into
-        comm.extend([comm_s] * len(members))
         comm_by_host.update(dict.fromkeys(members, comm_s))
-        step_s[compute_s + comm_s] += in_class
     bytes_out, bytes_in, link_s = dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0)
     for members, phases in plain:  # PS-free worker hosts: the same figures for the same worker count
         by_count: dict[int, list[str]] = {}
@@ -479,7 +475,7 @@ def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
             _phase_totals(scaled, hosts[same[0]].bandwidth_bps, same, bytes_out, bytes_in, link_s)
     for host, phases in by_phase.items():
         _phase_totals(phases, hosts[host].bandwidth_bps, [host], bytes_out, bytes_in, link_s)
-    return _HostLoads(bytes_out, bytes_in, link_s, comm, step_s, comm_by_host)
+    return _HostLoads(bytes_out, bytes_in, link_s, comm_by_host)
 
 
 def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts: list[str],
@@ -516,6 +512,11 @@ class _ChainModel:
             self.load[w.host] += worker_s * share
             self.worker[w.host] = (worker_s, worker_s * share)
         self.gpu_s = {w.host: worker_s for w in cluster.workers if w.gpus}
+        self.num_workers = n
+
+    def cpu_per_worker_step(self) -> dict[str, float]:
+        """``C_h``: host -> CPU seconds per worker step, for hosts with PS compute (module docstring)."""
+        return {h: self.load[h] / self.num_workers for h in self.ps_own if self.load[h] > 0}
 
     def seconds(self, worker_host: str, sync_step_s: float) -> float:
         """Compute seconds of one step of a worker on ``worker_host`` when a synchronous step
@@ -551,19 +552,6 @@ def _contended_step(step_at: Any) -> float:
         else:
             high = mid
     return high
-
-
-def _host_cpu(cluster: Cluster, ps_s: Mapping[str, float], worker_s: float) -> dict[str, float]:
-    """Host -> CPU seconds per worker step, for hosts with PS compute (module docstring)."""
-    out: dict[str, float] = {}
-    budgets = {name: h.cpu_flops for name, h in cluster._hosts_by_name.items()}
-    for key, seconds in ps_s.items():
-        ps = cluster.task("ps", int(key[3:]))
-        out[ps.host] = out.get(ps.host, 0.0) + seconds * (ps.flops / budgets[ps.host])
-    for w in cluster.workers:
-        if w.host in out and not w.gpus:
-            out[w.host] += worker_s * (w.flops / budgets[w.host]) / cluster.num_workers
-    return {h: c for h, c in out.items() if c > 0}
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none") -> StepEstimate:
