@@ -86,23 +86,6 @@ def cpu_stat(path: str) -> dict[str, int]:
         return {k: int(v) for k, v in (line.split() for line in f if line.strip())}
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all its threads) so far, from
-    ``/proc/<pid>/stat`` (fields 14 and 15); 0.0 when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def group_cpu_seconds(path: str) -> float:
-    """CPU seconds used so far by the processes now in group ``path`` (a process that left or
-    exited no longer counts: take deltas over a window in which the group's processes live)."""
-    return sum(process_cpu_seconds(pid) for pid in group_pids(path))
-
-
 def join_argv(path: str, argv: list[str]) -> list[str]:
     """``argv`` wrapped so that it joins group ``path`` before it starts: ``sh`` writes its own PID to
     ``cgroup.procs`` and execs ``argv`` (same PID). If the write fails, ``sh`` exits 2 with the error

@@ -60,13 +60,25 @@ def netns_pids(name: str) -> list[int]:
     return [int(p) for p in proc.stdout.split() if p.strip().isdigit()]
 
 
-def _alive(pid: int) -> bool:
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` state, ``[1]`` ppid,
+    ``[2]`` pgrp, ``[3]`` session, ``[11]`` utime, ``[12]`` stime in clock ticks); None when gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
+            return f.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
+        return None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0.0 when it is gone."""
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+def _alive(pid: int) -> bool:
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 def kill_pids(pids: Iterable[int], sig: int = signal.SIGKILL, wait_s: float = 5.0) -> list[int]:
@@ -101,13 +113,8 @@ def session_pids(sid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        # fields[0] is state, [1] ppid, [2] pgrp, [3] session
-        if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
+        fields = stat_fields(entry)
+        if fields is not None and int(fields[3]) == sid and fields[0] not in ("Z", "X"):
             out.append(int(entry))
     return out
 

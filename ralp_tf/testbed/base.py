@@ -325,7 +325,8 @@ class BaseTestbed:
     def host_cpu_seconds(self) -> dict[str, float]:
         """Host -> CPU seconds (user + system) used so far by the processes in its CPU group, all
         their threads and children included; ``{}`` without budgets. Take deltas over a window."""
-        return {host: _cgroups.group_cpu_seconds(path) for host, path in self._cpu_groups.items()}
+        return {host: sum(_nsops.process_cpu_seconds(pid) for pid in _cgroups.group_pids(path))
+                for host, path in self._cpu_groups.items()}
 
     def _build_cpu_groups(self) -> None:
         if _cgroups.cpu_controller_support()[0]:

@@ -36,7 +36,7 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
     """CPU seconds per global step of each budgeted host, between rank 0's start and end marks."""
     import os
 
-    from ralp_tf.testbed import _cgroups, jobs
+    from ralp_tf.testbed import _nsops, jobs
 
     class FakeBed:
         cpu = {"host0": 10.0, "host1": 4.0}
@@ -57,7 +57,7 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
     empty = jobs.LinkMeter(tb)
     empty("start"), empty("end")
     assert empty.cpu_per_step(3) is None
-    assert _cgroups.process_cpu_seconds(os.getpid()) > 0 and _cgroups.process_cpu_seconds(2 ** 22 + 7) == 0.0
+    assert _nsops.process_cpu_seconds(os.getpid()) > 0 and _nsops.process_cpu_seconds(2 ** 22 + 7) == 0.0
 
 
 def test_protocol_lines_survive_prefixes():
