@@ -505,3 +505,51 @@ def test_quiet_progress_still_shows_warnings(capsys) -> None:
     p.warn("warning: bytes look wrong")
     err = capsys.readouterr().err
     assert "rep 1/3" not in err and "warning: bytes look wrong" in err
+
+
+def test_a_repetition_whose_process_crashed_runs_again_once(tmp_path, monkeypatch):
+    """A coordinator killed by SIGSEGV measured nothing: the bench runs that repetition again once
+    and keeps the crash in the record; a second crash is the result."""
+    from ralp_tf.bench.run import Bench
+    from ralp_tf.bench.records import RunRecord
+
+    class FakeTestbed:
+        bandwidth_bps = 1e9
+        bytes_kind = "wire"
+
+        def start(self): ...
+
+        def close(self): ...
+
+        def describe(self):
+            return {"kind": "fake"}
+
+    def crashed(strategy):
+        return RunRecord.from_dict({"strategy": strategy, "model": "small_cnn", "workers": 2, "valid": False,
+                                    "invalid_reason": "coordinator exited -11", "log_tail": "Fatal Python error",
+                                    "crash_signal": 11})
+
+    def good(strategy):
+        return RunRecord.from_dict({"strategy": strategy, "model": "small_cnn", "workers": 2, "valid": True,
+                                    "samples_per_s": 100.0, "measured_step_s": 0.64, "bytes_per_step": 1e6})
+
+    outcomes = {"ps": [crashed("ps"), good("ps")], "ralp": [crashed("ralp"), crashed("ralp")]}
+    calls = []
+
+    def fake_run_one(self, strategy, *args, **kw):
+        calls.append(strategy)
+        return outcomes[strategy].pop(0)
+
+    cfg = _config(["--quick", "--strategies", "ps,ralp", "--out-dir", str(tmp_path), "--name", "crash"])
+    b = Bench(cfg, bench.Progress(quiet=True))
+    monkeypatch.setattr(Bench, "_run_one", fake_run_one)
+    monkeypatch.setattr(Bench, "_make_testbed", lambda self, cell: FakeTestbed())
+    monkeypatch.setattr(Bench, "_profile", lambda self, model: (_ for _ in ()).throw(bench.BenchError("no profile")))
+    b.run_cell(cfg.cells[0], 0)
+    assert calls == ["ps", "ps", "ralp", "ralp"]
+    (cell,) = b.document()["cells"]
+    ps_run, = cell["strategies"]["ps"]["runs"]
+    assert ps_run["valid"] and ps_run["crashed_attempt"]["crash_signal"] == 11
+    assert "exited -11" in ps_run["crashed_attempt"]["invalid_reason"]
+    ralp_run, = cell["strategies"]["ralp"]["runs"]
+    assert not ralp_run["valid"] and ralp_run["crash_signal"] == 11

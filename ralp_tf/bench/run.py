@@ -372,6 +372,15 @@ class Bench:
                 self.progress.say(f"{head} | {s} rep {rep + 1}/{cfg.repeats} ({warmup}+{steps} global steps)")
                 t_run = time.monotonic()
                 rec = self._run_one(s, tb, cell, steps, warmup, plans.get(s), pred.get(s, {}).get("step_s"))
+                crash = rec.launcher.get("crash_signal")
+                if not rec.valid and crash:
+                    # A process TF crashed (signal 11, 6, ...) measured nothing: run the repetition again,
+                    # once, and keep the crash in the record.
+                    self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
+                                       f"({_signal_name(crash)}); running the repetition again")
+                    first = {"invalid_reason": rec.invalid_reason, "log_tail": rec.log_tail, "crash_signal": crash}
+                    rec = self._run_one(s, tb, cell, steps, warmup, plans.get(s), pred.get(s, {}).get("step_s"))
+                    rec.launcher["crashed_attempt"] = first
                 rec.wall_s = time.monotonic() - t_run
                 rec.repetition = rep + 1
                 if s in RING_STRATEGIES:
@@ -444,6 +453,15 @@ class Bench:
             rec.steps = steps
         rec.warmup = warmup
         return rec
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _run_line(rec: RunRecord) -> str:

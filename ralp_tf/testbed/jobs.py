@@ -333,11 +333,13 @@ def job_argv(args: dict[str, Any]) -> list[str]:
 
 
 def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for rank processes: tf_keras on, TF logging quiet, ralp_tf importable."""
+    """The environment for rank processes: tf_keras on, TF logging quiet, ralp_tf importable, and
+    Python's fault handler on, so that a rank killed by a signal leaves its Python stack in the log."""
     env = dict(os.environ)
     env["TF_USE_LEGACY_KERAS"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.update(extra or {})

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any, Sequence
 
 from ralp_tf.testbed import jobs
+
+#: Signals that mean a process crashed (nothing here sends them): SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE.
+CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE})
 
 
 def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, workers: int = 2, ps: int = 1,
@@ -27,7 +31,9 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            log_dir: str | None = None, compression: str | None = None) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.compression`, given to the planner). Never raises for a failed
-    job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``."""
+    job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
+    ``crash_signal`` (the signal number) when the coordinator was killed by one of
+    :data:`CRASH_SIGNALS`."""
     from ralp_tf.launch import LocalCluster
     from ralp_tf.testbed import _nsops
 
@@ -68,8 +74,11 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     reasons = []
     if not finished:
         reasons.append("timed out")
+    crash_signal = None
     if proc.returncode not in (0, None) or not result:
         reasons.append(f"coordinator exited {proc.returncode}")
+        if finished and proc.returncode is not None and -proc.returncode in CRASH_SIGNALS:
+            crash_signal = -proc.returncode
     if dead:
         reasons.append(f"task(s) died: {', '.join(dead)}")
     link = meter.delta()
@@ -93,6 +102,8 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     if reasons:
         out["invalid_reason"] = "; ".join(reasons)
         out["log_tail"] = watcher.tail_text() + ("\n" + tails if tails else "")
+        if crash_signal is not None:
+            out["crash_signal"] = crash_signal
     return out
 
 
