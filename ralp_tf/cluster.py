@@ -15,7 +15,9 @@ one host is loopback and costs no link time. A host has one CPU budget
 computes its own layers on them). From ``TF_CONFIG`` or a ClusterSpec a task's host is the host
 part of its address; a loopback address (``127.x.x.x``, ``localhost``, ``::1``) cannot tell
 machines apart, so each loopback task counts as a host of its own (the way a local cluster
-emulates separate machines), unless ``hosts=`` says otherwise.
+emulates separate machines), unless ``hosts=`` says otherwise. A host may also state its CPU
+budget in cores (:attr:`Host.cores`, e.g. a cgroup quota): the cost model then prices the CPU its
+tasks spend handling the bytes they move (:mod:`ralp_tf.costmodel`, *Serving CPU*).
 """
 from __future__ import annotations
 
@@ -127,15 +129,19 @@ class Host:
     tasks: tuple[str, ...]
     bandwidth_bps: float
     cpu_flops: float
+    #: the CPU budget in cores, when known (None: unknown, serving CPU is not priced)
+    cores: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """Tasks by job (``tasks`` ordered by job then index), and optional CPU budgets per host name
-    (``host_cpu_flops``; a host not named gets the highest FLOP rate of its CPU tasks)."""
+    (``host_cpu_flops``; a host not named gets the highest FLOP rate of its CPU tasks) and in
+    cores (``host_cores``; a host not named has an unknown core count)."""
 
     tasks: tuple[Task, ...]
     host_cpu_flops: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    host_cores: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         seen = set()
@@ -152,7 +158,15 @@ class Cluster:
                                          f"{', '.join(sorted(names))}")
             if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0:
                 raise ClusterConfigError(f"CPU budget of host {name!r} must be a positive FLOP rate, got {budget!r}")
+        for name, cores in self.host_cores.items():
+            if name not in names:
+                raise ClusterConfigError(f"core count given for host {name!r}, which runs no task; hosts are "
+                                         f"{', '.join(sorted(names))}")
+            if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not 0 < cores < math.inf:
+                raise ClusterConfigError(f"core count of host {name!r} must be a positive number of cores, "
+                                         f"e.g. 0.5, got {cores!r}")
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
+        object.__setattr__(self, "host_cores", dict(self.host_cores))
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -302,8 +316,10 @@ class Cluster:
         for name, tasks in by_name.items():
             cpu_rates = [t.flops for t in tasks if not t.gpus]
             budget = self.host_cpu_flops.get(name, max(cpu_rates) if cpu_rates else DEFAULT_CPU_FLOPS)
+            cores = self.host_cores.get(name)
             out.append(Host(name=name, tasks=tuple(t.key for t in tasks),
-                            bandwidth_bps=min(t.bandwidth_bps for t in tasks), cpu_flops=float(budget)))
+                            bandwidth_bps=min(t.bandwidth_bps for t in tasks), cpu_flops=float(budget),
+                            cores=float(cores) if cores is not None else None))
         return tuple(out)
 
     @functools.cached_property
@@ -323,7 +339,12 @@ class Cluster:
     def with_host_cpu(self, cpu_flops: Mapping[str, float] | float) -> "Cluster":
         """A copy with CPU budgets per host (FLOP/s): one value for every host or ``{host: rate}``."""
         budgets = dict(cpu_flops) if isinstance(cpu_flops, Mapping) else {h.name: cpu_flops for h in self.hosts}
-        return Cluster(self.tasks, {**self.host_cpu_flops, **budgets})
+        return Cluster(self.tasks, {**self.host_cpu_flops, **budgets}, self.host_cores)
+
+    def with_host_cores(self, cores: Mapping[str, float] | float) -> "Cluster":
+        """A copy with CPU budgets in cores per host: one value for every host or ``{host: cores}``."""
+        given = dict(cores) if isinstance(cores, Mapping) else {h.name: cores for h in self.hosts}
+        return Cluster(self.tasks, self.host_cpu_flops, {**self.host_cores, **given})
 
     def task(self, job: str, index: int) -> Task:
         for t in self.tasks:
@@ -368,7 +389,7 @@ class Cluster:
                 t,
                 bandwidth_bps=t.bandwidth_bps if bandwidth is None else _per_job(bandwidth, t.job, parse_bandwidth),
                 flops=t.flops if flops is None else _per_job(flops, t.job, float)))
-        return Cluster(tuple(tasks), self.host_cpu_flops)
+        return Cluster(tuple(tasks), self.host_cpu_flops, self.host_cores)
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster_dict(),

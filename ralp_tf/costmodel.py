@@ -74,8 +74,22 @@ variables spread evenly, each direction of a phase carries ``(N-1)/N`` of it, li
 ``F_t`` of its CPU tasks). Per worker step, host h spends
 ``C_h = sum_{PS k on h} ps_k * F_k / F_h + sum_{CPU workers w on h} c_w * F_w / F_h / N``
 seconds, where ``ps_k`` is PS k's compute for one worker step and ``c_w`` a worker step's
-compute on the worker; only hosts with PS compute are limited this way (a worker alone is
-bounded by its own step time below).
+compute on the worker; only hosts with PS compute, or with a known core count (below), are
+limited this way (a worker alone is bounded by its own step time below).
+
+**Serving CPU.** Moving bytes costs CPU at both ends (gRPC framing, tensor (de)serialisation,
+the PS's optimizer update of what it receives): ``SERVE_CPU_S_PER_BYTE`` core-seconds per byte a
+task sends or receives, loopback included, plus ``PS_STEP_CPU_S`` per worker step on each PS
+task the step exchanges data with (its step dispatch). On a host whose budget in cores ``K_h``
+is known (:attr:`ralp_tf.cluster.Host.cores`), ``C_h`` above also holds
+``(sum_{PS k on h} (a * bytes_k + d) + sum_{workers w on h} a * bytes_w / N) / K_h``, with
+``bytes_k`` / ``bytes_w`` a worker step's bytes to and from task k / the worker. It enters only
+that CPU bound, not a step's chain: a task serializes while its bytes are on the wire (priced
+below). Measured with one 0.7-core worker and a 1-core PS task on dedicated 1 Gbit/s hosts
+(PS CPU seconds per step against payload bytes, stock PSS): small_cnn b256 6.7 ms / 3.2 MB,
+ctr_head b32 43.3 ms / 42.1 MB, alexnet_cifar b32 323 ms / 287 MB; fit (relative error) 1.03
+ns/byte + 3.3 ms; small_cnn with its three dense layers on the PS: 10.2 ms measured, 9.3 priced.
+Where no host states its cores, none of this is priced.
 
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
@@ -116,6 +130,10 @@ PULL, PUSH = "pull", "push"
 #: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
 #: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
 STEP_OVERHEAD_BYTES = 8_000
+#: CPU core-seconds a task spends per byte it sends or receives (module docstring, *Serving CPU*).
+SERVE_CPU_S_PER_BYTE = 1.03e-9
+#: CPU core-seconds a PS task spends per worker step it takes part in (dispatch), same source.
+PS_STEP_CPU_S = 3.3e-3
 #: Cap on the share of a host's CPU that other work takes from a step's chain (rho in the module
 #: docstring), so that a host loaded past its budget prices a long step, not an infinite one.
 MAX_CONTENTION = 0.95
@@ -387,7 +405,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
             ps_s[loc] = ps_s.get(loc, 0.0) + layer_seconds(l, cluster.task("ps", int(loc[3:])), b)
     n = cluster.num_workers
     loads = _host_loads(cluster, phased, traffic)
-    chains = _ChainModel(cluster, worker_s, ps_s)
+    chains = _ChainModel(cluster, worker_s, ps_s, serving_seconds(cluster, traffic))
     cpu_s = chains.cpu_per_worker_step()
     fixed: dict[tuple[str, str], float] = {}
     for host, busy in loads.link_s.items():
@@ -487,13 +505,39 @@ def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts
         bytes_out[h], bytes_in[h], link_s[h] = out, into, busy
 
 
+def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float]) -> dict[str, float]:
+    """Host -> seconds of its CPU budget spent per synchronous step moving bytes (module
+    docstring, *Serving CPU*), for hosts whose core count is known; ``traffic`` is one worker
+    step's ``(src, dst) -> bytes``."""
+    hosts = cluster._hosts_by_name
+    if not any(h.cores for h in hosts.values()):
+        return {}
+    per_task: dict[str, float] = collections.defaultdict(float)  # core-seconds per worker step
+    for (src, dst), nbytes in traffic.items():
+        per_task[src] += SERVE_CPU_S_PER_BYTE * nbytes
+        per_task[dst] += SERVE_CPU_S_PER_BYTE * nbytes
+    for key in {k for pair in traffic for k in pair if k != WORKER}:
+        per_task[key] += PS_STEP_CPU_S
+    n = cluster.num_workers
+    out: dict[str, float] = collections.defaultdict(float)
+    for t in cluster.ps:
+        if hosts[t.host].cores:
+            out[t.host] += n * per_task.get(t.key, 0.0) / hosts[t.host].cores
+    for t in cluster.workers:
+        if hosts[t.host].cores:
+            out[t.host] += per_task.get(WORKER, 0.0) / hosts[t.host].cores
+    return dict(out)
+
+
 class _ChainModel:
     """One worker step's compute chain, slowed by the other work sharing each host's CPU
     (module docstring, *Contention*)."""
 
-    def __init__(self, cluster: Cluster, worker_s: float, ps_s: Mapping[str, float]) -> None:
+    def __init__(self, cluster: Cluster, worker_s: float, ps_s: Mapping[str, float],
+                 serve_s: Mapping[str, float] | None = None) -> None:
         hosts = cluster._hosts_by_name
         n = cluster.num_workers
+        self.serve = dict(serve_s or {})  # host -> serving seconds per synchronous step (CPU bound only)
         self.load: dict[str, float] = collections.defaultdict(float)  # CPU s per synchronous step, at F_h
         self.ps_own: dict[str, float] = collections.defaultdict(float)  # one worker step's PS seconds per host
         self.ps_own_load: dict[str, float] = collections.defaultdict(float)
@@ -515,8 +559,11 @@ class _ChainModel:
         self.num_workers = n
 
     def cpu_per_worker_step(self) -> dict[str, float]:
-        """``C_h``: host -> CPU seconds per worker step, for hosts with PS compute (module docstring)."""
-        return {h: self.load[h] / self.num_workers for h in self.ps_own if self.load[h] > 0}
+        """``C_h``: host -> CPU seconds per worker step, for hosts with PS compute or priced serving
+        CPU (module docstring)."""
+        hosts = set(self.ps_own) | {h for h, s in self.serve.items() if s > 0}
+        return {h: (self.load.get(h, 0.0) + self.serve.get(h, 0.0)) / self.num_workers for h in hosts
+                if self.load.get(h, 0.0) + self.serve.get(h, 0.0) > 0}
 
     def seconds(self, worker_host: str, sync_step_s: float) -> float:
         """Compute seconds of one step of a worker on ``worker_host`` when a synchronous step

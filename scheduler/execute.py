@@ -195,6 +195,9 @@ class Deployment:
     heterps: dict[str, Any] = dataclasses.field(default_factory=dict)
     warning: str = ""
     measured: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: "schedule": the solver's PS layers; "stock": none on the PS (the cost model priced the
+    #: solver's split dearer than stock PSS on the same types, :func:`plan_deployment`)
+    variant: str = "schedule"
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -216,14 +219,17 @@ def hybrid_profile(rates: Mapping[str, UnitRate], worker_type: str, ps_type: str
 def deployment_cluster(catalog: EmulatedCatalog, rates: Mapping[str, UnitRate], worker_type: str, ps_type: str,
                        workers: int, ps: int) -> Cluster:
     """The cluster the cost model prices: a dedicated host per task (``worker<i>``, ``ps<j>``) with
-    its type's link rate and measured FLOP rate (its CPU budget)."""
+    its type's link rate, measured FLOP rate (its CPU budget) and quota in cores (so that the
+    CPU its tasks spend serving bytes is priced)."""
     tw, tp = catalog.type(worker_type), catalog.type(ps_type)
     jobs = {"worker": [f"127.0.0.1:{20000 + i}" for i in range(workers)],
             "ps": [f"127.0.0.1:{21000 + j}" for j in range(ps)]}
     return Cluster.from_dict(jobs, bandwidth={"worker": tw.link_bps, "ps": tp.link_bps},
                              flops={"worker": rates[worker_type].flops_per_s, "ps": rates[ps_type].flops_per_s},
                              hosts={"worker": [f"worker{i}" for i in range(workers)],
-                                    "ps": [f"ps{j}" for j in range(ps)]})
+                                    "ps": [f"ps{j}" for j in range(ps)]}
+                             ).with_host_cores({**{f"worker{i}": tw.cores for i in range(workers)},
+                                                **{f"ps{j}": tp.cores for j in range(ps)}})
 
 
 def ps_plan(prof: ModelProfile, ps_layers: Sequence[str], ps: int, label: str) -> Plan:
@@ -305,20 +311,37 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
     return dep
 
 
+def _preference(d: Deployment) -> tuple[int, float]:
+    """Sort key: meeting the constraint first, then cheaper; else faster."""
+    return (0, d.predicted_cost) if d.meets else (1, -d.predicted_samples_per_s)
+
+
 def plan_deployment(problem: Problem, catalog: EmulatedCatalog, rates: Mapping[str, UnitRate], solver: Any,
                     throughput: float, label: str) -> tuple[Deployment, dict[str, Any]]:
     """``solver``'s schedule per (worker type, PS type) pair, each mapped and provisioned
     (:func:`deployment_of`); returns the cheapest deployment the cost model predicts to meet
-    ``throughput`` (else the fastest, with its warning) and ``{"pairs": [...], "solve_seconds"}``."""
+    ``throughput`` (else the fastest, with its warning) and ``{"pairs": [...], "solve_seconds"}``.
+
+    Per pair, stock PSS on the same types (no layer on the PS) is provisioned too, and kept
+    (``variant="stock"``) when the cost model prefers it: the HeterPS problem the solver solves
+    does not price what a PS task spends serving the worker layers' variables, so its split can
+    cost more than no split (RALP's analyzer makes the same check)."""
     t0 = time.perf_counter()
     pairs = []
     for sched, sub in solve_pairs(problem, solver):
-        pairs.append(deployment_of(sched, sub, catalog, rates, throughput, label))
+        dep = deployment_of(sched, sub, catalog, rates, throughput, label)
+        if dep.ps_layers:
+            stock = provision(catalog, rates, dep.worker_type, dep.ps_type, [], throughput, label)
+            if _preference(stock) < _preference(dep):
+                stock.heterps, stock.variant = dep.heterps, "stock"
+                dep = stock
+        pairs.append(dep)
     seconds = time.perf_counter() - t0
-    best = min(pairs, key=lambda d: (0, d.predicted_cost) if d.meets else (1, -d.predicted_samples_per_s))
+    best = min(pairs, key=_preference)
     info = {"solve_seconds": seconds,
             "pairs": [{"worker": d.worker_type, "ps": d.ps_type, "workers": d.workers, "ps_units": d.ps,
-                       "ps_layers": len(d.ps_layers), "predicted_samples_per_s": d.predicted_samples_per_s,
+                       "ps_layers": len(d.ps_layers), "variant": d.variant,
+                       "predicted_samples_per_s": d.predicted_samples_per_s,
                        "predicted_cost": d.predicted_cost, "meets": d.meets,
                        "heterps_cost": d.heterps.get("cost"), "heterps_throughput": d.heterps.get("throughput")}
                       for d in pairs]}
@@ -368,7 +391,8 @@ def run_deployment(dep: Deployment, catalog: EmulatedCatalog, model: str, batch_
     return {"samples_per_s": x, "cost": cost_per_million(dep.price_per_hour, x), "valid": bool(rec.get("valid")),
             "invalid_reason": rec.get("invalid_reason"), "wall_s": time.monotonic() - t0,
             "steps": steps, "warmup": warmup, "bytes_per_step": rec.get("bytes_per_step"),
-            "final_loss": rec.get("final_loss"), "log_tail": rec.get("log_tail")}
+            "final_loss": rec.get("final_loss"), "host_cpu_s_per_step": rec.get("host_cpu_s_per_step"),
+            "log_tail": rec.get("log_tail")}
 
 
 # ------------------------------------------------------------------------------- the command
@@ -418,7 +442,7 @@ class ExecutionReport:
             mx = m.get("samples_per_s") if m.get("valid") else None
             hx, hc = d.heterps.get("throughput"), d.heterps.get("cost")
             lines.append(
-                f"| {d.label} | {d.workers} x {d.worker_type} | {d.ps} x {d.ps_type} | {len(d.ps_layers)} | "
+                f"| {d.label}{' (stock PSS)' if d.variant == 'stock' else ''} | {d.workers} x {d.worker_type} | {d.ps} x {d.ps_type} | {len(d.ps_layers)} | "
                 f"{d.price_per_hour:.3g} | {_num(hx)}, {_num(hc)} | {_num(d.predicted_samples_per_s)} | {_num(mx)} | "
                 f"{_num(mx / d.predicted_samples_per_s if mx else None, 3)} | {_num(d.predicted_cost)} | "
                 f"{_num(m.get('cost') if mx else None)} | "
@@ -502,7 +526,7 @@ def execute_schedule(model: str, catalog: EmulatedCatalog, throughput: float, *,
 
 def format_rates(report: ExecutionReport) -> str:
     """The measured rate of each type (pin the unit) as a Markdown table."""
-    lines = ["| type | cores | link | $/h | step s (batch) | GFLOP/s measured | layer medians / step |",
+    lines = ["| type | cores | link | $/h | step s (batch) | GFLOP/s measured | unthrottled layers / step |",
              "|---|---|---|---|---|---|---|"]
     for t in report.catalog["types"]:
         r = report.rates[t["name"]]

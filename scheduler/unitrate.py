@@ -2,17 +2,20 @@ r"""Pin the unit: a resource type's compute rate, measured under its CPU quota.
 
 An emulated type is a CPU quota (:mod:`scheduler.emulated`), so its FLOP rate is whatever the
 model's layers achieve under that quota; it is measured, never assumed. :func:`measure_under_quota`
-runs a child process inside a cgroup v1 CPU group with the quota (``cpu.cfs_quota_us = cores x
-period``; the child joins it before it starts, TF thread pools sized by ``tf_thread_env(cores)``,
-as the testbed's tasks are) that:
+runs two child processes, each in a cgroup v1 CPU group, TF thread pools sized by
+``tf_thread_env(cores)`` as the testbed's tasks are:
 
-1. profiles the model with measured layer times (``ralp_tf.profile(measure=True)``, median of 5
-   forward+backward passes per layer) -- the layers' *shares* of a step;
-2. times whole local training steps (forward, backward, SGD update of every layer) for at least
-   ``min_seconds`` (many CFS periods of 100 ms), giving ``step_s``.
+1. one that profiles the model with measured layer times (``ralp_tf.profile(measure=True)``,
+   median of 5 forward+backward passes per layer) under a quota of ``ceil(cores)`` cores -- as
+   many cores as it has threads, so never throttled -- giving the layers' *shares* of a step;
+2. one, under the type's quota (``cpu.cfs_quota_us = cores x period``), that times whole local
+   training steps (forward, backward, SGD update of every layer) for at least ``min_seconds``
+   (many CFS periods of 100 ms), giving ``step_s``.
 
-A per-layer median under a quota is biased low (a few-millisecond pass can fit inside one
-period's quota and never be throttled), so the layer times are calibrated to the whole step:
+Per-layer medians taken under the quota itself are not shares: a pass that fits inside one
+period's quota runs at full speed, one that does not waits out the period (at 0.1 core,
+small_cnn's dense head measured 25x its one-core time while the whole step measured 10x). So
+the unthrottled times are calibrated to the whole throttled step:
 ``t_l = t_l^{measured} x step_s / sum_l t_l^{measured}``. The effective FLOP rate of the type is
 ``F = 3 x b x sum_l f_l / step_s`` (ralp_tf's ``3 f b`` forward+backward FLOPs per batch), and
 the calibrated profile is what the cost model prices the type's compute with.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -79,8 +83,12 @@ def calibrate(raw: ModelProfile, step_s: float) -> tuple[ModelProfile, float, fl
     return raw.scaled_compute(step_s / layer_sum), layer_sum, flops
 
 
+#: Bumped when the measurement changes, so that older cached rates are measured again.
+_CACHE_VERSION = 2
+
+
 def cache_path(cache_dir: str, model: str, batch_size: int, cores: float) -> Path:
-    return Path(cache_dir) / f"{model}_b{batch_size}_c{cores:g}.json"
+    return Path(cache_dir) / f"{model}_b{batch_size}_c{cores:g}_v{_CACHE_VERSION}.json"
 
 
 def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir: str = DEFAULT_CACHE_DIR,
@@ -96,22 +104,26 @@ def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir:
     if not ok:
         raise MeasurementError(f"cannot measure {model} under a {cores:g}-core quota: {why}")
     os.makedirs(cache_dir, exist_ok=True)
-    group = _cgroups.create_group(f"ralpunit-{os.getpid()}", cores)
-    out = str(path) + ".raw"
     env = {**os.environ, **tf_thread_env(cores), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", model, str(batch_size),
-                                     str(min_seconds), out])
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise MeasurementError(f"measuring {model} under {cores:g} cores took more than {timeout:.0f} s") from None
-    finally:
-        _cgroups.remove_group(group)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        raise MeasurementError(f"measuring {model} under {cores:g} cores failed (exit {proc.returncode}):\n{tail}")
-    raw = json.loads(Path(out).read_text())
-    os.unlink(out)
+    raw: dict[str, Any] = {}
+    for what, quota in (("profile", float(math.ceil(cores - 1e-9))), ("steps", cores)):
+        group = _cgroups.create_group(f"ralpunit-{os.getpid()}", quota)
+        out = f"{path}.{what}.raw"
+        cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", what, model, str(batch_size),
+                                         str(min_seconds), out])
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MeasurementError(f"measuring {model} under {cores:g} cores ({what}) took more than "
+                                   f"{timeout:.0f} s") from None
+        finally:
+            _cgroups.remove_group(group)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+            raise MeasurementError(f"measuring {model} under {cores:g} cores ({what}) failed "
+                                   f"(exit {proc.returncode}):\n{tail}")
+        raw.update(json.loads(Path(out).read_text()))
+        os.unlink(out)
     prof, layer_sum, flops = calibrate(ModelProfile.from_dict(raw["profile"]), raw["step_s"])
     rate = UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=raw["step_s"], layer_sum_s=layer_sum,
                     flops_per_s=flops, profile=prof)
@@ -120,7 +132,8 @@ def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir:
 
 
 def _child(argv: Sequence[str]) -> int:
-    """Child entry (runs inside the quota): profile with measured layers, then time whole steps."""
+    """Child entry: ``profile MODEL BATCH MIN_S OUT`` writes ``{"profile"}`` (measured layer times);
+    ``steps MODEL BATCH MIN_S OUT`` writes ``{"step_s", "steps"}`` (whole training steps)."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tensorflow as tf
     import tf_keras
@@ -128,10 +141,12 @@ def _child(argv: Sequence[str]) -> int:
     from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
     from ralp_tf.profiler import profile
 
-    model_name, batch, min_seconds, out = argv[0], int(argv[1]), float(argv[2]), argv[3]
+    what, model_name, batch, min_seconds, out = argv[0], argv[1], int(argv[2]), float(argv[3]), argv[4]
     tf_keras.utils.set_random_seed(0)
     model = resolve_model(model_name)()
-    prof = profile(model, batch_size=batch, measure=True)
+    if what == "profile":
+        Path(out).write_text(json.dumps({"profile": profile(model, batch_size=batch, measure=True).to_dict()}))
+        return 0
     x, y = synthetic_batch(model, batch, seed=0)
     loss_fn = per_sample_loss(model)
     opt = tf_keras.optimizers.SGD(0.01)
@@ -151,7 +166,7 @@ def _child(argv: Sequence[str]) -> int:
         step().numpy()
         n += 1
     step_s = (time.perf_counter() - t0) / n
-    Path(out).write_text(json.dumps({"profile": prof.to_dict(), "step_s": step_s, "steps": n}))
+    Path(out).write_text(json.dumps({"step_s": step_s, "steps": n}))
     return 0
 
 

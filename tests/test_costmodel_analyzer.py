@@ -109,3 +109,29 @@ def test_a_dedicated_ps_link_moves_down_plus_up_per_worker_step(profiles: dict[s
         down, up = e.bytes_between[("ps:0", "worker")], e.bytes_between[("worker", "ps:0")]
         assert e.samples_per_s == pytest.approx(1e9 / (8 * (down + up)) * p.batch_size)
         assert 12.5 < e.samples_per_s < 15
+
+
+def test_serving_cpu_is_priced_where_a_host_states_its_cores(profiles: dict[str, ModelProfile]) -> None:
+    """A PS host with a known core budget spends SERVE_CPU_S_PER_BYTE per byte it moves plus
+    PS_STEP_CPU_S per worker step; at 0.1 core that bounds stock PSS (measured: small_cnn with a
+    0.1-core PS ran 3708 samples/s where the model without the term said 5522)."""
+    from ralp_tf.costmodel import PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE
+
+    p = profiles["alexnet_cifar"]
+    plain = Cluster.local(1, 1, bandwidth="10gbit")
+    e0 = estimate(p, plain)
+    roomy = estimate(p, plain.with_host_cores({"worker0": 8}))  # a worker's serving CPU: a bound that does not bind here
+    assert roomy.step_s == pytest.approx(e0.step_s) and roomy.host_cpu_s["worker0"] > 0
+    assert "ps0" not in e0.host_cpu_s  # no core count: serving is not priced
+    e = estimate(p, plain.with_host_cores({"ps0": 0.1}))
+    moved = e.bytes_per_step  # one worker: its step's bytes to and from ps:0
+    serve = (SERVE_CPU_S_PER_BYTE * moved + PS_STEP_CPU_S) / 0.1
+    assert e.host_cpu_s["ps0"] == pytest.approx(serve)
+    assert e.bottleneck.startswith("ps0 cpu") and e.step_s == pytest.approx(max(serve, e0.step_s))
+    assert e.bytes_per_step == e0.bytes_per_step  # bytes do not change
+    two = estimate(p, Cluster.local(2, 1, bandwidth="10gbit").with_host_cores({"ps0": 0.1}))
+    assert two.host_cpu_s["ps0"] == pytest.approx(2 * serve)  # it serves every worker's step
+    with pytest.raises(Exception, match="core count of host 'ps0' must be a positive number"):
+        plain.with_host_cores({"ps0": 0})
+    with pytest.raises(Exception, match="runs no task"):
+        plain.with_host_cores({"ps9": 1})

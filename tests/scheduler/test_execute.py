@@ -168,3 +168,26 @@ def test_steps_are_work_sized_from_the_prediction():
     assert steps_for(d, 32, 20, 0.0) == 20
     assert steps_for(d, 32, 20, 15.0) == max(20, math.ceil(15 * d.predicted_samples_per_s / (d.workers * 32)))
     assert steps_for(d, 32, 20, 1e9) == MAX_STEPS
+
+
+def test_stock_pss_on_the_same_types_replaces_a_split_the_cost_model_prices_worse(monkeypatch):
+    """The HeterPS problem does not price a PS task's serving CPU; where the cost model finds the
+    solver's split worse than no split on the same two types, the deployment is stock PSS."""
+    import dataclasses
+
+    import scheduler.execute as ex
+
+    cat = catalog_from_dict(CAT, cores=2)
+    rates = {t.name: fake_measure("toy", 32, t.cores) for t in cat.types}
+    problem = measured_problem(rates, cat, 60.0)
+    real_provision = ex.provision
+
+    def provision(catalog, rates, w, p, ps_layers, throughput, label):
+        d = real_provision(catalog, rates, w, p, ps_layers, throughput, label)
+        return dataclasses.replace(d, predicted_samples_per_s=1e-3, meets=False) if ps_layers else d
+
+    monkeypatch.setattr(ex, "provision", provision)
+    best, info = ex.plan_deployment(problem, cat, rates, Exact(), 60.0, "exact")
+    assert best.variant == "stock" and best.ps_layers == [] and not best.plan.placements
+    assert best.heterps["solver"] == "exact"  # still says whose schedule it replaced
+    assert all(p["variant"] == "stock" or p["ps_layers"] == 0 for p in info["pairs"])
