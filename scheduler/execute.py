@@ -144,13 +144,6 @@ def restricted(problem: Problem, w: int, p: int) -> Problem:
                    output_bytes=problem.output_bytes, edges=problem.edges, allowed=allowed, check=False)
 
 
-def solve_pairs(problem: Problem, solver: Any) -> list[tuple[Any, Problem]]:
-    """``solver``'s schedule for every (worker type, PS type) pair (:func:`restricted`), each with
-    its restricted problem; a pair that cannot meet the constraint gives its best effort."""
-    return [(_solve_best_effort(solver, sub), sub) for sub in (restricted(problem, w, p)
-                                                                for w, p in pss_pairs(problem))]
-
-
 def _solve_best_effort(solver: Any, problem: Problem) -> Any:
     """``solver.solve(problem)``; when no placement can meet the constraint, the solve at the best
     throughput the problem can reach (its schedule then reports ``constraint_met`` False against
@@ -287,23 +280,23 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
     ps_types = [t for t in used if t.role == "ps"]
     if len(workers) > 1 or len(ps_types) > 1:
         raise ExecutionError(f"{label}: the schedule uses {len(workers)} worker and {len(ps_types)} PS types; a PSS "
-                             "cluster runs one of each (solve with scheduler.execute.solve_pairs)")
+                             "cluster runs one of each (solve the restricted problem of one pair: scheduler.execute.restricted)")
     ps_layers = [problem.layer_names[l] for l, r in enumerate(schedule.assignment) if types[r].role == "ps"]
     w = emulated_type_of(workers[0].name) if workers else None
     p = emulated_type_of(ps_types[0].name) if ps_types else None
 
-    def cheapest(role: str, other: str | None) -> str:
-        """The cheapest type that may take ``role`` beside a unit of ``other``."""
-        ok = [t for t in catalog.types if role in t.roles and not (t.name == other and t.max_units < 2)]
+    def able(role: str, other: str | None) -> list[str]:
+        """The types that may take ``role`` beside a unit of ``other``."""
+        ok = [t.name for t in catalog.types if role in t.roles and not (t.name == other and t.max_units < 2)]
         if not ok:
             raise ExecutionError(f"{label}: no type of {catalog.name!r} can be a {role} beside {other}")
-        return min(ok, key=lambda t: t.price_per_hour).name
+        return ok
 
-    if w is None:  # every layer on the PS type: the workers only feed inputs, so the cheapest worker type
-        w = cheapest("worker", p)
-    if p is None:  # PSS still needs a PS task for the variables: the cheapest type that may be one
-        p = cheapest("ps", w)
-    dep = provision(catalog, rates, w, p, ps_layers, throughput, label)
+    # Every layer on the PS type: the workers only feed inputs; no PS layer: PSS still needs a PS
+    # task for the variables. Either way the schedule leaves the type open, and the cost model picks it.
+    deps = [provision(catalog, rates, wt, pt, ps_layers, throughput, label)
+            for wt in ([w] if w else able("worker", p)) for pt in ([p] if p else able("ps", wt))]
+    dep = min(deps, key=_preference)
     dep.heterps = {"solver": schedule.solver, "throughput": schedule.throughput, "cost": schedule.cost,
                    "units": dict(schedule.units), "stages": list(schedule.stages),
                    "constraint_met": bool(schedule.constraint_met),
@@ -327,11 +320,14 @@ def plan_deployment(problem: Problem, catalog: EmulatedCatalog, rates: Mapping[s
     does not price what a PS task spends serving the worker layers' variables, so its split can
     cost more than no split (RALP's analyzer makes the same check)."""
     t0 = time.perf_counter()
+    types = problem.catalog.types
     pairs = []
-    for sched, sub in solve_pairs(problem, solver):
-        dep = deployment_of(sched, sub, catalog, rates, throughput, label)
+    for w, p in pss_pairs(problem):
+        sub = restricted(problem, w, p)
+        dep = deployment_of(_solve_best_effort(solver, sub), sub, catalog, rates, throughput, label)
         if dep.ps_layers:
-            stock = provision(catalog, rates, dep.worker_type, dep.ps_type, [], throughput, label)
+            stock = provision(catalog, rates, emulated_type_of(types[w].name), emulated_type_of(types[p].name), [],
+                              throughput, label)
             if _preference(stock) < _preference(dep):
                 stock.heterps, stock.variant = dep.heterps, "stock"
                 dep = stock

@@ -191,3 +191,6 @@ def test_stock_pss_on_the_same_types_replaces_a_split_the_cost_model_prices_wors
     assert best.variant == "stock" and best.ps_layers == [] and not best.plan.placements
     assert best.heterps["solver"] == "exact"  # still says whose schedule it replaced
     assert all(p["variant"] == "stock" or p["ps_layers"] == 0 for p in info["pairs"])
+    # stock PSS on the pair's own two types, even where the schedule's deployment changed its worker type
+    stock_types = {(p["worker"], p["ps"]) for p in info["pairs"] if p["variant"] == "stock"}
+    assert ("big", "big") in stock_types, info["pairs"]
