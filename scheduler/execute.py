@@ -32,7 +32,10 @@ its own units of one type. So:
   least-loaded task); PSS also stores every worker layer's variables there (HeterPS's worker
   stages sync by ring all-reduce instead), so ``m >= 1`` always;
 * ``n`` and ``m`` are chosen by the cost model of the cluster that is run, not by the HeterPS
-  model (whose ring-based sync and per-stage units PSS does not have).
+  model (whose ring-based sync and per-stage units PSS does not have); so is the type a
+  schedule leaves open (the worker of an all-on-PS schedule, the PS of a PS-free one);
+* stock PSS on the pair's two types is priced beside the solver's split and kept when the cost
+  model prefers it (the HeterPS problem does not price a PS task's serving CPU).
 
 **Cost** of a deployment: ``price = n p_w + m p_ps`` dollars per hour (the coordinator is not
 priced), ``cost = price / 3600 x 10^6 / X`` dollars per million samples, with ``X`` predicted or
