@@ -38,6 +38,7 @@ built-ins on random catalogs; leave-one-out over the six built-ins (:func:`evalu
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 from typing import Any, Callable, Sequence
@@ -466,17 +467,15 @@ def save_policies(policies: dict[str, Any], path: Any) -> None:
     ``{workload}/{i}``) with their shapes, so that :func:`load_policies` can rebuild them."""
     arrays = {f"{k}/{i}": v.numpy() for k, pol in policies.items() for i, v in enumerate(pol.variables)}
     meta = {k: [pol.feature_dim, pol.num_actions, pol.hidden] for k, pol in policies.items()}
-    np.savez(path, __meta__=np.array(repr(meta)), **arrays)
+    np.savez(path, __meta__=np.array(json.dumps(meta)), **arrays)
 
 
 def load_policies(path: Any, seed: int = 0) -> dict[str, Any]:
     """Policies saved by :func:`save_policies` (weights restored; fresh optimizer state)."""
-    import ast
-
     from scheduler.rl import LSTMPolicy
 
     data = np.load(path)
-    meta = ast.literal_eval(str(data["__meta__"]))
+    meta = json.loads(str(data["__meta__"]))
     out = {}
     for k, (fdim, acts, hidden) in meta.items():
         pol = LSTMPolicy(int(fdim), int(acts), hidden=int(hidden), seed=seed)
@@ -540,7 +539,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``--latency-only``: load those policies and add the decision latency (run it alone, e.g.
     under a benchmark lock)."""
     import argparse
-    import json
     import os
     from pathlib import Path
 

@@ -151,3 +151,16 @@ def test_tiny_training_places_on_2_and_5_types() -> None:
         a = np.asarray(a)
         assert ((a >= 0) & (a < T)).all() and p.allowed[np.arange(len(a)), a].all()
         assert np.isfinite(p.penalized(a))
+
+
+def test_saved_policies_load_with_the_same_weights(tmp_path) -> None:
+    """save_policies / load_policies round-trip (JSON metadata, no unsafe deserialiser)."""
+    from scheduler.type_slots import load_policies, save_policies
+
+    pol = LSTMPolicy(7, 3, hidden=8, seed=3)
+    path = tmp_path / "p.npz"
+    save_policies({"alexnet": pol}, path)
+    (name, back), = load_policies(path).items()
+    assert name == "alexnet" and (back.feature_dim, back.num_actions, back.hidden) == (7, 3, 8)
+    for a, b in zip(pol.variables, back.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
