@@ -5,9 +5,9 @@ model's layers achieve under that quota; it is measured, never assumed. :func:`m
 runs two child processes, each in a cgroup v1 CPU group, TF thread pools sized by
 ``tf_thread_env(cores)`` as the testbed's tasks are:
 
-1. one that profiles the model with measured layer times (``ralp_tf.profile(measure=True)``,
-   median of 5 forward+backward passes per layer) under a quota of ``ceil(cores)`` cores -- as
-   many cores as it has threads, so never throttled -- giving the layers' *shares* of a step;
+1. the bench's profiler (:func:`ralp_tf.bench.predictions.measure_profile`: measured layer
+   times, median of 5 forward+backward passes per layer) under a quota of ``ceil(cores)`` cores
+   -- as many cores as it has threads, so never throttled -- giving the layers' *shares* of a step;
 2. one, under the type's quota (``cpu.cfs_quota_us = cores x period``), that times whole local
    training steps (forward, backward, SGD update of every layer) for at least ``min_seconds``
    (many CFS periods of 100 ms), giving ``step_s``.
@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ralp_tf.bench.config import BenchError
+from ralp_tf.bench.predictions import measure_profile
 from ralp_tf.profiler import ModelProfile
 from scheduler.errors import SchedulerError
 
@@ -104,49 +106,51 @@ def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir:
     if not ok:
         raise MeasurementError(f"cannot measure {model} under a {cores:g}-core quota: {why}")
     os.makedirs(cache_dir, exist_ok=True)
+    group_name = f"ralpunit-{os.getpid()}"
+    shares_path = f"{path}.profile.raw"
+    try:  # ceil(cores) gives the same thread pools as cores (tf_thread_env rounds up) and no throttling
+        shares = measure_profile(model, batch_size, shares_path, timeout=timeout,
+                                 cpu_cores=float(math.ceil(cores - 1e-9)), group_name=group_name)
+    except BenchError as exc:
+        raise MeasurementError(f"measuring {model}'s layer shares for {cores:g} cores: {exc}") from None
+    finally:
+        if os.path.exists(shares_path):
+            os.unlink(shares_path)
+    group = _cgroups.create_group(group_name, cores)
+    out = str(path) + ".raw"
     env = {**os.environ, **tf_thread_env(cores), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    raw: dict[str, Any] = {}
-    for what, quota in (("profile", float(math.ceil(cores - 1e-9))), ("steps", cores)):
-        group = _cgroups.create_group(f"ralpunit-{os.getpid()}", quota)
-        out = f"{path}.{what}.raw"
-        cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", what, model, str(batch_size),
-                                         str(min_seconds), out])
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise MeasurementError(f"measuring {model} under {cores:g} cores ({what}) took more than "
-                                   f"{timeout:.0f} s") from None
-        finally:
-            _cgroups.remove_group(group)
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-            raise MeasurementError(f"measuring {model} under {cores:g} cores ({what}) failed "
-                                   f"(exit {proc.returncode}):\n{tail}")
-        raw.update(json.loads(Path(out).read_text()))
-        os.unlink(out)
-    prof, layer_sum, flops = calibrate(ModelProfile.from_dict(raw["profile"]), raw["step_s"])
-    rate = UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=raw["step_s"], layer_sum_s=layer_sum,
+    cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", model, str(batch_size),
+                                     str(min_seconds), out])
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MeasurementError(f"measuring {model} under {cores:g} cores took more than {timeout:.0f} s") from None
+    finally:
+        _cgroups.remove_group(group)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        raise MeasurementError(f"measuring {model} under {cores:g} cores failed (exit {proc.returncode}):\n{tail}")
+    step_s = json.loads(Path(out).read_text())["step_s"]
+    os.unlink(out)
+    prof, layer_sum, flops = calibrate(shares, step_s)
+    rate = UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=step_s, layer_sum_s=layer_sum,
                     flops_per_s=flops, profile=prof)
     path.write_text(json.dumps(rate.to_dict()))
     return rate
 
 
 def _child(argv: Sequence[str]) -> int:
-    """Child entry: ``profile MODEL BATCH MIN_S OUT`` writes ``{"profile"}`` (measured layer times);
-    ``steps MODEL BATCH MIN_S OUT`` writes ``{"step_s", "steps"}`` (whole training steps)."""
+    """Child entry (runs inside the quota): ``MODEL BATCH MIN_S OUT`` times whole training steps and
+    writes ``{"step_s", "steps"}``."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tensorflow as tf
     import tf_keras
 
     from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
-    from ralp_tf.profiler import profile
 
-    what, model_name, batch, min_seconds, out = argv[0], argv[1], int(argv[2]), float(argv[3]), argv[4]
+    model_name, batch, min_seconds, out = argv[0], int(argv[1]), float(argv[2]), argv[3]
     tf_keras.utils.set_random_seed(0)
     model = resolve_model(model_name)()
-    if what == "profile":
-        Path(out).write_text(json.dumps({"profile": profile(model, batch_size=batch, measure=True).to_dict()}))
-        return 0
     x, y = synthetic_batch(model, batch, seed=0)
     loss_fn = per_sample_loss(model)
     opt = tf_keras.optimizers.SGD(0.01)
