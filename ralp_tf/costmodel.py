@@ -534,10 +534,10 @@ class _ChainModel:
     (module docstring, *Contention*)."""
 
     def __init__(self, cluster: Cluster, worker_s: float, ps_s: Mapping[str, float],
-                 serve_s: Mapping[str, float] | None = None) -> None:
+                 serve_s: Mapping[str, float]) -> None:
         hosts = cluster._hosts_by_name
         n = cluster.num_workers
-        self.serve = dict(serve_s or {})  # host -> serving seconds per synchronous step (CPU bound only)
+        self.serve = serve_s  # host -> serving seconds per synchronous step (CPU bound only)
         self.load: dict[str, float] = collections.defaultdict(float)  # CPU s per synchronous step, at F_h
         self.ps_own: dict[str, float] = collections.defaultdict(float)  # one worker step's PS seconds per host
         self.ps_own_load: dict[str, float] = collections.defaultdict(float)
@@ -562,8 +562,8 @@ class _ChainModel:
         """``C_h``: host -> CPU seconds per worker step, for hosts with PS compute or priced serving
         CPU (module docstring)."""
         hosts = set(self.ps_own) | {h for h, s in self.serve.items() if s > 0}
-        return {h: (self.load.get(h, 0.0) + self.serve.get(h, 0.0)) / self.num_workers for h in hosts
-                if self.load.get(h, 0.0) + self.serve.get(h, 0.0) > 0}
+        busy = {h: self.load.get(h, 0.0) + self.serve.get(h, 0.0) for h in hosts}
+        return {h: seconds / self.num_workers for h, seconds in busy.items() if seconds > 0}
 
     def seconds(self, worker_host: str, sync_step_s: float) -> float:
         """Compute seconds of one step of a worker on ``worker_host`` when a synchronous step
