@@ -94,10 +94,7 @@ def measured_problem(rates: Mapping[str, UnitRate], catalog: EmulatedCatalog, th
                          for rt in sched_catalog.types] for l in layers])
     shape = Problem.from_profile(base, sched_catalog, Constraints(min_throughput=throughput), name=name,
                                  check=False)
-    return Problem(shape.name, shape.layer_names, shape.kinds, sched_catalog, shape.constraints,
-                   batch_size=shape.batch_size, flops=shape.flops, compute=compute, param_bytes=shape.param_bytes,
-                   trainable_bytes=shape.trainable_bytes, output_bytes=shape.output_bytes, edges=shape.edges,
-                   check=False)
+    return shape.with_types(compute=compute, check=False)
 
 
 def _layer_time(prof: ModelProfile, name: str) -> float:
@@ -141,10 +138,7 @@ def restricted(problem: Problem, w: int, p: int) -> Problem:
     allowed[:, p] = [k in PS_PLACEABLE_KINDS for k in problem.kinds]
     compute = problem.compute.copy()
     compute[:, w] += pss_sync_seconds(problem, w, p)
-    return Problem(problem.name, problem.layer_names, problem.kinds, problem.catalog, problem.constraints,
-                   batch_size=problem.batch_size, flops=problem.flops, compute=compute,
-                   param_bytes=problem.param_bytes, trainable_bytes=problem.trainable_bytes,
-                   output_bytes=problem.output_bytes, edges=problem.edges, allowed=allowed, check=False)
+    return problem.with_types(compute=compute, allowed=allowed, check=False)
 
 
 def _solve_best_effort(solver: Any, problem: Problem) -> Any:

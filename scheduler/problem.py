@@ -256,10 +256,23 @@ class Problem:
 
     def with_constraints(self, constraints: Constraints, *, check: bool = True) -> "Problem":
         """The same layers and catalog under other constraints."""
-        return Problem(self.name, self.layer_names, self.kinds, self.catalog, constraints,
-                       batch_size=self.batch_size, flops=self.flops, compute=self.compute,
-                       param_bytes=self.param_bytes, trainable_bytes=self.trainable_bytes,
-                       output_bytes=self.output_bytes, edges=self.edges, allowed=self.allowed, check=check)
+        return self._with(constraints=constraints, check=check)
+
+    def with_types(self, *, catalog: Catalog | None = None, compute: Any = None, allowed: Any = None,
+                   check: bool = True) -> "Problem":
+        """The same layers and constraints with another catalog, compute table (seconds per layer
+        and type) and/or allowed matrix, each defaulting to this problem's; their columns are the
+        catalog's types."""
+        return self._with(catalog=catalog, compute=compute, allowed=allowed, check=check)
+
+    def _with(self, *, catalog: Catalog | None = None, constraints: Constraints | None = None, compute: Any = None,
+              allowed: Any = None, check: bool = True) -> "Problem":
+        return Problem(self.name, self.layer_names, self.kinds, self.catalog if catalog is None else catalog,
+                       self.constraints if constraints is None else constraints, batch_size=self.batch_size,
+                       flops=self.flops,
+                       compute=self.compute if compute is None else compute, param_bytes=self.param_bytes,
+                       trainable_bytes=self.trainable_bytes, output_bytes=self.output_bytes, edges=self.edges,
+                       allowed=self.allowed if allowed is None else allowed, check=check)
 
     # ----------------------------------------------------------------- shape
     @property

@@ -109,10 +109,7 @@ def permuted_problem(problem: Problem, order: Sequence[int]) -> Problem:
     if sorted(order) != list(range(problem.num_choices)):
         raise ProblemError(f"order must be a permutation of 0..{problem.num_choices - 1}, got {order}")
     cat = Catalog(problem.catalog.name, tuple(problem.catalog.types[i] for i in order))
-    return Problem(problem.name, problem.layer_names, problem.kinds, cat, problem.constraints,
-                   batch_size=problem.batch_size, flops=problem.flops, compute=problem.compute[:, order],
-                   param_bytes=problem.param_bytes, trainable_bytes=problem.trainable_bytes,
-                   output_bytes=problem.output_bytes, edges=problem.edges, allowed=problem.allowed[:, order])
+    return problem.with_types(catalog=cat, compute=problem.compute[:, order], allowed=problem.allowed[:, order])
 
 
 # ----------------------------------------------------------------------------- slots
