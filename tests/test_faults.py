@@ -75,7 +75,10 @@ def test_ps_killed_with_restart_failed_completes_without_a_rerun(tmp_path: Path)
     (kill,) = out["faults"]
     assert kill["kind"] == "kill" and kill["target"] == "ps0" and kill["recovery_s"] > 0, kill
     resumed = int(kill["note"].rsplit("resumed from checkpoint step ", 1)[1])
-    assert resumed % 5 == 0 and 0 <= kill["steps_lost"] == kill["step_at_start"] - resumed < 5 + 3, kill
+    # step_at_start is the last step the supervisor had read from the coordinator when it killed the
+    # PS; steps completed just before the kill may still be unread then (seen: 12 read, 14 done), so
+    # the steps redone are at least step_at_start - resumed, and fewer than an interval + in-flight.
+    assert resumed % 5 == 0 and 0 <= kill["step_at_start"] - resumed <= kill["steps_lost"] < 5 + 3, kill
     assert out["leftovers"] == {"processes": []}
 
 

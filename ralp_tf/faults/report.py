@@ -18,6 +18,8 @@ class FaultRecord:
     planned: str
     start_s: float
     end_s: float | None = None
+    #: the last completed step the supervisor had read from the coordinator when the fault began
+    #: (the coordinator can be a step or two further; ``steps_lost`` counts from where it really was)
     step_at_start: int = 0
     recovery_s: float | None = None
     steps_during: int | None = None
