@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-NATIVE := ralp_tf/_native/libloopback_bind.so
+NATIVE := ralp_tf/run/_native/libloopback_bind.so
 
 .PHONY: setup demo test test-fast bench bench-quick horovod clean
 
@@ -18,7 +18,7 @@ $(STAMP): setup.py | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
-$(NATIVE): ralp_tf/_native/loopback_bind.c
+$(NATIVE): ralp_tf/run/_native/loopback_bind.c
 	cc -O2 -shared -fPIC -o $@ $< -ldl
 
 demo: setup

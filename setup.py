@@ -7,7 +7,7 @@ setup(
     description="Resource-aware layer placement for tf.distribute.ParameterServerStrategy",
     packages=find_packages(include=["ralp_tf", "ralp_tf.*", "scheduler", "scheduler.*"]),
     # data files a non-editable install needs too (make setup installs editable)
-    package_data={"scheduler": ["catalogs/*.json", "workloads/profiles/*.json"], "ralp_tf": ["_native/*.c"]},
+    package_data={"scheduler": ["catalogs/*.json", "workloads/profiles/*.json"], "ralp_tf.run": ["_native/*.c"]},
     python_requires=">=3.11",
     install_requires=[
         "tensorflow>=2.21,<2.22",
@@ -22,7 +22,7 @@ setup(
         "bench": ["matplotlib"],
     },
     entry_points={
-        "console_scripts": ["ralp-tf=ralp_tf.cli:console_main"],
+        "console_scripts": ["ralp-tf=ralp_tf.cli.main:console_main"],
         "ralp_tf.policies": ["scheduler = scheduler.policies:register"],
     },
 )

@@ -13,7 +13,7 @@ import json
 
 from absl import app, flags
 
-from ralp_tf.train import compare
+from ralp_tf.run.training import compare
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model", "alexnet_cifar", "Built-in model name or package.module:function.")

@@ -30,7 +30,7 @@ def main(argv: list[str]) -> None:
     import ralp_tf
 
     _common.quiet_logs()
-    build = ralp_tf.models.resolve_model(FLAGS.model)
+    build = ralp_tf.model.builtin.resolve_model(FLAGS.model)
 
     @ralp_tf.placement("ralp", batch_size=FLAGS.batch_size, bandwidth=FLAGS.bandwidth)
     def build_model() -> Any:
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> None:
         print(model.ralp_analysis.report())
         _common.print_placement(model)
         with strategy.scope():
-            model.compile(tf_keras.optimizers.SGD(0.01), ralp_tf.models.per_sample_loss(model))
+            model.compile(tf_keras.optimizers.SGD(0.01), ralp_tf.model.builtin.per_sample_loss(model))
         # dataset_fn(input_context) runs on each worker: its input never crosses the network
         data = tf_keras.utils.experimental.DatasetCreator(_common.synthetic_dataset_fn(model, FLAGS.batch_size))
         history = model.fit(data, epochs=FLAGS.epochs, steps_per_epoch=FLAGS.steps, verbose=0)

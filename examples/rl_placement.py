@@ -3,7 +3,7 @@
     python examples/rl_placement.py --workers 2 --ps 1 --steps 5 --rl_iterations 300
 
 Shows that any object with ``plan(profile, cluster) -> Plan`` can decide the placement, here
-``scheduler.RL`` built through the policy table, ``ralp_tf.policies.resolve_policy("rl", ...)``
+``scheduler.RL`` built through the policy table, ``ralp_tf.place.policies.resolve_policy("rl", ...)``
 (the same as ``ralp-tf run --policy rl --policy-option iterations=300``). The solver trains its
 policy on this model's profile and this cluster's tasks within a work budget (``iterations`` of
 REINFORCE; the same seed and budget give the same plan), with ``train_seconds`` and
@@ -35,10 +35,10 @@ flags.DEFINE_integer("seed", 0, "RL: random seed.")
 def main(argv: list[str]) -> None:
     del argv
     import ralp_tf
-    from ralp_tf.policies import resolve_policy
+    from ralp_tf.place.policies import resolve_policy
 
     _common.quiet_logs()
-    build = ralp_tf.models.resolve_model(FLAGS.model)
+    build = ralp_tf.model.builtin.resolve_model(FLAGS.model)
     rl = resolve_policy("rl", train_seconds=FLAGS.rl_train_seconds, iterations=FLAGS.rl_iterations,
                         max_solve_seconds=FLAGS.rl_max_solve_seconds,
                         post_seconds=min(4.0, FLAGS.rl_max_solve_seconds / 4), seed=FLAGS.seed)

@@ -94,7 +94,7 @@ def print_table(results: dict[str, Any]) -> None:
 def main(argv: list[str]) -> None:
     del argv
     from ralp_tf.errors import ValidationError
-    from ralp_tf.models import resolve_model
+    from ralp_tf.model.builtin import resolve_model
 
     if ":" in FLAGS.model:  # import the module from the current folder or PYTHONPATH, here and in every rank
         sys.path.insert(0, os.getcwd())

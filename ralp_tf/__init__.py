@@ -3,24 +3,41 @@
 Profile a tf_keras model, plan where each layer stores and computes (RALP analyzer or any
 placement policy), and apply the plan to a live ParameterServerStrategy cluster.
 
-Functions and classes users call are re-exported here; each lives in the submodule of its
-concern (``ralp_tf.profiler``, ``ralp_tf.costmodel``, ``ralp_tf.analyzer``, ``ralp_tf.plan``,
-``ralp_tf.applier``, ``ralp_tf.verify``, ``ralp_tf.launch``, ``ralp_tf.traffic``,
-``ralp_tf.train``, ``ralp_tf.policies``, ``ralp_tf.tfconfig``; ``ralp_tf.remote`` trains on a
-running cluster, ``ralp_tf.summaries`` has the TensorBoard callback).
+The package follows the data flow (docs/architecture.md): :mod:`ralp_tf.model` reads a model,
+:mod:`ralp_tf.plan` plans (pure), :mod:`ralp_tf.place` applies a plan on a live strategy,
+:mod:`ralp_tf.run` runs jobs on clusters, :mod:`ralp_tf.cli` is the ``ralp-tf`` command; the
+benchmark (:mod:`ralp_tf.bench`), faults (:mod:`ralp_tf.faults`) and the emulated network
+(:mod:`ralp_tf.testbed`) sit on top. The names users call are re-exported here.
+
+``ralp_tf.costmodel``, ``ralp_tf.models``, ``ralp_tf.policies``, ``ralp_tf.traffic``
+and ``ralp_tf.train`` stay importable under those names (as attributes and
+as module paths, e.g. ``from ralp_tf.policies import register_policy``): each is the module of
+its subpackage listed in :data:`MODULE_ALIASES`.
 """
-from ralp_tf import costmodel, models, policies, traffic, train
-from ralp_tf.analyzer import Analysis, analyze
-from ralp_tf.applier import place, placement, unplace
-from ralp_tf.cluster import Cluster, parse_bandwidth
+import sys as _sys
+
 from ralp_tf.errors import (ClusterConfigError, ClusterRuntimeError, KerasVersionError, ModelError,
                             PlacementMismatchError, PlanError, RalpError, ValidationError)
-from ralp_tf.launch import LocalCluster
-from ralp_tf.plan import Plan
-from ralp_tf.layer_kinds import register_layer_kind
-from ralp_tf.profiler import LayerProfile, ModelProfile, TensorProfile, profile
-from ralp_tf.tfconfig import ClusterConfig, load_cluster_config
-from ralp_tf.verify import verify_placement
+from ralp_tf.model import builtin as models
+from ralp_tf.model.kinds import register_layer_kind
+from ralp_tf.model.profiler import LayerProfile, ModelProfile, TensorProfile, profile
+from ralp_tf.place import policies
+from ralp_tf.place.applier import place, placement, unplace
+from ralp_tf.place.verify import verify_placement
+from ralp_tf.plan import costmodel
+from ralp_tf.plan.analyzer import Analysis, analyze
+from ralp_tf.plan.cluster import Cluster, parse_bandwidth
+from ralp_tf.plan.plans import Plan
+from ralp_tf.run import traffic
+from ralp_tf.run import training as train
+from ralp_tf.run.launch import LocalCluster
+from ralp_tf.run.tfconfig import ClusterConfig, load_cluster_config
+
+#: Module paths of earlier releases -> the module that now holds them (importable under both).
+MODULE_ALIASES = {"ralp_tf.costmodel": costmodel, "ralp_tf.models": models, "ralp_tf.policies": policies,
+                  "ralp_tf.traffic": traffic, "ralp_tf.train": train}
+for _name, _module in MODULE_ALIASES.items():
+    _sys.modules.setdefault(_name, _module)
 
 __all__ = [
     "Analysis", "analyze", "place", "placement", "unplace", "Cluster", "parse_bandwidth", "ClusterConfigError",

@@ -6,6 +6,10 @@ import math
 import os
 from typing import Any
 
+__all__ = ["RalpError", "ValidationError", "PlanError", "ClusterConfigError", "PlacementMismatchError", "ModelError",
+           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "check_int", "max_json_bytes", "parse_json",
+           "read_json_file"]
+
 
 class RalpError(Exception):
     """Base class of every error ralp_tf raises on purpose."""
@@ -39,13 +43,18 @@ class ClusterRuntimeError(RalpError, RuntimeError):
     """A local cluster task failed to start or died."""
 
 
+class CommandFailed(RalpError):
+    """A command's input was valid but the request cannot be carried out (e.g. no schedule meets
+    the constraints, a port is taken): command-line exit status 3."""
+
+
 def check_int(value: Any, name: str, *, minimum: int = 1, error: type[ValidationError] = ValidationError,
               hint: str = "") -> int:
     """Return ``value`` as an ``int`` if it is a whole number (``int`` or a NumPy integer, never a
     ``bool``) of at least ``minimum``; else raise ``error`` naming ``name``: "<name> must be a
     positive integer, got 0" (``minimum`` 1), "... a non-negative integer ..." (0) or "... an integer
     >= <minimum> ...", followed by "; <hint>" when ``hint`` is given. The one validator of integer
-    arguments of the Python API; command-line arguments use :mod:`ralp_tf.cliargs`."""
+    arguments of the Python API; command-line arguments use :mod:`ralp_tf.cli.args`."""
     import numbers
 
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:

@@ -1,6 +1,6 @@
 """The one solver interface: ``solve(problem) -> Schedule``, plus ralp_tf's placement-policy
 protocol ``plan(profile, cluster) -> Plan``. Both run the solver outside the caller's
-TensorFlow context (:func:`ralp_tf.isolation.outside_strategy`): a solver called from inside a
+TensorFlow context (:func:`ralp_tf.place.isolation.outside_strategy`): a solver called from inside a
 ``strategy.scope()`` never creates variables or runs optimizers on the user's cluster.
 
 A solver subclass implements ``_solve(problem) -> (assignment, notes)`` (one choice index per
@@ -19,13 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from ralp_tf.cluster import Cluster
+from ralp_tf.plan import Cluster
 from ralp_tf.plan import Plan
-from ralp_tf.profiler import ModelProfile
-from ralp_tf.isolation import outside_strategy
+from ralp_tf.model import ModelProfile
+from ralp_tf.place import outside_strategy
 from scheduler.problem import Problem
 from scheduler.resources import Catalog, Constraints
 from scheduler.schedule import Schedule
+
+__all__ = ["time_cap_cut", "Solver"]
 
 
 def time_cap_cut(notes: dict[str, Any], solver: str, phase: str, seconds: float) -> None:
@@ -58,7 +60,7 @@ class Solver(abc.ABC):
         """Return ``(assignment, notes)``."""
 
     def solve(self, problem: Any) -> Schedule:
-        """Solve ``problem`` outside any distribution strategy (:mod:`ralp_tf.isolation`); the
+        """Solve ``problem`` outside any distribution strategy (:mod:`ralp_tf.place.isolation`); the
         Schedule's ``solve_seconds`` is this call's wall time."""
         t0 = time.perf_counter()
         assignment, notes = outside_strategy(self._solve, problem)
@@ -76,7 +78,7 @@ class Solver(abc.ABC):
         """Placement policy for ``ralp_tf.placement(policy=...)``: solve the profile on the
         cluster's resource types; the Plan is validated against ``profile`` and ``cluster``.
         Safe inside ``strategy.scope()``: the solver runs outside it and creates nothing on the
-        cluster (:mod:`ralp_tf.isolation`)."""
+        cluster (:mod:`ralp_tf.place.isolation`)."""
         return outside_strategy(self._plan, profile, cluster)
 
     def _plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:

@@ -20,6 +20,8 @@ import numpy as np
 from scheduler.base import Solver, time_cap_cut
 from scheduler.errors import ProblemError
 
+__all__ = ["BayesOpt"]
+
 
 class BayesOpt(Solver):
     name = "bo"

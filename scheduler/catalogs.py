@@ -11,10 +11,13 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-from ralp_tf.cluster import Cluster
+from ralp_tf.plan import Cluster
 from ralp_tf.errors import read_json_file
 from scheduler.errors import CatalogError
 from scheduler.resources import Catalog, ResourceType
+
+__all__ = ["GPU_V100", "CPU_C5", "PS_R5", "CLOUD", "GPU_T4", "CPU_M5", "CLOUD5", "CATALOGS", "CLUSTER_DEFAULTS",
+           "catalog_from_dict", "get_catalog", "catalog_from_cluster"]
 
 #: p3.2xlarge: 1x V100-16GB, $3.06/h. fp32 peak 15.7 TFLOP/s; ~45% sustained in training.
 GPU_V100 = ResourceType(

@@ -1,8 +1,8 @@
 """``ralp-tf schedule``, ``ralp-tf compare-schedulers`` and ``ralp-tf execute-schedule`` (:mod:`scheduler.execute`).
 
 :func:`register` adds both subcommands to an argparse ``subparsers`` object (``ralp-tf``
-lists this module in :data:`ralp_tf.cli.COMMAND_MODULES`). Handlers return 0 or raise; errors
-go through :func:`ralp_tf.cliargs.run_command` like every ralp_tf command's: bad input exits 2,
+lists this module in :data:`ralp_tf.cli.main.COMMAND_MODULES`). Handlers return 0 or raise; errors
+go through :func:`ralp_tf.cli.args.run_command` like every ralp_tf command's: bad input exits 2,
 no schedule meeting the constraints (:class:`~scheduler.errors.InfeasibleError`) exits 3.
 ``python -m scheduler.cli`` runs them stand-alone.
 """
@@ -12,7 +12,10 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cliargs import CommandFailed, int_at_least, run_command
+from ralp_tf.cli import int_at_least, run_command
+from ralp_tf.errors import CommandFailed
+
+__all__ = ["cmd_schedule", "cmd_compare", "register", "main"]
 
 
 def _solver(name: str, args: argparse.Namespace) -> Any:
@@ -119,7 +122,7 @@ def register(subparsers: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m scheduler.cli schedule|compare-schedulers ...``: parse and run through the
-    error path and exit codes of every ralp_tf command (:func:`ralp_tf.cliargs.run_command`)."""
+    error path and exit codes of every ralp_tf command (:func:`ralp_tf.cli.args.run_command`)."""
     ap = argparse.ArgumentParser(prog="python -m scheduler.cli")
     sub = ap.add_subparsers(dest="command", required=True)
     register(sub)

@@ -33,6 +33,9 @@ import numpy as np
 from scheduler.errors import SolverNotApplicableError
 from scheduler.workloads import BUILTIN_WORKLOADS, builtin_problem, dnn_partitioning
 
+__all__ = ["SOLVER_ORDER", "COLORS", "MILP_SECONDS", "GENERATED_COUNT", "APPLY_SAMPLES", "PRETRAIN_ITERATIONS",
+           "FOLD_ITERATIONS", "generalisation", "run_comparison", "markdown", "plot"]
+
 SOLVER_ORDER = ("exact", "milp", "ralp", "greedy", "random", "bo", "rl")
 COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "random": "tab:red", "bo": "tab:purple",
           "rl": "tab:brown", "milp": "tab:cyan"}
@@ -128,7 +131,6 @@ def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_iterati
                    log: Callable[[str], Any] = print) -> dict[str, Any]:
     """Run the comparison and write the three outputs; returns the JSON document."""
     from scheduler.exact import Exact
-    from scheduler.rl import RL
 
     if quick:
         rl_iterations = min(rl_iterations or 100, 100)
@@ -301,9 +303,9 @@ def markdown(doc: dict[str, Any]) -> str:
               f"- RL meets the constraint whenever the optimum does: {s['rl_meets_constraint_when_exact_does']}",
               f"- RL inference, worst workload: {_fmt(s['rl_max_decision_ms'], 3)} ms per decision",
               f"- RL whole solve (training, polish, timing), longest: {_fmt(s['rl_max_train_seconds'], 3)} s per workload",
-              f"- Best solver vs published optimum: " + ", ".join(
+              "- Best solver vs published optimum: " + ", ".join(
                   f"{k} {_fmt(v, 5)}" for k, v in s["best_ratio_to_published"].items()),
-              f"- RL vs published optimum: " + ", ".join(
+              "- RL vs published optimum: " + ", ".join(
                   f"{k} {_fmt(v, 5)}" for k, v in s["rl_ratio_to_published"].items())]
     if doc["generalisation"]:
         g0 = doc["generalisation"][0]

@@ -30,10 +30,13 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ralp_tf.cluster import format_bandwidth, parse_bandwidth
+from ralp_tf.plan import format_bandwidth, parse_bandwidth
 from ralp_tf.errors import ValidationError, read_json_file
 from scheduler.errors import CatalogError
 from scheduler.resources import Catalog, ResourceType
+
+__all__ = ["CATALOG_DIR", "ROLES", "UNIT_MEMORY_BYTES", "machine_cores", "EmulatedType", "EmulatedCatalog",
+           "emulated_type_of", "catalog_from_dict", "builtin_catalogs", "load_catalog", "fastest"]
 
 #: The emulated catalogs shipped with the package (``scheduler/catalogs/<name>.json``).
 CATALOG_DIR = Path(__file__).resolve().parent / "catalogs"

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from ralp_tf.errors import ValidationError
 
+__all__ = ["SchedulerError", "CatalogError", "ProblemError", "WorkloadError", "InfeasibleError",
+           "MemoryLimitError", "SolverNotApplicableError"]
+
 
 class SchedulerError(ValidationError):
     """Base class of every bad-input error of the scheduler package."""

@@ -37,6 +37,8 @@ from scheduler.errors import InfeasibleError, ProblemError
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 
+__all__ = ["EXHAUSTIVE_LIMIT", "solve_heterps", "solve_exhaustive", "solve_maxload", "Exact"]
+
 #: Largest number of assignments ``method="exhaustive"`` enumerates.
 EXHAUSTIVE_LIMIT = 300_000
 

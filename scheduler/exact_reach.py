@@ -29,6 +29,8 @@ from typing import Any
 from scheduler.workloads import dnn_partitioning
 from scheduler.workloads.layer_graphs import branchy_graph
 
+__all__ = ["GRAPHS", "run", "markdown", "main"]
+
 #: (blocks, branches, branch_len, training) of the generated graphs, seed 1.
 GRAPHS = ((16, 3, 3, False), (12, 4, 3, False), (10, 5, 3, False), (12, 4, 4, False), (8, 6, 3, True))
 

@@ -9,7 +9,7 @@ constraint, and:
 2. **solves** the HeterPS problem (:class:`scheduler.problem.Problem`, compute table measured)
    with a scheduler solver, restricted to schedules ParameterServerStrategy can run (below);
 3. **provisions** the PSS cluster (workers, PS tasks) with the one cost model
-   (:func:`ralp_tf.costmodel.estimate`): the cheapest unit counts whose predicted throughput
+   (:func:`ralp_tf.plan.costmodel.estimate`): the cheapest unit counts whose predicted throughput
    meets the constraint, or, when none does, the fastest with a warning
    ``cannot meet X samples/s; best is Y``;
 4. **runs** it with real PSS training on the namespace testbed (a dedicated emulated host per
@@ -53,17 +53,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ralp_tf.cluster import Cluster
-from ralp_tf.costmodel import estimate
-from ralp_tf.layer_kinds import PS_PLACEABLE_KINDS
+from ralp_tf.plan import Cluster
+from ralp_tf.plan import estimate
+from ralp_tf.model import PS_PLACEABLE_KINDS
 from ralp_tf.plan import Plan
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.model import ModelProfile
 from scheduler.emulated import EmulatedCatalog, emulated_type_of, fastest
 from scheduler.errors import InfeasibleError, SchedulerError
 from scheduler.problem import Problem
 from scheduler.resources import Constraints
 from scheduler.schedule import _clean
 from scheduler.unitrate import UnitRate
+
+__all__ = ["FASTEST", "ExecutionError", "cost_per_million", "measured_problem", "pss_pairs", "pss_sync_seconds",
+           "restricted", "Deployment", "hybrid_profile", "deployment_cluster", "ps_plan", "provision",
+           "deployment_of", "plan_deployment", "fastest_deployment", "run_deployment", "ExecutionReport",
+           "MAX_STEPS", "steps_for", "execute_schedule", "format_rates", "save_report", "add_parser",
+           "cmd_execute"]
 
 #: The comparison rows besides the solver's own schedule.
 FASTEST = "fastest"
@@ -118,7 +124,7 @@ def pss_sync_seconds(problem: Problem, w: int, p: int) -> np.ndarray:
     when the layer runs on worker type ``w`` with PS type ``p``: ``8 x s_l / min(B_w, B_p)`` with
     ``s_l = 2 P^t_l`` (weights pulled, gradients pushed) or, for an embedding (looked up on the
     PS), ``2 min(P^t_l, b a_l)`` (its rows and their gradient)."""
-    from ralp_tf.costmodel import transfer_seconds
+    from ralp_tf.plan import transfer_seconds
 
     types = problem.catalog.types
     rate = min(types[w].bandwidth_bps, types[p].bandwidth_bps)
@@ -363,7 +369,7 @@ def run_deployment(dep: Deployment, catalog: EmulatedCatalog, model: str, batch_
     type's quota and link rate; the chief on a host with ``coordinator_cores``) and return the
     measurement: ``samples_per_s``, ``cost`` ($/M samples), ``valid`` and the run record."""
     from ralp_tf.testbed import Testbed
-    from ralp_tf.testbed.ps_job import run_ps
+    from ralp_tf.testbed import run_ps
 
     tw, tp = catalog.type(dep.worker_type), catalog.type(dep.ps_type)
     workers = [f"worker{i}" for i in range(dep.workers)]
@@ -541,7 +547,7 @@ def save_report(report: ExecutionReport, path: str) -> None:
 
 def add_parser(subparsers: Any) -> None:
     """Add ``execute-schedule`` to an argparse subparsers object (``scheduler.cli.register``)."""
-    from ralp_tf.cliargs import int_at_least
+    from ralp_tf.cli import int_at_least
 
     from scheduler import SOLVERS
     from scheduler.emulated import builtin_catalogs
@@ -553,7 +559,7 @@ def add_parser(subparsers: Any) -> None:
                     "to what ParameterServerStrategy runs, provision the units with the cost model, run real PSS "
                     "training on the namespace testbed (root) and report measured samples/s and $/M samples next to "
                     "the predictions, beside greedy and 'all on the fastest type'.")
-    p.add_argument("--workload", required=True, help="built-in ralp_tf model (ralp_tf.models), e.g. ctr_head")
+    p.add_argument("--workload", required=True, help="built-in ralp_tf model (ralp_tf.model.builtin), e.g. ctr_head")
     p.add_argument("--catalog", required=True,
                    help=f"emulated catalog: built-in ({', '.join(builtin_catalogs())}) or a JSON path")
     p.add_argument("--throughput", type=float, required=True, help="minimum samples/s the schedule must reach")

@@ -49,7 +49,11 @@ import numpy as np
 from scheduler.compare import _fmt
 from scheduler.errors import InfeasibleError, ProblemError
 from scheduler.maxload import MaxLoadProblem
-from scheduler.rl import RL, MaxLoadEnv
+from scheduler.rl import RL
+
+__all__ = ["APPLY_SAMPLES", "MEMORY_PENALTY", "split_tables", "expert_actions", "split_optimum", "Expert",
+           "train_dagger", "HETERPS_BUDGET", "MAXLOAD_BUDGET", "rule_placement", "leave_one_out",
+           "maxload_transfer", "markdown", "main"]
 
 #: Placements a trained policy samples on an unseen workload besides its greedy decode.
 APPLY_SAMPLES = 64
@@ -178,7 +182,7 @@ def train_dagger(solver: RL, problems: Sequence[Any], *, optima: Sequence[np.nda
     each roll the policy ``dagger_batch`` times (sampled) on one problem and fit the expert's
     labels at the visited states. Problems are drawn in seeded random order. Returns work
     counts, seconds and ``trained_on`` (every problem's name)."""
-    from ralp_tf.isolation import outside_strategy
+    from ralp_tf.place import outside_strategy
 
     return outside_strategy(_train_dagger, solver, problems, optima=optima, imitation_steps=imitation_steps,
                             dagger_steps=dagger_steps, dagger_batch=dagger_batch, log=log)

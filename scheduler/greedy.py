@@ -20,6 +20,8 @@ from scheduler.base import Solver
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 
+__all__ = ["greedy_heterps", "greedy_maxload", "Greedy"]
+
 
 def greedy_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
     speed = np.array([t.flops for t in problem.catalog.types])

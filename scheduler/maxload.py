@@ -31,6 +31,8 @@ import numpy as np
 
 from scheduler.errors import ProblemError, WorkloadError
 
+__all__ = ["IDEALS_LIMIT", "MaxLoadEvaluation", "MaxLoadProblem"]
+
 #: At most this many ideals are enumerated by :meth:`MaxLoadProblem.ideals`.
 IDEALS_LIMIT = 200_000
 

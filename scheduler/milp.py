@@ -48,6 +48,8 @@ from scheduler.base import Solver, time_cap_cut
 from scheduler.errors import SolverNotApplicableError
 from scheduler.maxload import MaxLoadProblem
 
+__all__ = ["build_milp", "MILP"]
+
 
 def build_milp(problem: MaxLoadProblem, upper: float | None = None) -> dict[str, Any]:
     """The integer programme of ``problem`` (module docstring) as arrays for

@@ -1,13 +1,15 @@
 """Registers every scheduler solver as a ralp_tf placement policy named ``scheduler.<solver>``
 (``scheduler.exact``, ``scheduler.greedy``, ...), so that ralp_tf finds them by name without
 importing this package: setup.py declares :func:`register` in the entry point group
-``ralp_tf.policies``, and :func:`ralp_tf.policies.resolve_policy` calls it lazily.
+``ralp_tf.place.policies``, and :func:`ralp_tf.place.policies.resolve_policy` calls it lazily.
 
 ``resolve_policy("scheduler.exact", **options)`` returns ``scheduler.SOLVERS["exact"](**options)``.
 """
 from __future__ import annotations
 
-from ralp_tf.policies import register_policy
+from ralp_tf.place import register_policy
+
+__all__ = ["PREFIX", "register"]
 
 #: Prefix of the policy names of this package's solvers.
 PREFIX = "scheduler."

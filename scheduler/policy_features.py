@@ -49,6 +49,9 @@ from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import PENALTY, Problem
 from scheduler.rl import HeterPSEnv, MaxLoadEnv
 
+__all__ = ["FEATURE_SETS", "MEMO_LIMIT", "LookaheadHeterPSEnv", "LookaheadMaxLoadEnv", "HINT_STARTS",
+           "exception_hint", "make_feature_env"]
+
 #: Feature sets a policy may read: the paper's (``basic``) and this module's (``lookahead``).
 FEATURE_SETS = ("basic", "lookahead")
 

@@ -71,11 +71,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ralp_tf.costmodel import layer_seconds, ring_allreduce_bytes, transfer_seconds
-from ralp_tf.layer_kinds import LAYER_KINDS, PS_PLACEABLE_KINDS
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.plan import layer_seconds, ring_allreduce_bytes, transfer_seconds
+from ralp_tf.model import LAYER_KINDS, PS_PLACEABLE_KINDS
+from ralp_tf.model import ModelProfile
 from scheduler.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
 from scheduler.resources import Catalog, Constraints
+
+__all__ = ["PARAM_MEMORY_FACTOR", "ACTIVATION_MEMORY_FACTOR", "PENALTY", "Stage", "Evaluation", "Problem"]
 
 #: Bytes of memory per parameter byte: weights, gradient and two optimizer slots (Adam).
 PARAM_MEMORY_FACTOR = 4.0

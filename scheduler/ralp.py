@@ -1,6 +1,6 @@
 """RALP solver: FC and embedding layers to the parameter servers, every other layer to workers.
 
-The rule of ralp_tf's analyzer (:data:`ralp_tf.layer_kinds.RALP_PS_KINDS` on PS tasks), applied to a
+The rule of ralp_tf's analyzer (:data:`ralp_tf.model.kinds.RALP_PS_KINDS` on PS tasks), applied to a
 heterogeneous catalog: RALP layers go to the cheapest PS type that may run them; the rest to
 the worker type with the highest FLOP rate. Provisioning (units per stage) is the problem's.
 """
@@ -10,10 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ralp_tf.layer_kinds import RALP_PS_KINDS
+from ralp_tf.model import RALP_PS_KINDS
 from scheduler.base import Solver
 from scheduler.errors import SolverNotApplicableError
 from scheduler.problem import Problem
+
+__all__ = ["RALP"]
 
 
 class RALP(Solver):

@@ -17,6 +17,8 @@ import numpy as np
 from scheduler.base import Solver, time_cap_cut
 from scheduler.errors import ProblemError
 
+__all__ = ["RandomSearch"]
+
 
 class RandomSearch(Solver):
     name = "random"

@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ralp_tf.cluster import Task
+from ralp_tf.plan import Task
 from scheduler.errors import CatalogError, ProblemError
+
+__all__ = ["ROLES", "ResourceType", "Catalog", "Constraints"]
 
 ROLES = ("worker", "ps")
 _TEMPLATE = re.compile(r"^/job:(?P<job>[a-z_]+)(/replica:0)?(/task:(\d+|\{k\}))?/device:(?P<dev>CPU|GPU):\d+$")

@@ -55,7 +55,7 @@ phase short, ``notes["time_cap_cut"]`` names the phase and a :class:`RuntimeWarn
 
 **Isolation.** The policy's variables, tf.functions and optimizer live outside any distribution
 strategy: :meth:`RL.solve` / :meth:`RL.plan` (inherited), :meth:`RL.train`, :meth:`RL.imitate`
-and :meth:`RL.pretrain` run in :func:`ralp_tf.isolation.outside_strategy`, so the solver
+and :meth:`RL.pretrain` run in :func:`ralp_tf.place.isolation.outside_strategy`, so the solver
 works as a placement policy inside ``strategy.scope()`` and creates nothing on the cluster.
 
 **Result.** The best placement the policy produced (among the training samples and the
@@ -72,13 +72,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ralp_tf.costmodel import transfer_seconds
-from ralp_tf.layer_kinds import LAYER_KINDS
+from ralp_tf.plan import transfer_seconds
+from ralp_tf.model import LAYER_KINDS
 from scheduler.base import Solver, time_cap_cut
 from scheduler.errors import ProblemError
-from ralp_tf.isolation import outside_strategy
+from ralp_tf.place import outside_strategy
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
+
+__all__ = ["HeterPSEnv", "MaxLoadEnv", "DEFAULT_DECISION_ITERATIONS", "DEFAULT_POLISH_EVALUATIONS",
+           "default_iterations", "polish", "make_env", "LSTMPolicy", "RL"]
 
 
 def _log(x: np.ndarray | float, scale: float = 3.0) -> np.ndarray:
@@ -534,7 +537,7 @@ class RL(Solver):
         (optional) receives, per problem index, the best distinct placements sampled
         (placement -> (objective, penalised score)). The returned dict names every problem
         trained on (``trained_on``), so callers can check that a held-out workload was not.
-        Runs outside any distribution strategy (:mod:`ralp_tf.isolation`).
+        Runs outside any distribution strategy (:mod:`ralp_tf.place.isolation`).
         """
         return outside_strategy(self._train, problems, seconds=seconds, iterations=iterations, track=track,
                                 order=order)
@@ -593,7 +596,7 @@ class RL(Solver):
         problem per step in seeded random order, for ``iterations`` steps (``seconds``: a safety
         cap, reported as ``time_cap_cut``). Contract: only the given problems are read;
         ``trained_on`` in the result names them. Runs outside any distribution strategy
-        (:mod:`ralp_tf.isolation`)."""
+        (:mod:`ralp_tf.place.isolation`)."""
         return outside_strategy(self._imitate, problems, targets, seconds=seconds, iterations=iterations)
 
     def _imitate(self, problems: Sequence[Any], targets: Sequence[np.ndarray], *, seconds: float | None,
@@ -722,7 +725,7 @@ class RL(Solver):
         policy to unseen problems with no retraining (set ``iterations`` to fine-tune instead). ``policy``: start from a copy of this
         (already trained) policy instead of a fresh one; the given policy is not modified.
         ``solver.pretrain_info["trained_on"]`` names the problems it was trained on. Runs outside
-        any distribution strategy (:mod:`ralp_tf.isolation`)."""
+        any distribution strategy (:mod:`ralp_tf.place.isolation`)."""
 
         def pretrained() -> "RL":
             solver = cls(policy=None if policy is None else policy.clone(), **kwargs)

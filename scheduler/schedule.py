@@ -13,6 +13,8 @@ from typing import Any, Mapping
 
 from ralp_tf.plan import Plan
 
+__all__ = ["Schedule"]
+
 
 def _clean(x: Any) -> Any:
     """JSON-safe: non-finite floats become None."""

@@ -45,12 +45,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ralp_tf.layer_kinds import LAYER_KINDS
+from ralp_tf.model import LAYER_KINDS
 from scheduler.catalogs import CLOUD
 from scheduler.errors import CatalogError, ProblemError, SchedulerError
 from scheduler.problem import Problem
-from scheduler.resources import Catalog, ResourceType
+from scheduler.resources import Catalog
 from scheduler.rl import RL, HeterPSEnv
+
+__all__ = ["MAX_TYPES", "MIN_TYPES", "PAPER_PER_TYPE", "LOOKAHEAD_PER_TYPE", "PERTURB", "MAX_TRAIN_LAYERS",
+           "random_catalog", "permuted_problem", "SlotView", "slot_feature_dim", "SlotEnv", "SlotRL", "BUDGET",
+           "EVAL_TYPE_COUNTS", "training_problems", "evaluation_catalogs", "slot_solver", "evaluate", "latency",
+           "save_policies", "load_policies", "markdown", "main"]
 
 #: Type slots a policy reads: catalogs of 2..MAX_TYPES types.
 MAX_TYPES = 6

@@ -34,10 +34,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ralp_tf.bench.config import BenchError
-from ralp_tf.bench.predictions import measure_profile
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.bench import BenchError
+from ralp_tf.bench import measure_profile
+from ralp_tf.model import ModelProfile
 from scheduler.errors import SchedulerError
+
+__all__ = ["DEFAULT_CACHE_DIR", "MeasurementError", "UnitRate", "calibrate", "cache_path", "measure_under_quota"]
 
 DEFAULT_CACHE_DIR = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ralp_tf_unitrate")
 
@@ -96,13 +98,12 @@ def cache_path(cache_dir: str, model: str, batch_size: int, cores: float) -> Pat
 def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir: str = DEFAULT_CACHE_DIR,
                         refresh: bool = False, min_seconds: float = 4.0, timeout: float = 600.0) -> UnitRate:
     """The :class:`UnitRate` of ``model`` at ``batch_size`` under a quota of ``cores`` (cached)."""
-    from ralp_tf.testbed import _cgroups
-    from ralp_tf.testbed.base import tf_thread_env
+    from ralp_tf.testbed import TestbedConfigError, cpu_budget_support, cpu_group, tf_thread_env
 
     path = cache_path(cache_dir, model, batch_size, cores)
     if path.is_file() and not refresh:
         return UnitRate.from_dict(json.loads(path.read_text()))
-    ok, why = _cgroups.cpu_controller_support()
+    ok, why = cpu_budget_support()
     if not ok:
         raise MeasurementError(f"cannot measure {model} under a {cores:g}-core quota: {why}")
     os.makedirs(cache_dir, exist_ok=True)
@@ -116,17 +117,16 @@ def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir:
     finally:
         if os.path.exists(shares_path):
             os.unlink(shares_path)
-    group = _cgroups.create_group(group_name, cores)
     out = str(path) + ".raw"
     env = {**os.environ, **tf_thread_env(cores), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
-    cmd = _cgroups.join_argv(group, [sys.executable, "-m", "scheduler.unitrate", model, str(batch_size),
-                                     str(min_seconds), out])
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        with cpu_group(group_name, cores) as in_group:
+            cmd = in_group([sys.executable, "-m", "scheduler.unitrate", model, str(batch_size), str(min_seconds), out])
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise MeasurementError(f"measuring {model} under {cores:g} cores took more than {timeout:.0f} s") from None
-    finally:
-        _cgroups.remove_group(group)
+    except TestbedConfigError as exc:
+        raise MeasurementError(f"cannot measure {model} under a {cores:g}-core quota: {exc}") from None
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
         raise MeasurementError(f"measuring {model} under {cores:g} cores failed (exit {proc.returncode}):\n{tail}")
@@ -146,7 +146,7 @@ def _child(argv: Sequence[str]) -> int:
     import tensorflow as tf
     import tf_keras
 
-    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model import per_sample_loss, resolve_model, synthetic_batch
 
     model_name, batch, min_seconds, out = argv[0], int(argv[1]), float(argv[2]), argv[3]
     tf_keras.utils.set_random_seed(0)

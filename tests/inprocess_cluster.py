@@ -3,15 +3,15 @@
 Starts in about a second. Servers cannot be stopped until the process exits, and traffic
 cannot be measured per task; tests that need that use ``ralp_tf.LocalCluster``. Worker servers
 get ``inter_op_parallelism_threads = workers + 2`` (fewer hangs on a 2-core machine). The
-servers bind loopback (:func:`ralp_tf.launch.bind_loopback_in_this_process`).
+servers bind loopback (:func:`ralp_tf.run.launch.bind_loopback_in_this_process`).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ralp_tf.cluster import Cluster
+from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import ClusterConfigError
-from ralp_tf.launch import bind_loopback_in_this_process, free_port
+from ralp_tf.run.launch import bind_loopback_in_this_process, free_port
 
 
 class InProcessCluster:

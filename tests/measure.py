@@ -9,14 +9,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Sequence
 
-from ralp_tf.plan import Plan
+from ralp_tf.plan.plans import Plan
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def compare_in_subprocess(model: str, policies: Sequence[str | Plan], timeout_s: float = 600,
                           **kwargs: Any) -> dict[str, SimpleNamespace]:
-    """``ralp_tf.train.compare(model, policies=policies, **kwargs)`` run in a fresh process; each
+    """``ralp_tf.run.training.compare(model, policies=policies, **kwargs)`` run in a fresh process; each
     result's fields (those of ``RunResult``) as attributes."""
     spec = {"model": model, "policies": [p if isinstance(p, str) else p.to_dict() for p in policies],
             "kwargs": kwargs}

@@ -39,7 +39,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _bench(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "ralp_tf.cli", "bench", *args], cwd=REPO, env=kw.pop("env", _env()),
+    return subprocess.run([PY, "-m", "ralp_tf.cli.main", "bench", *args], cwd=REPO, env=kw.pop("env", _env()),
                           capture_output=True, text=True, timeout=timeout, **kw)
 
 
@@ -255,7 +255,7 @@ def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
     with no capabilities, so the fallback path really runs (files stay readable, unlike with
     a plain uid switch, because the kernel still checks them against the outside uid)."""
     out_dir = tmp_path / "out"
-    cmd = [PY, "-m", "ralp_tf.cli", "bench", "--quick", "--json", "--out-dir", str(out_dir), "--prefix", "rbtl"]
+    cmd = [PY, "-m", "ralp_tf.cli.main", "bench", "--quick", "--json", "--out-dir", str(out_dir), "--prefix", "rbtl"]
     (tmp_path / "tmp").mkdir()  # own TMPDIR: the unprivileged lock folder lives under it
     env = _env({"PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")})
     if IS_ROOT:
@@ -340,7 +340,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 def test_killed_bench_leaves_nothing(sig, tmp_path):
     prefix = "rbtk" if sig == signal.SIGKILL else "rbti"
-    proc = subprocess.Popen([PY, "-m", "ralp_tf.cli", "bench", "--quick", "--progress", "--out-dir", str(tmp_path),
+    proc = subprocess.Popen([PY, "-m", "ralp_tf.cli.main", "bench", "--quick", "--progress", "--out-dir", str(tmp_path),
                              "--prefix", prefix, "--strategies", "ps,ralp", "--steps", "400"],
                             cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     tasks: set[int] = set()
@@ -386,7 +386,7 @@ def test_killed_bench_leaves_nothing(sig, tmp_path):
 def _config(argv: list[str]) -> "bench.BenchConfig":
     import argparse
 
-    from ralp_tf.bench.cli import register
+    from ralp_tf.cli.bench import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())

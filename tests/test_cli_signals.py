@@ -30,7 +30,7 @@ def _tasks_of(pid: int) -> list[int]:
             state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if b"ralp_tf._task" in argv and f"{pid}".encode() in argv and state != "Z":
+        if b"ralp_tf.run._task" in argv and f"{pid}".encode() in argv and state != "Z":
             found.append(int(entry.name))
     return found
 
@@ -42,7 +42,7 @@ def _tasks_of(pid: int) -> list[int]:
 ])
 def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phase: str) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "ralp_tf.cli", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
+    cmd = [sys.executable, "-m", "ralp_tf.cli.main", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
            "--steps", "100000", "--warmup-steps", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)  # the test signals this process alone, not a group

@@ -7,10 +7,10 @@ import math
 import pytest
 
 from ralp_tf import models
-from ralp_tf.cluster import Cluster, parse_bandwidth
+from ralp_tf.plan.cluster import Cluster, parse_bandwidth
 from ralp_tf.errors import ClusterConfigError, PlanError
-from ralp_tf.plan import Plan, parse_device
-from ralp_tf.profiler import profile
+from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.model.profiler import profile
 
 TF_CONFIG = json.dumps({"cluster": {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"], "ps": ["h3:2222"]},
                         "task": {"type": "worker", "index": 1}})
@@ -81,8 +81,8 @@ def test_local_cluster_shape_errors() -> None:
 def test_any_positive_cluster_size_plans() -> None:
     """100,000 workers (once a StopIteration: placeholder ports ran out at 10,000 tasks) plan in
     pure arithmetic, with distinct, valid placeholder addresses."""
-    from ralp_tf.analyzer import analyze
-    from ralp_tf.profiler import ModelProfile
+    from ralp_tf.plan.analyzer import analyze
+    from ralp_tf.model.profiler import ModelProfile
 
     cluster = Cluster.local(100_000, 1, chief=True, base_port=60000)
     addresses = [t.address for t in cluster.tasks]

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from ralp_tf import models
-from ralp_tf.analyzer import analyze
-from ralp_tf.cluster import Cluster
-from ralp_tf.compression import (AUTO, Compression, parse_compression, parse_setting, pushed_bytes, setting_of,
+from ralp_tf.plan.analyzer import analyze
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.compression import (AUTO, Compression, parse_compression, parse_setting, pushed_bytes, setting_of,
                                   topk_count, wire_bytes, wire_ratio)
-from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate
+from ralp_tf.plan.costmodel import STEP_OVERHEAD_BYTES, estimate
 from ralp_tf.errors import PlanError
-from ralp_tf.plan import Plan
-from ralp_tf.profiler import profile
-from ralp_tf.train import sgd_losses
+from ralp_tf.plan.plans import Plan
+from ralp_tf.model.profiler import profile
+from ralp_tf.run.training import sgd_losses
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 HEAD = {"flatten": PS0, "fc1": PS0, "fc2": PS0, "logits": PS0}
@@ -91,8 +91,8 @@ def test_fp16_halves_the_compressed_traffic_in_the_cost_model() -> None:
 
 
 def test_gradient_codecs_price_the_push_per_variable_and_their_compute() -> None:
-    from ralp_tf.compression import codec_flops
-    from ralp_tf.costmodel import PUSH, resolve_placements, worker_step_traffic
+    from ralp_tf.plan.compression import codec_flops
+    from ralp_tf.plan.costmodel import PUSH, resolve_placements, worker_step_traffic
 
     prof = profile(models.small_cnn(), batch_size=32)
     cluster = Cluster.local(2, 1)
@@ -126,7 +126,7 @@ def test_auto_compression_picks_fp16_and_never_int8_or_topk() -> None:
 def _placed(strategy: Any, compression: Any) -> Any:
     import tf_keras
 
-    from ralp_tf.applier import place
+    from ralp_tf.place.applier import place
 
     tf_keras.utils.set_random_seed(2)
     return place(models.small_cnn(fc=64), Plan(HEAD, compression=compression), strategy)
@@ -217,8 +217,8 @@ def test_settings_on_traffic_that_does_not_cross_are_warned(inprocess: Any) -> N
 def test_int8_or_topk_on_an_integer_tensor_is_refused_naming_the_layer() -> None:
     import tensorflow as tf
 
-    from ralp_tf.gradient_codecs import encode_int8, encode_topk
-    from ralp_tf.layer_wrappers import narrow_weights_call
+    from ralp_tf.place.codecs import encode_int8, encode_topk
+    from ralp_tf.place.wrappers import narrow_weights_call
 
     with pytest.raises(PlanError, match="layer conv1: gradient of k: int8 compression needs a floating-point "
                                         "tensor, but it is int32; set gradients: none for this layer"):
@@ -233,7 +233,7 @@ def test_int8_or_topk_on_an_integer_tensor_is_refused_naming_the_layer() -> None
 def test_nan_in_a_compressed_gradient_is_an_error_naming_the_layer() -> None:
     import tensorflow as tf
 
-    from ralp_tf.gradient_codecs import encode_int8, encode_topk
+    from ralp_tf.place.codecs import encode_int8, encode_topk
 
     for encode in (lambda g: encode_int8(g, "conv2: gradient of conv2/kernel:0"),
                    lambda g: encode_topk(g, 1, "conv2: gradient of conv2/kernel:0")):
@@ -244,7 +244,7 @@ def test_nan_in_a_compressed_gradient_is_an_error_naming_the_layer() -> None:
 def test_int8_round_trip_is_within_half_a_step() -> None:
     import tensorflow as tf
 
-    from ralp_tf.gradient_codecs import decode_int8, encode_int8
+    from ralp_tf.place.codecs import decode_int8, encode_int8
 
     g = tf.constant(np.random.default_rng(0).standard_normal(1000).astype("float32"))
     q, scale = encode_int8(g, "x")
@@ -280,7 +280,7 @@ def test_topk_error_feedback_keeps_what_was_not_sent(inprocess: Any) -> None:
     sum(sent) + residual = sum(gradients); without feedback the rest is dropped."""
     import tensorflow as tf
 
-    from ralp_tf.gradient_codecs import WorkerResidual, new_prefix, residual_name, send
+    from ralp_tf.place.codecs import WorkerResidual, new_prefix, residual_name, send
 
     _, strategy, coordinator = inprocess
     with strategy.scope():
@@ -330,7 +330,7 @@ def test_measured_bytes_drop_by_the_predicted_ratio() -> None:
     (every gradient crosses, nothing else goes up) as predicted, measured by the kernel's counters."""
     from measure import compare_in_subprocess as compare
 
-    from ralp_tf.compression_report import ratios
+    from ralp_tf.bench.compression_report import ratios
 
     base, stock = Plan(HEAD, policy="head"), Plan({}, policy="stock")
     policies = [base, dataclasses.replace(base, policy="head+fp16", compression={"*": "fp16"}),
@@ -355,7 +355,7 @@ def test_measured_bytes_drop_by_the_predicted_ratio() -> None:
 def test_sampled_top_k_selects_exactly_the_largest_entries() -> None:
     import tensorflow as tf
 
-    from ralp_tf.gradient_codecs import SAMPLED_TOPK_MIN, top_k_indices
+    from ralp_tf.place.codecs import SAMPLED_TOPK_MIN, top_k_indices
 
     n = 4 * SAMPLED_TOPK_MIN
     rng = np.random.default_rng(3)
@@ -391,8 +391,8 @@ def test_each_worker_keeps_its_own_residual() -> None:
 def test_a_shared_layer_reads_once_and_pushes_one_encoded_gradient(inprocess: Any) -> None:
     import tensorflow as tf
 
-    from ralp_tf.applier import place
-    from ralp_tf.costmodel import PULL, resolve_placements, worker_step_traffic
+    from ralp_tf.place.applier import place
+    from ralp_tf.plan.costmodel import PULL, resolve_placements, worker_step_traffic
 
     _, strategy, _ = inprocess
     plan = Plan({"logits": PS0}, compression={"*": "int8"})

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from ralp_tf import models
-from ralp_tf.analyzer import analyze, candidate_splits, plan_for
-from ralp_tf.cluster import Cluster
-from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
+from ralp_tf.plan.analyzer import analyze, candidate_splits, plan_for
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import PlanError
-from ralp_tf.profiler import ModelProfile, profile
+from ralp_tf.model.profiler import ModelProfile, profile
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_serving_cpu_is_priced_where_a_host_states_its_cores(profiles: dict[str,
     """A PS host with a known core budget spends SERVE_CPU_S_PER_BYTE per byte it moves plus
     PS_STEP_CPU_S per worker step; at 0.1 core that bounds stock PSS (measured: small_cnn with a
     0.1-core PS ran 3708 samples/s where the model without the term said 5522)."""
-    from ralp_tf.costmodel import PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE
+    from ralp_tf.plan.costmodel import PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE
 
     p = profiles["alexnet_cifar"]
     plain = Cluster.local(1, 1, bandwidth="10gbit")

@@ -2,7 +2,7 @@
 
 Each example runs as a subprocess (``python examples/NAME.py --steps=2 ...``), as a user would run
 it; the test checks exit status 0, a line that shows the example did its job, and that no
-LocalCluster task process started by it (``ralp_tf._task ... --parent-pid PID``) is still alive.
+LocalCluster task process started by it (``ralp_tf.run._task ... --parent-pid PID``) is still alive.
 """
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ralp_tf.cli import main
+from ralp_tf.cli.main import main
 from ralp_tf.errors import ValidationError
-from ralp_tf.explain import draw, explain_data, measured_links
+from ralp_tf.cli.explain import draw, explain_data, measured_links
 
 RUN = {"baseline": {"bytes_between": {"worker0->ps0": 10.0, "worker1->ps0": 12.0, "ps0->worker0": 5.0,
                                       "ps0->worker1": 7.0, "chief0->ps0": 99.0}},
@@ -23,11 +23,11 @@ def test_measured_links_sum_workers_per_pair() -> None:
 
 @pytest.mark.slow
 def test_data_follows_the_plan_and_the_cost_model(tmp_path: Path) -> None:
-    from ralp_tf.cluster import Cluster
-    from ralp_tf.costmodel import estimate
-    from ralp_tf.models import small_cnn
-    from ralp_tf.plan import Plan
-    from ralp_tf.profiler import profile
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.plan.costmodel import estimate
+    from ralp_tf.model.builtin import small_cnn
+    from ralp_tf.plan.plans import Plan
+    from ralp_tf.model.profiler import profile
 
     data = explain_data("small_cnn", 2, 1, run_json=RUN, bandwidth="100mbit")
     names = [l["name"] for l in data["layers"]]
@@ -56,5 +56,5 @@ def test_cli_json_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "plan (measured)" in out["links"] and out["policy"] == "ralp"
     assert main(["explain", "--model", "small_cnn"]) == 2
     assert "--png PATH" in capsys.readouterr().err
-    assert main(["explain", "--model", "ralp_tf.models:no_such_builder", "--json"]) == 2
+    assert main(["explain", "--model", "ralp_tf.model.builtin:no_such_builder", "--json"]) == 2
     assert "ralp-tf: error:" in capsys.readouterr().err

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from ralp_tf.analyzer import analyze, plan_for
-from ralp_tf.cluster import Cluster, address_host
-from ralp_tf.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
+from ralp_tf.plan.analyzer import analyze, plan_for
+from ralp_tf.plan.cluster import Cluster, address_host
+from ralp_tf.plan.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import ClusterConfigError, PlanError
-from ralp_tf.plan import PLAN_FORMAT, PLAN_FORMAT_V1, Plan
-from ralp_tf.profiler import ModelProfile
-from ralp_tf.storage import balance_storage, stored_bytes, with_balanced_storage
+from ralp_tf.plan.plans import PLAN_FORMAT, PLAN_FORMAT_V1, Plan
+from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.plan.storage import balance_storage, stored_bytes, with_balanced_storage
 
 MB = 1_000_000
 BATCH = 8

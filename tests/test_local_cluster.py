@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ralp_tf.errors import ClusterConfigError
-from ralp_tf.launch import LocalCluster
+from ralp_tf.run.launch import LocalCluster
 from polling import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_bad_shapes_are_refused() -> None:
 
 
 def test_memory_rule_counts_one_gib_per_task(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ralp_tf.launch as launch
+    import ralp_tf.run.launch as launch
 
     monkeypatch.setattr(launch, "available_memory_bytes", lambda: 10 * 2**30)  # 8 tasks + 2 GiB headroom
     launch.check_tasks_fit_in_memory(8)
@@ -117,7 +117,7 @@ def test_exception_midway_leaves_no_task_alive() -> None:
 @pytest.mark.slow
 @pytest.mark.integration
 def test_parent_killed_takes_its_tasks_with_it() -> None:
-    code = ("import json, time\nfrom ralp_tf.launch import LocalCluster\n"
+    code = ("import json, time\nfrom ralp_tf.run.launch import LocalCluster\n"
             "lc = LocalCluster(workers=1, ps=1).start()\nprint(json.dumps(lc.pids()), flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO)})

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from ralp_tf import models
-from ralp_tf.applier import place, placement
+from ralp_tf.place.applier import place, placement
 from ralp_tf.errors import PlanError
-from ralp_tf.plan import Plan
-from ralp_tf.train import sgd_losses
+from ralp_tf.plan.plans import Plan
+from ralp_tf.run.training import sgd_losses
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ HEAD = Plan({"fc1": PS1, "fc2": PS0, "logits": PS1}, policy="test")
 
 
 def small_cnn_subclassed() -> Any:
-    """:func:`ralp_tf.models.small_cnn` (fc=64) as a subclassed model, same layer names, unbuilt."""
+    """:func:`ralp_tf.model.builtin.small_cnn` (fc=64) as a subclassed model, same layer names, unbuilt."""
     import tf_keras as k
 
     L = k.layers

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from ralp_tf.cli import main
+from ralp_tf.cli.main import main
 from ralp_tf.errors import ClusterConfigError
-from ralp_tf.tfconfig import load_cluster_config, parse_task
+from ralp_tf.run.tfconfig import load_cluster_config, parse_task
 
-RALP_TF = [sys.executable, "-m", "ralp_tf.cli"]
+RALP_TF = [sys.executable, "-m", "ralp_tf.cli.main"]
 SPEC = {"worker": ["127.0.0.1:1", "127.0.0.1:2"], "ps": ["127.0.0.1:3"]}
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from ralp_tf import models
 from ralp_tf.errors import ModelError, PlanError
-from ralp_tf.plan import Plan
-from ralp_tf.train import sgd_losses
-from ralp_tf.applier import place, placement, unplace
+from ralp_tf.plan.plans import Plan
+from ralp_tf.run.training import sgd_losses
+from ralp_tf.place.applier import place, placement, unplace
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
@@ -260,7 +260,7 @@ def test_decorator_applies_a_scheduler_solver(inprocess) -> None:  # type: ignor
 
 def test_train_runs_a_two_input_embedding_model(inprocess) -> None:  # type: ignore[no-untyped-def]
     """The training runner feeds multi-input models (sparse ids + dense features) and places them."""
-    from ralp_tf.train import train
+    from ralp_tf.run.training import train
 
     _, strategy, coordinator = inprocess
 

@@ -2,7 +2,7 @@
 inside ``with strategy.scope():`` of a ParameterServerStrategy, then trained with ``Model.fit``
 and with a custom ``ClusterCoordinator`` loop.
 
-Pins the contract of :mod:`ralp_tf.isolation`: solvers that train or evaluate TF models (BO's
+Pins the contract of :mod:`ralp_tf.place.isolation`: solvers that train or evaluate TF models (BO's
 Gaussian process, RL's LSTM policy) do it outside the user's strategy, so they neither crash in
 its cross-replica context nor create variables on its cluster; solver errors reach the caller
 with their own type and traceback. Uses the session's in-process cluster (1 worker, 2 PS) and
@@ -23,9 +23,9 @@ from ralp_tf.errors import PlanError
 
 import scheduler
 from ralp_tf import models
-from ralp_tf.applier import placement
+from ralp_tf.place.applier import placement
 from scheduler.base import Solver
-from ralp_tf.isolation import outside_strategy
+from ralp_tf.place.isolation import outside_strategy
 from test_placement import BATCH, PLAN, _base, _loss
 
 pytestmark = pytest.mark.slow
@@ -145,7 +145,7 @@ def test_failing_policy_is_named_in_the_error(inprocess) -> None:  # type: ignor
     assert "NoCapacityPolicy" in str(info.value) and "no PS task can hold fc1" in str(info.value)
 
 
-# ------------------------------------------------------------------ ralp_tf.isolation contract
+# ------------------------------------------------------------------ ralp_tf.place.isolation contract
 class _SolverError(ValueError):
     pass
 

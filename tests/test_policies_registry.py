@@ -1,4 +1,4 @@
-"""The placement-policy registry (ralp_tf.policies): built-ins, registration, lazy entry points,
+"""The placement-policy registry (ralp_tf.place.policies): built-ins, registration, lazy entry points,
 plugin errors, and the scheduler package's solvers found by name."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from ralp_tf import policies
 from ralp_tf.errors import PlanError
-from ralp_tf.plan import Plan
+from ralp_tf.plan.plans import Plan
 
 
 @pytest.fixture
@@ -87,10 +87,10 @@ def test_policy_from_spec(tmp_path):
 
 
 def test_plan_with_policy_resolves_every_name_through_the_registry():
-    from ralp_tf.applier import plan_with_policy
-    from ralp_tf.cluster import Cluster
-    from ralp_tf.models import small_cnn
-    from ralp_tf.profiler import profile
+    from ralp_tf.place.applier import plan_with_policy
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.model.builtin import small_cnn
+    from ralp_tf.model.profiler import profile
 
     prof, cluster = profile(small_cnn(), batch_size=32), Cluster.local(2, 1)
     for name in ("ps", "none", "stock"):

@@ -10,7 +10,7 @@ import pytest
 import ralp_tf
 from ralp_tf import models
 from ralp_tf.errors import KerasVersionError, ModelError, ValidationError
-from ralp_tf.profiler import ModelProfile, profile
+from ralp_tf.model.profiler import ModelProfile, profile
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ralp_tf.projection import (STRATEGIES, ProjectionRow, bert_base_profile, project, projection_cluster,
+from ralp_tf.plan.projection import (STRATEGIES, ProjectionRow, bert_base_profile, project, projection_cluster,
                                 resnet50_profile, to_markdown)
 
 
@@ -31,6 +31,6 @@ def test_grid_rows_and_markdown() -> None:
         ring = by[(n, "ring all-reduce")]
         assert ring.max_link_bytes == pytest.approx(2 * (n - 1) / n * 25.5e6 * 4, rel=0.01)
         assert by[(n, "colocated RALP")].samples_per_s >= by[(n, "stock PSS")].samples_per_s
-    text = to_markdown(rows, "ralp_tf.projection.project(...)")
-    assert "predicted" in text.splitlines()[0] and "`ralp_tf.projection.project(...)`" in text
+    text = to_markdown(rows, "ralp_tf.plan.projection.project(...)")
+    assert "predicted" in text.splitlines()[0] and "`ralp_tf.plan.projection.project(...)`" in text
     assert text.count("| 2 | 10gbit |") == 1 and "resnet50_size" in text

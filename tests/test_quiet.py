@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from ralp_tf.quiet import is_noise
+from ralp_tf.cli.quiet import is_noise
 
 NOISE = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -35,7 +35,7 @@ def test_noise_and_real_lines_told_apart() -> None:
 def _filtered(payload: str) -> str:
     script = textwrap.dedent(f"""
         import os, sys
-        from ralp_tf.quiet import filter_stderr
+        from ralp_tf.cli.quiet import filter_stderr
         assert filter_stderr()
         assert not filter_stderr()          # once per stderr
         os.write(2, {payload!r}.encode())
@@ -51,7 +51,7 @@ def test_filter_drops_noise_keeps_errors_and_partial_lines() -> None:
 
 @pytest.mark.slow
 def test_ralp_tf_is_quiet_unless_verbose() -> None:
-    cmd = [sys.executable, "-m", "ralp_tf.cli"]
+    cmd = [sys.executable, "-m", "ralp_tf.cli.main"]
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     quiet = subprocess.run(cmd + ["plan", "--model", "small_cnn", "--json"], capture_output=True, text=True,

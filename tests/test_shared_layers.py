@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from ralp_tf import costmodel, models
-from ralp_tf.cluster import Cluster
+from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import PlacementMismatchError, PlanError
-from ralp_tf.plan import Plan
-from ralp_tf.applier import place
-from ralp_tf.profiler import ModelProfile, profile
-from ralp_tf.verify import verify_placement
+from ralp_tf.plan.plans import Plan
+from ralp_tf.place.applier import place
+from ralp_tf.model.profiler import ModelProfile, profile
+from ralp_tf.place.verify import verify_placement
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ralp_tf.stepprogress import MIN_STEPS, StepProgress
+from ralp_tf.cli.progress import MIN_STEPS, StepProgress
 
 
 def test_progress_line_with_eta(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +29,7 @@ def test_quiet_when_piped_or_short(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_terminal_seen_through_the_noise_filter() -> None:
     """Under ralp-tf's stderr filter, a terminal is still a terminal (and a pipe still a pipe)."""
-    script = ("import os, sys; from ralp_tf.quiet import filter_stderr, stderr_is_tty; filter_stderr(); "
+    script = ("import os, sys; from ralp_tf.cli.quiet import filter_stderr, stderr_is_tty; filter_stderr(); "
               "print(stderr_is_tty(), sys.stderr.isatty())")
     piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert piped.stdout.split() == ["False", "False"]

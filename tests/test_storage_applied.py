@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ralp_tf import models
-from ralp_tf.applier import place
+from ralp_tf.place.applier import place
 from ralp_tf.errors import PlanError
-from ralp_tf.plan import Plan
+from ralp_tf.plan.plans import Plan
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +45,8 @@ def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unpla
     import tensorflow as tf
     import tf_keras
 
-    from ralp_tf.applier import unplace
-    from ralp_tf.train import sgd_losses
+    from ralp_tf.place.applier import unplace
+    from ralp_tf.run.training import sgd_losses
 
     _, strategy, coordinator = inprocess
     reference = models.small_cnn(fc=64)

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ralp_tf.summaries import SummaryCallback, write_run_summaries
-from ralp_tf.train import RunResult
+from ralp_tf.run.summaries import SummaryCallback, write_run_summaries
+from ralp_tf.run.training import RunResult
 
 
 def events(folder: str | Path) -> dict[str, list[tuple[int, object]]]:

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ralp_tf.cluster import Cluster
-from ralp_tf.errors import ClusterConfigError, ModelError, PlanError, ValidationError, parse_json
-from ralp_tf.models import resolve_model
-from ralp_tf.plan import Plan
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.errors import ClusterConfigError, PlanError, ValidationError, parse_json
+from ralp_tf.model.builtin import resolve_model
+from ralp_tf.plan.plans import Plan
+from ralp_tf.model.profiler import ModelProfile
 
 RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
 
@@ -183,7 +183,7 @@ CLI_MALFORMED = [
     (["plan", "--model", "alexnet_cifar", "--bandwidth", "1 gigabit"], "cannot parse bandwidth"),
     (["run", "--inject-fault", "ps:zero:3"], "JOB:INDEX:STEP"),
     (["run", "--checkpoint-every", "0"], "must be >= 1"),
-    (["plan", "--model", "ralp_tf.models:missing_fn"], "has no function"),
+    (["plan", "--model", "ralp_tf.model.builtin:missing_fn"], "has no function"),
 ]
 
 

@@ -1,5 +1,6 @@
 r"""``ralp-tf bench``: RALP against stock PSS, a scheduler plan, ring all-reduce and Horovod,
-measured side by side on an emulated cluster with bandwidth-capped links (issue 4).
+measured side by side on an emulated cluster with bandwidth-capped links.
+The command itself is :mod:`ralp_tf.cli.bench`.
 
 The package sits on the testbed (:mod:`ralp_tf.testbed`); the core modules never import it. Its
 modules, in the order data flows through them:
@@ -14,7 +15,6 @@ modules, in the order data flows through them:
 ``records``      the run / strategy / cell records and their medians (``to_dict``/``from_dict``)
 ``targets``      the pass/fail goals, read from ``benchmarks/targets.json``
 ``report``       README tables, the ``--json`` object; ``plots``: the PNG plots
-``cli``          :func:`register` and :func:`cmd_bench`
 ===============  ==============================================================================
 
 ``python -m ralp_tf.bench _profile MODEL BATCH OUT`` is the profiling helper (``__main__``).
@@ -22,7 +22,6 @@ The results file and ``--json`` schema: docs/bench.md.
 """
 from __future__ import annotations
 
-from ralp_tf.bench.cli import cmd_bench, register
 from ralp_tf.bench.config import (DEFAULT_BANDWIDTHS, DEFAULT_MODELS, DEFAULT_STRATEGIES, DEFAULT_WORKERS,
                                   MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, QUICK, RING_STRATEGIES, STRATEGIES,
                                   BenchConfig, BenchConfigError, BenchError, Cell, config_from_args, max_workers,
@@ -39,9 +38,9 @@ __all__ = [
     "Bench", "BenchConfig", "BenchConfigError", "BenchError", "Cell", "CellRecord", "DEFAULT_BANDWIDTHS",
     "DEFAULT_MODELS", "DEFAULT_STRATEGIES", "DEFAULT_WORKERS", "MEM_PER_TASK_GIB", "NUM_PS", "PS_STRATEGIES",
     "Progress", "QUICK", "README_BEGIN", "README_END", "RING_STRATEGIES", "RunRecord", "STRATEGIES",
-    "StrategySummary", "Target", "TargetsError", "cell_cluster", "choose_steps", "cmd_bench", "compute_scale",
+    "StrategySummary", "Target", "TargetsError", "cell_cluster", "choose_steps", "compute_scale",
     "config_from_args", "evaluate_targets", "load_targets", "machine_info", "markdown_tables", "max_workers",
     "measure_profile", "parse_bandwidths", "parse_cell", "parse_models", "parse_strategies", "parse_workers",
-    "predictions", "register", "scheduler_plan", "strategy_json", "summarize_strategy",
+    "predictions", "scheduler_plan", "strategy_json", "summarize_strategy",
     "targets", "update_readme", "write_report",
 ]

@@ -10,18 +10,16 @@ generated set, both next to ``none``. Only what crosses the network is compresse
 on the PS, int8 and top-k apply to the two conv layers' gradients (top-k keeps at least one entry
 per tensor: 1% of conv1's 216-entry kernel is 3 entries).
 
-``python -m ralp_tf.bench.accuracy --steps 1500 --learning-rate 0.1 --out benchmarks/results/compression-accuracy.json``
+``python -m ralp_tf.cli.accuracy --steps 1500 --learning-rate 0.1 --out benchmarks/results/compression-accuracy.json``
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import gc
-import json
-import sys
 from typing import Any, Sequence
 
-from ralp_tf.cliargs import positive_int
+__all__ = ["SETTINGS", "HEAD", "AccuracyRow", "teacher_dataset", "run"]
+
 
 #: Settings compared (``none`` is the reference), as ``--compression`` text: fp16/bf16 narrow the
 #: activations at the cut and the conv weights (and their gradients); int8 and top-k compress the
@@ -53,7 +51,7 @@ def teacher_dataset(n: int, seed: int) -> tuple[Any, Any]:
     import numpy as np
     import tf_keras
 
-    from ralp_tf.models import small_cnn
+    from ralp_tf.model.builtin import small_cnn
 
     tf_keras.utils.set_random_seed(1000)  # the teacher is the same network for every seed
     teacher = small_cnn(fc=64)
@@ -71,11 +69,11 @@ def run(steps: int = 300, batch_size: int = 32, learning_rate: float = 0.05, see
     import tensorflow as tf
     import tf_keras
 
-    from ralp_tf.applier import place
-    from ralp_tf.launch import LocalCluster
-    from ralp_tf.models import small_cnn
-    from ralp_tf.plan import Plan
-    from ralp_tf.train import sgd_losses
+    from ralp_tf.place.applier import place
+    from ralp_tf.run.launch import LocalCluster
+    from ralp_tf.model.builtin import small_cnn
+    from ralp_tf.plan.plans import Plan
+    from ralp_tf.run.training import sgd_losses
 
     x_train, y_train = teacher_dataset(steps * batch_size, seed)
     x_test, y_test = teacher_dataset(2048, seed + 1)
@@ -104,40 +102,10 @@ def run(steps: int = 300, batch_size: int = 32, learning_rate: float = 0.05, see
 
 def _local_logits(model: Any, x: Any) -> Any:
     """The trained model's logits on ``x``, computed on this machine by an unplaced copy."""
-    from ralp_tf.applier import unplace
+    from ralp_tf.place.applier import unplace
 
     local = unplace(model)
     out = local(x, training=False).numpy()
     del local
     gc.collect()
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ralp_tf.bench.accuracy", description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=positive_int, default=300)
-    p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--learning-rate", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", help="write the rows as JSON here")
-    p.add_argument("--settings", default=";".join(SETTINGS),
-                   help=f"--compression settings to train, separated by ';' (default {';'.join(SETTINGS)})")
-    args = p.parse_args(argv)
-    settings = [s.strip() for s in args.settings.split(";") if s.strip()]
-    rows = run(args.steps, args.batch_size, learning_rate=args.learning_rate, seed=args.seed, settings=settings)
-    doc = {"command": "python -m ralp_tf.bench.accuracy " + " ".join(sys.argv[1:] if argv is None else argv),
-           "rows": [dataclasses.asdict(r) for r in rows]}
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=2)
-    print("| setting | final loss | accuracy | loss vs none | accuracy vs none (points) |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        loss_vs, points_vs = ((f"{r.loss_vs_none:+.4f}", f"{r.accuracy_points_vs_none:+.1f}")
-                              if r.loss_vs_none is not None else ("n/a", "n/a"))
-        print(f"| {r.setting} | {r.final_loss:.4f} | {100 * r.accuracy:.1f}% | {loss_vs} | {points_vs} |")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -19,10 +19,16 @@ from pathlib import Path
 from typing import Sequence
 
 from ralp_tf.errors import RalpError, ValidationError, check_int
-from ralp_tf.launch import TASK_MEMORY_GIB
+from ralp_tf.run.launch import TASK_MEMORY_GIB
+
+__all__ = ["COMPRESSED_STRATEGIES", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
+           "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
+           "BenchError", "BenchConfigError", "Cell", "BenchConfig", "parse_strategies", "strategy_base",
+           "with_compression", "parse_models", "parse_bandwidths", "max_workers", "parse_workers", "parse_cell",
+           "check_layout", "config_from_args"]
 
 #: Compressed variants, ``<strategy>_<codec>``: the strategy with that compression on the wire (RALP:
-#: the plan's activations and weights, :mod:`ralp_tf.compression`; Horovod: ``hvd.Compression.fp16``,
+#: the plan's activations and weights, :mod:`ralp_tf.plan.compression`; Horovod: ``hvd.Compression.fp16``,
 #: the only codec it ships). MultiWorkerMirroredStrategy has none: TF 2.21's ``CommunicationOptions``
 #: offers only ``bytes_per_pack``, ``timeout_seconds`` and ``implementation``.
 COMPRESSED_STRATEGIES = {"ralp_fp16": ("ralp", "fp16"), "ralp_bf16": ("ralp", "bf16"),
@@ -87,7 +93,7 @@ class Cell:
     @property
     def bandwidth_bps(self) -> float:
         """The link rate in bit/s (``inf`` for uncapped)."""
-        from ralp_tf.cluster import parse_bandwidth
+        from ralp_tf.plan.cluster import parse_bandwidth
 
         return parse_bandwidth(self.bandwidth)
 
@@ -162,10 +168,10 @@ def with_compression(strategies: Sequence[str], codec: str | None) -> tuple[str,
 
 
 def parse_models(text: str | Sequence[str] | None) -> list[str]:
-    """Comma-separated built-in model names (``ralp_tf.models``) or ``package.module:function``
+    """Comma-separated built-in model names (``ralp_tf.model.builtin``) or ``package.module:function``
     references (imported and run by every process of a cell: pass only code you trust, on the
     PYTHONPATH of this process)."""
-    from ralp_tf.models import BUILTIN_MODELS, MODEL_REFERENCE
+    from ralp_tf.model.builtin import BUILTIN_MODELS, MODEL_REFERENCE
 
     names = _split(text)
     if not names:
@@ -179,7 +185,7 @@ def parse_models(text: str | Sequence[str] | None) -> list[str]:
 
 def parse_bandwidths(text: str | Sequence[str] | None) -> list[str]:
     """Comma-separated link rates (``100mbit``, ``1gbit``, ``uncapped`` ...) -> canonical texts."""
-    from ralp_tf.cluster import format_bandwidth, parse_bandwidth
+    from ralp_tf.plan.cluster import format_bandwidth, parse_bandwidth
 
     names = _split(text)
     if not names:

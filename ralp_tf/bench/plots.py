@@ -19,6 +19,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+__all__ = ["STRATEGY_COLORS", "STRATEGY_LABELS", "plot_speedup_vs_bandwidth", "plot_scaling_vs_workers",
+           "plot_bytes_per_step", "plot_predicted_vs_measured", "plot_all"]
+
 STRATEGY_COLORS = {"ps": "#7f7f7f", "ralp": "#d62728", "scheduler": "#9467bd", "allreduce": "#1f77b4",
                    "horovod": "#2ca02c", "rejected": "#ff7f0e", "ralp_fp16": "#e377c2", "ralp_bf16": "#8c564b",
                    "horovod_fp16": "#bcbd22"}
@@ -29,7 +32,7 @@ STRATEGY_LABELS = {"ps": "stock PSS", "ralp": "RALP (analyzer plan)", "scheduler
 
 
 def _bw_value(text: str) -> float:
-    from ralp_tf.cluster import parse_bandwidth
+    from ralp_tf.plan.cluster import parse_bandwidth
 
     v = parse_bandwidth(text)
     return v if math.isfinite(v) else math.nan

@@ -2,7 +2,7 @@
 profiling runs in a child, ``python -m ralp_tf.bench _profile MODEL BATCH OUT``, which dies
 with the bench through ``PR_SET_PDEATHSIG``).
 
-**Predictions.** PSS strategies: the coordinator's own ``ralp_tf.costmodel.estimate`` on a profile
+**Predictions.** PSS strategies: the coordinator's own ``ralp_tf.plan.costmodel.estimate`` on a profile
 with measured layer times x ``compute_scale`` (run_ps: ``max(1, workers / cores)`` without CPU
 budgets; 1 with them, since every emulated host then has its own budget). Rings:
 ``costmodel.estimate_allreduce`` on a profile measured here the same way (a separate process,
@@ -17,7 +17,7 @@ measured, not assumed), and the cost model's host CPU limit (``costmodel.estimat
 worker compute of one host share its budget) prices colocated tasks.
 
 **Scheduler plans** come from the placement policy ``scheduler.<solver>``
-(:func:`ralp_tf.policies.resolve_policy`), which the ``scheduler`` package registers through an
+(:func:`ralp_tf.place.policies.resolve_policy`), which the ``scheduler`` package registers through an
 entry point; the bench never imports that package by name.
 """
 from __future__ import annotations
@@ -28,13 +28,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ralp_tf._procutil import die_with_parent
+from ralp_tf.run._procutil import die_with_parent
 from ralp_tf.bench.config import BenchError, Cell
 
+__all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "compute_scale", "cell_cluster",
+           "predictions", "scheduler_plan"]
+
 if TYPE_CHECKING:
-    from ralp_tf.cluster import Cluster
-    from ralp_tf.plan import Plan
-    from ralp_tf.profiler import ModelProfile
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.plan.plans import Plan
+    from ralp_tf.model.profiler import ModelProfile
 
 #: The policy name of scheduler solver ``name`` is ``SCHEDULER_POLICY_PREFIX + name``.
 SCHEDULER_POLICY_PREFIX = "scheduler."
@@ -43,11 +46,11 @@ SCHEDULER_POLICY_PREFIX = "scheduler."
 def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0, *,
                     cpu_cores: float | None = None, group_name: str = "ralpbench-profile") -> ModelProfile:
     """Profile ``model`` at ``batch`` with measured layer times (``profile(measure=True)``) in a
-    child process (it dies with this one) and return the :class:`~ralp_tf.profiler.ModelProfile`.
+    child process (it dies with this one) and return the :class:`~ralp_tf.model.profiler.ModelProfile`.
     With ``cpu_cores`` the child runs in CPU group ``group_name`` capped at that many cores, with
     TF's thread pools sized to it (root and cgroup v1; the group is removed afterwards).
     Raises :class:`BenchError` with the child's output tail on failure."""
-    from ralp_tf.profiler import ModelProfile
+    from ralp_tf.model.profiler import ModelProfile
     from ralp_tf.testbed import _cgroups, jobs, tf_thread_env
 
     cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
@@ -80,8 +83,8 @@ def profile_main(argv: Sequence[str]) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tf_keras
 
-    from ralp_tf.models import resolve_model
-    from ralp_tf.profiler import profile
+    from ralp_tf.model.builtin import resolve_model
+    from ralp_tf.model.profiler import profile
 
     model, batch, out = argv[0], int(argv[1]), argv[2]
     tf_keras.utils.set_random_seed(0)
@@ -102,7 +105,7 @@ def compute_scale(workers: int, host_cpu: float | None = None) -> float:
 def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
     """The cluster of ``cell``: its workers and PS tasks on the hosts of its layout (one link of
     ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them."""
-    from ralp_tf.cluster import Cluster
+    from ralp_tf.plan.cluster import Cluster
 
     return Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
 
@@ -115,8 +118,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     for ``ralp`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
     budget when ``prof`` was measured under it (:func:`compute_scale`)."""
-    from ralp_tf.analyzer import analyze
-    from ralp_tf.costmodel import estimate, estimate_allreduce
+    from ralp_tf.plan.analyzer import analyze
+    from ralp_tf.plan.costmodel import estimate, estimate_allreduce
 
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
@@ -160,8 +163,8 @@ def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_
     """The :class:`ralp_tf.Plan` of policy ``scheduler.<solver_name>`` for ``cell`` (profile
     scaled like run_ps's). Raises :class:`BenchError` naming why it is unavailable: the policy
     cannot be loaded or is unknown, its ``plan`` fails, or it returns no Plan."""
-    from ralp_tf.plan import Plan
-    from ralp_tf.policies import resolve_policy
+    from ralp_tf.plan.plans import Plan
+    from ralp_tf.place.policies import resolve_policy
 
     name = SCHEDULER_POLICY_PREFIX + solver_name
     try:

@@ -7,6 +7,8 @@ import statistics
 import sys
 import time
 
+__all__ = ["RunKey", "hms", "Progress"]
+
 #: A planned run: (cell key, strategy, repetition index).
 RunKey = tuple[str, str, int]
 

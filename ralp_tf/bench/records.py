@@ -19,6 +19,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ralp_tf.bench.config import RING_STRATEGIES
 
+__all__ = ["RunRecord", "StrategySummary", "summarize_strategy", "CellRecord"]
+
 #: RunRecord keys whose values the launcher measures: absent when the launcher raised.
 _MEASURED_KEYS = ("samples_per_s", "measured_step_s", "bytes_per_step")
 #: Every RunRecord key with a field of its own; all other keys of a run go to ``launcher``.

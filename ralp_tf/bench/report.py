@@ -13,6 +13,9 @@ from typing import Any, Mapping
 
 from ralp_tf.bench.progress import hms
 
+__all__ = ["README_BEGIN", "README_END", "README_HEAD", "JSON_KEYS", "JSON_CELL_KEYS", "JSON_REQUIRED",
+           "markdown_tables", "update_readme", "write_report", "strategy_json"]
+
 README_BEGIN = "<!-- ralp-tf bench: generated tables begin (do not edit by hand) -->"
 README_END = "<!-- ralp-tf bench: generated tables end -->"
 README_HEAD = """# Benchmarks

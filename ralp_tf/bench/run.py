@@ -67,7 +67,9 @@ from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
 from ralp_tf.bench.targets import targets
 from ralp_tf.errors import RalpError
-from ralp_tf.traffic import suspect_bytes_warning
+from ralp_tf.run.traffic import suspect_bytes_warning
+
+__all__ = ["UNITS", "choose_steps", "json_default", "machine_info", "Bench"]
 
 UNITS = {"bytes_per_step": "wire bytes (Ethernet frames) summed over every link's tx, per global step "
                            "(loopback fallback: TCP payload)",
@@ -317,7 +319,7 @@ class Bench:
     def _run_strategies(self, cell: Cell, entry: CellRecord, tb: Any, prof: Any, eff_bps: float,
                         head: str) -> None:
         """Plan, skip what cannot run, then run the repetitions interleaved and take the medians."""
-        from ralp_tf.costmodel import wire_bytes
+        from ralp_tf.plan.costmodel import wire_bytes
 
         cfg = self.cfg
         strategies = cell.strategies or cfg.strategies

@@ -32,6 +32,9 @@ from typing import Any, Mapping
 from ralp_tf.bench.config import STRATEGIES
 from ralp_tf.errors import ValidationError, read_json_file
 
+__all__ = ["REPO_TARGETS_PATH", "TARGETS_FILE_NAME", "KINDS", "TargetsError", "Target", "parse_target",
+           "load_targets", "default_targets_path", "evaluate_targets", "targets"]
+
 #: The repository's targets file (used when the output folder has none).
 REPO_TARGETS_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "targets.json"
 TARGETS_FILE_NAME = "targets.json"

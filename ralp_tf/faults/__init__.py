@@ -6,5 +6,7 @@
 * :mod:`ralp_tf.faults.supervisor`: a supervised run that restarts failed tasks, plays a plan and
   measures each recovery; :mod:`ralp_tf.faults.report`: what it reports;
 * :mod:`ralp_tf.faults.coordinator`: its coordinator process (checkpoints, step progress);
-* :mod:`ralp_tf.faults.cli`: the ``ralp-tf chaos`` command and the supervised mode of ``ralp-tf run``.
+* :mod:`ralp_tf.cli.faults`: the ``ralp-tf chaos`` command and the supervised mode of ``ralp-tf run``.
 """
+
+__all__: list[str] = []

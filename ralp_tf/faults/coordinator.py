@@ -1,6 +1,6 @@
-"""The coordinator process of a supervised run: ``python -m ralp_tf.faults.coordinator ...``.
+"""The coordinator process of a supervised run (``python -m ralp_tf.cli.coordinator_job``): its protocol.
 
-It runs :func:`ralp_tf.train.train` with a checkpoint directory against an already running
+It runs :func:`ralp_tf.run.training.train` with a checkpoint directory against an already running
 cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB <kind> <json>``):
 
 * ``progress {"done": N, "t": UNIX_TIME, "loss": L}`` whenever the number of completed steps
@@ -11,7 +11,7 @@ cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB
   connects to the cluster (a coordinator started ahead of a worker's join, while the previous one
   still trains);
 * ``resumed {"step": S}`` when it restored checkpoint step ``S`` (0: a fresh start);
-* ``result {...}`` (:class:`~ralp_tf.train.RunResult`) at the end, exit 0; ``stopped {"done": N}`` if
+* ``result {...}`` (:class:`~ralp_tf.run.training.RunResult`) at the end, exit 0; ``stopped {"done": N}`` if
   the stop file appeared (exit 0): the run stops at the next checkpoint boundary, once that
   checkpoint is saved, so ``N`` is the checkpoint's step and nothing is lost; ``failed {"error": ...}`` and exit 3 when a task
   failed (:class:`~ralp_tf.errors.ClusterRuntimeError`), 2 on bad input.
@@ -23,13 +23,12 @@ wrapper reads ``RemoteValueImpl._status_available_event`` and ``_status`` (check
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import threading
-import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
+
+__all__ = ["MARK", "StopRequested", "emit", "ProgressCoordinator", "checkpoint_step"]
 
 MARK = "RALP_JOB"
 
@@ -114,79 +113,9 @@ def _is_ready(rv: Any) -> bool:
 
 
 def checkpoint_step(directory: str | None) -> int:
-    """The step counter of the latest checkpoint :func:`ralp_tf.train.train` saved in ``directory`` (0: none)."""
+    """The step counter of the latest checkpoint :func:`ralp_tf.run.training.train` saved in ``directory`` (0: none)."""
     import tensorflow as tf
 
     if not directory or not tf.train.latest_checkpoint(directory):
         return 0
     return int(tf.train.load_checkpoint(directory).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import tensorflow as tf
-
-    from ralp_tf.cliargs import add_policy_args, policy_options, positive_int
-    from ralp_tf.cluster import Cluster
-    from ralp_tf.errors import ClusterRuntimeError, RalpError
-    from ralp_tf.policies import policy_from_spec
-    from ralp_tf.train import train
-
-    p = argparse.ArgumentParser(prog="python -m ralp_tf.faults.coordinator")
-    p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
-    p.add_argument("--model", default="alexnet_cifar")
-    add_policy_args(p)
-    p.add_argument("--steps", type=positive_int, required=True, help="train until this step (all runs together)")
-    p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--bandwidth", default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint-dir", required=True)
-    p.add_argument("--checkpoint-every", type=positive_int, default=10)
-    p.add_argument("--stop-file", default=None)
-    p.add_argument("--compression", default=None)
-    p.add_argument("--start-file", default=None, help="after the imports, wait until this file exists")
-    args = p.parse_args(argv)
-    if args.start_file:
-        emit("waiting", t=time.time())
-        while not os.path.exists(args.start_file):
-            time.sleep(0.05)
-    start = checkpoint_step(args.checkpoint_dir)
-    emit("resumed", step=start)
-    try:
-        spec = json.loads(args.cluster)
-        cluster = Cluster.from_dict(spec, **({"bandwidth": args.bandwidth} if args.bandwidth else {}))
-        policy = policy_from_spec(args.policy, policy_options(args))
-        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
-        strategy = tf.distribute.ParameterServerStrategy(resolver)
-        real = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-        coord = ProgressCoordinator(real, lambda done, loss: emit("progress", done=done, t=time.time(), loss=loss),
-                                    offset=start, stop_file=args.stop_file)
-        try:
-            result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=0,
-                           batch_size=args.batch_size, seed=args.seed, cluster=cluster, coordinator=coord,
-                           checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                           compression=args.compression)
-        except StopRequested:
-            emit("stopped", done=coord.done)
-            return 0
-        finally:
-            coord.close()
-    except ClusterRuntimeError as exc:
-        if exc.__context__ is not None:  # TF's own message (train() shortens it to its first line)
-            print(f"cause: {type(exc.__context__).__name__}: {str(exc.__context__)[:3000]}", file=sys.stderr)
-        emit("failed", error=str(exc))
-        return 3
-    except (RalpError, json.JSONDecodeError) as exc:
-        print(f"ralp_tf.faults.coordinator: error: {exc}", file=sys.stderr)
-        return 2
-    emit("result", **result.to_dict())
-    return 0
-
-
-def _flushed(code: int) -> int:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    return code
-
-
-if __name__ == "__main__":
-    os._exit(_flushed(main()))  # no interpreter teardown, as ralp_tf.train's __main__ explains

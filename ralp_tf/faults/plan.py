@@ -35,6 +35,9 @@ from typing import Any, Iterable
 
 from ralp_tf.errors import ValidationError
 
+__all__ = ["KINDS", "LINK_KINDS", "FaultPlanError", "LinkFaultUnavailable", "FaultEvent", "FaultPlan",
+           "parse_event", "chaos_plan"]
+
 KINDS = ("link_down", "throttle", "kill", "add_worker")
 LINK_KINDS = ("link_down", "throttle")
 _TASK = re.compile(r"^(worker|ps)(\d+)$")
@@ -78,7 +81,7 @@ class FaultEvent:
 
 
 def _rate_text(bps: float) -> str:
-    from ralp_tf.cluster import format_bandwidth
+    from ralp_tf.plan.cluster import format_bandwidth
 
     return format_bandwidth(bps)
 
@@ -184,7 +187,7 @@ def _parse_rate(value: str, where: str) -> dict[str, float]:
         if not 0 < frac < 1:
             raise FaultPlanError(f"fault {where!r}: rate={value!r} is not a fraction between 0 and 1, e.g. 1/10")
         return {"rate_fraction": frac}
-    from ralp_tf.cluster import parse_bandwidth
+    from ralp_tf.plan.cluster import parse_bandwidth
     from ralp_tf.errors import ClusterConfigError
 
     try:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
+__all__ = ["FaultRecord", "SupervisedReport", "leftovers"]
+
 
 @dataclasses.dataclass
 class FaultRecord:

@@ -13,6 +13,8 @@ import dataclasses
 
 from ralp_tf.errors import ClusterRuntimeError, ValidationError
 
+__all__ = ["RestartsExhausted", "RestartPolicy"]
+
 
 class RestartsExhausted(ClusterRuntimeError):
     """A task failed more often than the restart budget allows."""

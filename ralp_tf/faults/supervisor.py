@@ -1,8 +1,8 @@
 """A supervised training run: restarts failed tasks, plays a fault plan, adds workers, measures recovery.
 
-:class:`Supervisor` owns a :class:`~ralp_tf.launch.LocalCluster` (loopback, or inside a namespace
+:class:`Supervisor` owns a :class:`~ralp_tf.run.launch.LocalCluster` (loopback, or inside a namespace
 testbed when one is given) and runs the coordinator as a child process
-(``python -m ralp_tf.faults.coordinator``, :mod:`ralp_tf.faults.coordinator`) that checkpoints
+(``python -m ralp_tf.cli.coordinator_job``, :mod:`ralp_tf.faults.coordinator`) that checkpoints
 every ``checkpoint_every`` steps and reports each completed step. Its loop (every 0.2 s):
 
 * **plays the fault plan** (:mod:`ralp_tf.faults.plan`): kills tasks (SIGKILL), takes links down
@@ -179,7 +179,7 @@ class Supervisor:
     def _env(self) -> dict[str, str]:
         """The environment of tasks and coordinator. On a testbed, without the loopback bind shim
         (``ralp-tf run`` preloads it into itself): there a task must listen on its host's address."""
-        from ralp_tf.launch import NATIVE_SHIM
+        from ralp_tf.run.launch import NATIVE_SHIM
         from ralp_tf.testbed.jobs import base_env
 
         env = base_env()
@@ -205,7 +205,7 @@ class Supervisor:
             # Name the coordinator's own address: left out, TF would pick one from the hostname, which
             # resolves to 127.0.0.1 in the namespace, and a PS sending it a tensor (checkpoint) could not connect.
             spec["chief"] = [self.tb.address("chief", 2299 + run)]
-        argv = [sys.executable, "-m", "ralp_tf.faults.coordinator", "--cluster", json.dumps(spec),
+        argv = [sys.executable, "-m", "ralp_tf.cli.coordinator_job", "--cluster", json.dumps(spec),
                 "--model", self.model, "--policy", self.policy, "--steps", str(target),
                 "--batch-size", str(self.batch_size), "--seed", str(self.seed),
                 "--checkpoint-dir", self.checkpoint_dir, "--checkpoint-every", str(self.checkpoint_every),
@@ -228,8 +228,8 @@ class Supervisor:
         if self.tb is not None:
             proc = self.tb.popen("chief", argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         else:
-            from ralp_tf._procutil import die_with_parent
-            from ralp_tf.launch import loopback_env
+            from ralp_tf.run._procutil import die_with_parent
+            from ralp_tf.run.launch import loopback_env
 
             proc = subprocess.Popen(argv, env=loopback_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, text=True, start_new_session=True,
@@ -289,7 +289,7 @@ class Supervisor:
     def run(self) -> SupervisedReport:
         """Run to the end; raise ClusterRuntimeError (restart budget spent, a PS lost without
         --restart-failed, the safety cap) naming the last checkpoint."""
-        from ralp_tf.launch import LocalCluster
+        from ralp_tf.run.launch import LocalCluster
 
         started = time.time()
         links = None

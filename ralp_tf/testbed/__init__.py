@@ -10,7 +10,7 @@
   host *i* runs worker *i* and PS *i*, the chief on host 0), for ``hosts=``; ``host_cpu=`` gives
   every host a CPU budget (cgroup v1 quota, root).
 
-Both testbeds fit ``ralp_tf.launch.LocalCluster``'s launcher protocol: ``host(task) -> str`` and
+Both testbeds fit ``ralp_tf.run.launch.LocalCluster``'s launcher protocol: ``host(task) -> str`` and
 ``popen(task, argv, env, stdout, stderr) -> subprocess.Popen``.
 
 Example::
@@ -24,8 +24,9 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ralp_tf.testbed.base import (BaseTestbed, TestbedConfigError, TestbedError, TestbedInterrupted,
                                   bytes_delta, max_tasks_for_memory, tf_thread_env, usable_cores)
@@ -36,9 +37,33 @@ from ralp_tf.testbed.netns import Testbed, cleanup_stale, netns_support
 __all__ = ["BaseTestbed", "Testbed", "LoopbackTestbed", "TestbedError", "TestbedConfigError",
            "TestbedInterrupted", "bytes_delta", "cleanup_stale", "make_testbed", "netns_support",
            "max_tasks_for_memory", "layout_hosts", "tasks_of", "LAYOUTS", "DEDICATED", "COLOCATED",
-           "MAX_TASKS_PER_HOST", "cpu_budget_support", "tf_thread_env", "usable_cores"]
+           "MAX_TASKS_PER_HOST", "cpu_budget_support", "cpu_group", "run_ps", "tf_thread_env", "usable_cores"]
 
 _log = logging.getLogger(__name__)
+
+
+def run_ps(*args: Any, **kwargs: Any) -> Any:
+    """One ParameterServerStrategy job on a testbed, measured: :func:`ralp_tf.testbed.ps_job.run_ps`."""
+    from ralp_tf.testbed.ps_job import run_ps as run
+
+    return run(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def cpu_group(name: str, cores: float) -> Iterator[Callable[[list[str]], list[str]]]:
+    """A CPU group (cgroup v1 quota) of ``cores`` cores for the life of the block (root); yields
+    ``argv -> argv``, which runs a command inside it. The group is removed on exit, once its
+    processes are gone. Raises TestbedConfigError naming what is missing where groups cannot be made."""
+    from ralp_tf.testbed import _cgroups
+
+    ok, why = _cgroups.cpu_controller_support()
+    if not ok:
+        raise TestbedConfigError(f"cannot cap CPU at {cores:g} cores: {why}")
+    path = _cgroups.create_group(name, cores)
+    try:
+        yield lambda argv: _cgroups.join_argv(path, argv)
+    finally:
+        _cgroups.remove_group(path)
 
 
 def cpu_budget_support() -> tuple[bool, str]:

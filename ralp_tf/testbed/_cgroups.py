@@ -16,6 +16,10 @@ import os
 import signal
 import time
 
+__all__ = ["CPU_ROOT", "MIN_CORES", "CgroupError", "cpu_controller_support", "group_path", "period_us",
+           "create_group", "quota_cores", "group_pids", "cpu_stat", "join_argv", "remove_group", "stale_groups",
+           "cleanup_prefix"]
+
 CPU_ROOT = "/sys/fs/cgroup/cpu"
 #: The smallest quota the kernel accepts is 1000 us per period; keep budgets well above it.
 MIN_CORES = 0.01

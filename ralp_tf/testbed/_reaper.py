@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 
+__all__ = ["main"]
+
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the owner must not kill the watchdog

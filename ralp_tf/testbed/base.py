@@ -18,12 +18,16 @@ import sys
 import tempfile
 import threading
 import time
-from typing import IO, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ralp_tf.cluster import format_bandwidth, parse_bandwidth
+from ralp_tf.plan.cluster import format_bandwidth, parse_bandwidth
 from ralp_tf.errors import ClusterConfigError, RalpError
-from ralp_tf.launch import TASK_MEMORY_GIB, available_memory_bytes, max_tasks_for_memory
+from ralp_tf.run.launch import TASK_MEMORY_GIB, available_memory_bytes, max_tasks_for_memory
 from ralp_tf.testbed import _cgroups, _nsops
+
+__all__ = ["TASK_NAME", "PREFIX", "DEFAULT_MEM_PER_TASK_GIB", "Redirect", "TestbedError", "TestbedConfigError",
+           "TestbedInterrupted", "validate_tasks", "validate_prefix", "validate_bandwidth", "check_capacity",
+           "usable_cores", "validate_host_cpu", "tf_thread_env", "PrefixLock", "BaseTestbed", "bytes_delta"]
 
 TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
 PREFIX = re.compile(r"^[a-z][a-z0-9]{0,11}$")

@@ -32,6 +32,8 @@ from typing import Any, Sequence
 
 from ralp_tf.testbed import jobs
 
+__all__ = ["STRATEGY", "HOROVOD_CODECS", "horovod_available", "main", "run_horovod"]
+
 STRATEGY = "horovod"
 #: ``hvd.Compression`` settings Horovod 0.28 ships: fp16 casts each gradient before the all-reduce.
 HOROVOD_CODECS = ("none", "fp16")
@@ -54,12 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     jobs.add_job_args(ap)
     ap.add_argument("--compression", choices=HOROVOD_CODECS, default="none",
                     help="hvd.Compression of the all-reduced gradients: none or fp16 (Horovod has no other)")
-    args = ap.parse_args(argv)
+    args = jobs.parse_job_args(ap, argv)
     tf = jobs.setup_tf(args)
     import tf_keras
     import horovod.tensorflow.keras as hvd
 
-    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model.builtin import per_sample_loss, resolve_model, synthetic_batch
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()

@@ -25,6 +25,10 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
+__all__ = ["MARK", "emit", "add_job_args", "parse_job_args", "setup_tf", "make_timer", "report", "parse_line",
+           "JobWatcher", "LinkMeter", "summarize", "check_model_name", "resolve_workers", "job_argv", "base_env",
+           "is_finite"]
+
 MARK = "RALP_JOB"
 
 # ------------------------------------------------------------------------------------------
@@ -37,18 +41,30 @@ def emit(kind: str, **data: Any) -> None:
 
 
 def add_job_args(ap: argparse.ArgumentParser) -> None:
-    """The arguments every rank script takes (counts validated by the shared argparse types)."""
-    from ralp_tf.cliargs import positive_int
-
-    ap.add_argument("--model", default="alexnet_cifar", help="built-in name (ralp_tf.models) or module:function")
-    ap.add_argument("--batch", type=positive_int, default=32, help="batch per worker (global batch = batch x workers)")
-    ap.add_argument("--steps", type=positive_int, default=10, help="timed steps")
-    ap.add_argument("--warmup", type=positive_int, default=3,
+    """The arguments every rank script takes (:func:`parse_job_args` checks the counts)."""
+    ap.add_argument("--model", default="alexnet_cifar", help="built-in name (ralp_tf.model.builtin) or module:function")
+    ap.add_argument("--batch", type=int, default=32, help="batch per worker (global batch = batch x workers)")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3,
                     help="untimed steps first, at least 1 (the first step traces the graph)")
     ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
     ap.add_argument("--seed", type=int, default=0, help="weights seed (same on every rank); data seed is seed+rank")
     ap.add_argument("--intra-threads", type=int, default=0, help="TF intra-op threads (0: TF default)")
     ap.add_argument("--inter-threads", type=int, default=0, help="TF inter-op threads (0: TF default)")
+
+
+def parse_job_args(ap: argparse.ArgumentParser, argv: Any = None) -> argparse.Namespace:
+    """``ap.parse_args(argv)``, with ``--batch``, ``--steps`` and ``--warmup`` checked to be at least 1
+    (:func:`ralp_tf.errors.check_int`; a usage error, exit 2, otherwise)."""
+    from ralp_tf.errors import ValidationError, check_int
+
+    args = ap.parse_args(argv)
+    try:
+        for flag in ("batch", "steps", "warmup"):
+            check_int(getattr(args, flag), f"--{flag}")
+    except ValidationError as exc:
+        ap.error(str(exc))
+    return args
 
 
 def setup_tf(args: argparse.Namespace) -> Any:
@@ -98,7 +114,7 @@ def report(strategy: str, rank: int, size: int, args: argparse.Namespace, timer:
     """Emit the ``result`` line of this rank and return it."""
     import numpy as np
 
-    from ralp_tf.models import per_sample_loss, weights_checksum
+    from ralp_tf.model.builtin import per_sample_loss, weights_checksum
 
     # Trainable weights only: a ring averages gradients, while BatchNorm's moving statistics stay
     # local to each rank (each sees its own data) unless the model uses synchronized BatchNorm.
@@ -301,7 +317,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
 def check_model_name(model: str) -> None:
     """Reject unknown built-in model names before starting any process (``module:function``
     references are resolved by the ranks, so user code never runs in the launcher)."""
-    from ralp_tf.models import resolve_model
+    from ralp_tf.model.builtin import resolve_model
 
     if not isinstance(model, str) or ":" not in model:
         resolve_model(model)  # raises ValidationError naming the built-in models

@@ -18,6 +18,9 @@ from typing import Mapping, Sequence
 
 from ralp_tf.testbed.base import TASK_NAME, TestbedConfigError, validate_tasks
 
+__all__ = ["DEDICATED", "COLOCATED", "LAYOUTS", "CHIEF", "MAX_TASKS_PER_HOST", "layout_hosts", "tasks_of",
+           "validate_hosts"]
+
 DEDICATED = "dedicated"
 COLOCATED = "colocated"
 LAYOUTS = (DEDICATED, COLOCATED)
@@ -90,7 +93,7 @@ def validate_hosts(hosts: Mapping[str, Sequence[str]] | None, task_names: Sequen
         raise TestbedConfigError(f"task(s) {twice} are on more than one host; put each task on exactly one")
     missing, unknown = [t for t in tasks if t not in placed], [t for t in placed if t not in tasks]
     if missing or unknown:
-        raise TestbedConfigError(f"the host map does not match the tasks: "
+        raise TestbedConfigError("the host map does not match the tasks: "
                                  + (f"no host for {missing}" if missing else "")
                                  + ("; " if missing and unknown else "")
                                  + (f"unknown task(s) {unknown}" if unknown else "")

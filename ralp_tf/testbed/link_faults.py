@@ -27,6 +27,8 @@ from typing import Any
 from ralp_tf.testbed import _nsops
 from ralp_tf.testbed.base import TestbedConfigError, TestbedError
 
+__all__ = ["LinkFaults"]
+
 
 class LinkFaults:
     """Fault actions on ``tb``'s host links (see the module docstring)."""

@@ -8,7 +8,7 @@ allowed (containers without CAP_SYS_ADMIN, unprivileged users). What it cannot d
 * give every task its own address: all tasks share 127.0.0.1, so tasks need distinct ports
   (:meth:`LoopbackTestbed.free_port`);
 * count wire bytes: :meth:`LoopbackTestbed.link_bytes` sums the kernel's per-socket TCP payload
-  counters (``ss -ti``: ``bytes_acked``/``bytes_received``, as :mod:`ralp_tf.traffic` reads them; ``bytes_sent``
+  counters (``ss -ti``: ``bytes_acked``/``bytes_received``, as :mod:`ralp_tf.run.traffic` reads them; ``bytes_sent``
   also counts retransmissions, which happen on loopback too) of the *live* TCP sockets of each
   host's processes. Headers are not included and sockets already closed are missed; hence
   ``bytes_kind = "tcp_payload_live_sockets"`` and ``bytes_exact = False``;
@@ -35,6 +35,8 @@ from typing import Any, Mapping, Sequence
 from ralp_tf.testbed import _nsops
 from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, TestbedConfigError, TestbedError,
                                   check_capacity)
+
+__all__ = ["LoopbackTestbed"]
 
 _USERS = re.compile(r"pid=(\d+)")
 _SENT = re.compile(r"\bbytes_acked:(\d+)")  # sent and acknowledged: a loopback retransmit is not counted twice
@@ -77,7 +79,7 @@ class LoopbackTestbed(BaseTestbed):
               stdout: Any = None, stderr: Any = None, **kwargs: Any) -> subprocess.Popen:
         """As :meth:`BaseTestbed.popen`, with the loopback bind shim preloaded: TF's gRPC servers
         (PS tasks, MWMS and Horovod ranks) then listen on 127.0.0.1, not on every address."""
-        from ralp_tf.launch import loopback_env
+        from ralp_tf.run.launch import loopback_env
 
         return super().popen(task, argv, loopback_env(None if env is None else dict(env)), stdout, stderr,
                              **kwargs)

@@ -25,6 +25,8 @@ from typing import Any, Sequence
 
 from ralp_tf.testbed import jobs
 
+__all__ = ["STRATEGY", "main", "run_mwms"]
+
 STRATEGY = "allreduce"
 
 
@@ -35,13 +37,13 @@ STRATEGY = "allreduce"
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="One MultiWorkerMirroredStrategy worker (see module docstring).")
     jobs.add_job_args(ap)
-    args = ap.parse_args(argv)
+    args = jobs.parse_job_args(ap, argv)
     if not os.environ.get("TF_CONFIG"):
         raise SystemExit("mwms_job needs TF_CONFIG naming the worker cluster and this task")
     tf = jobs.setup_tf(args)
     import tf_keras
 
-    from ralp_tf.models import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model.builtin import per_sample_loss, resolve_model, synthetic_batch
 
     cfg = json.loads(os.environ["TF_CONFIG"])
     rank = int(cfg["task"]["index"])

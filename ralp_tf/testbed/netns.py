@@ -35,6 +35,8 @@ from ralp_tf.testbed import _cgroups, _nsops
 from ralp_tf.testbed.base import (DEFAULT_MEM_PER_TASK_GIB, BaseTestbed, PrefixLock, TestbedConfigError,
                                   TestbedError, check_capacity, validate_bandwidth, validate_prefix)
 
+__all__ = ["SWITCH", "netns_support", "cleanup_stale", "Testbed"]
+
 SWITCH = "-switch"  # the switch namespace is "<prefix>--switch"; task names cannot contain '-'
 
 

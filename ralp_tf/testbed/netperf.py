@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any, Sequence
 
+__all__ = ["CHUNK", "serve", "send", "measure", "measure_concurrent", "main"]
+
 CHUNK = 1 << 16
 
 

@@ -1,8 +1,8 @@
 """ParameterServerStrategy runs (stock, RALP or any plan) on a testbed, measured like the baselines.
 
-:func:`run_ps` starts the PS and worker tasks as a :class:`ralp_tf.launch.LocalCluster` whose
+:func:`run_ps` starts the PS and worker tasks as a :class:`ralp_tf.run.launch.LocalCluster` whose
 launcher is the testbed (each task in its own namespace), runs the coordinator
-(``python -m ralp_tf.train --emit-marks``) as task ``chief``, snapshots the links' wire bytes
+(``python -m ralp_tf.cli.train_job --emit-marks``) as task ``chief``, snapshots the links' wire bytes
 when the measured window opens and closes, and returns one record with the same keys as the
 Horovod and MultiWorkerMirroredStrategy records.
 
@@ -17,9 +17,11 @@ import json
 import os
 import signal
 import sys
-from typing import Any, Sequence
+from typing import Any
 
 from ralp_tf.testbed import jobs
+
+__all__ = ["CRASH_SIGNALS", "run_ps"]
 
 #: Signals that mean a process crashed (nothing here sends them): SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE.
 CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGILL, signal.SIGFPE})
@@ -30,11 +32,11 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
-    setting of :mod:`ralp_tf.compression`, given to the planner). Never raises for a failed
+    setting of :mod:`ralp_tf.plan.compression`, given to the planner). Never raises for a failed
     job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
-    from ralp_tf.launch import LocalCluster
+    from ralp_tf.run.launch import LocalCluster
     from ralp_tf.testbed import _nsops
 
     jobs.check_model_name(model)
@@ -51,7 +53,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     meter = jobs.LinkMeter(tb)
     record_strategy = "ralp" if policy == "ralp" else ("ps" if policy == "ps" else "plan")
     with LocalCluster(workers=workers, ps=ps, launcher=tb, log_dir=log_dir, env=jobs.base_env()) as lc:
-        cmd = [sys.executable, "-m", "ralp_tf.train", "--cluster", json.dumps(lc.cluster_spec_dict),
+        cmd = [sys.executable, "-m", "ralp_tf.cli.train_job", "--cluster", json.dumps(lc.cluster_spec_dict),
                "--model", model, "--policy", policy, "--steps", str(steps_total),
                "--warmup-steps", str(warmup * workers), "--batch-size", str(batch), "--emit-marks",
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
@@ -119,6 +121,6 @@ def _predicted_link_bytes(result: dict[str, Any], workers: int) -> float | None:
 
 
 def _rate_text(bps: float) -> str:
-    from ralp_tf.cluster import format_bandwidth
+    from ralp_tf.plan.cluster import format_bandwidth
 
     return format_bandwidth(bps)

@@ -18,6 +18,8 @@ import json
 import os
 import sys
 
+__all__ = ["parse", "main"]
+
 # ssh options that take a value (OpenSSH's getopt string), and flags that take none.
 _WITH_VALUE = set("BbcDEeFIiJLlmOoPpQRSWw")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ralp_tf.errors import ValidationError, read_json_file
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.model import ModelProfile
 from scheduler.errors import WorkloadError
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem

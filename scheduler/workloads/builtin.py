@@ -1,6 +1,6 @@
 """Built-in workloads: tf_keras models profiled through :func:`ralp_tf.profile`.
 
-Four come from :mod:`ralp_tf.models` (AlexNet-, VGG16- and ResNet-style CNNs, CTR-DNN); two
+Four come from :mod:`ralp_tf.model.builtin` (AlexNet-, VGG16- and ResNet-style CNNs, CTR-DNN); two
 are defined here: a two-tower text-matching model (MATCHNET-like) and a word-embedding model
 trained with NCE loss, whose loss head is written as layers (an ``Embedding`` of output
 weights and one of output biases, looked up for the true and the sampled negative words).
@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ralp_tf.errors import read_json_file
-from ralp_tf.profiler import ModelProfile
+from ralp_tf.model import ModelProfile
 from scheduler.errors import WorkloadError
+
+__all__ = ["PROFILE_DIR", "BATCH_SIZE", "matchnet", "word2vec_nce", "BUILTIN_WORKLOADS", "profile_workload",
+           "read_cached_profile", "load_profile", "main"]
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 #: Per-unit batch size of the built-in profiles.
@@ -90,7 +93,7 @@ def profile_workload(name: str, batch_size: int = BATCH_SIZE) -> ModelProfile:
     """Build and profile a built-in workload with :func:`ralp_tf.profile` (imports TensorFlow)."""
     if name not in BUILTIN_WORKLOADS:
         raise WorkloadError(f"unknown built-in workload {name!r}; use one of {', '.join(BUILTIN_WORKLOADS)}")
-    from ralp_tf.profiler import profile
+    from ralp_tf.model import profile
 
     model = BUILTIN_WORKLOADS[name]()
     prof = profile(model, batch_size=batch_size)

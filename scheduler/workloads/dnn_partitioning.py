@@ -18,6 +18,8 @@ from ralp_tf.errors import read_json_file
 from scheduler.errors import WorkloadError
 from scheduler.maxload import MaxLoadProblem
 
+__all__ = ["PUBLISHED_OPTIMUM", "shared_dir", "shared_workloads", "from_dict", "load"]
+
 #: Published optimum max-load of the contiguous-split DP (table in the data's README).
 PUBLISHED_OPTIMUM: dict[str, float] = {
     "bert24_inference": 17.7899,

@@ -28,9 +28,11 @@ from typing import Sequence
 
 import numpy as np
 
-from ralp_tf.profiler import LayerProfile, ModelProfile
+from ralp_tf.model import LayerProfile, ModelProfile
 from scheduler.errors import SchedulerError, WorkloadError
 from scheduler.workloads.builtin import BATCH_SIZE
+
+__all__ = ["FAMILIES", "EXTRA_FAMILIES", "random_profile", "generated_problems"]
 
 FAMILIES: tuple[str, ...] = ("cnn", "resnet", "ctr", "two_tower", "embedding")
 _F32 = 4

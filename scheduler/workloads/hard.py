@@ -26,6 +26,8 @@ import numpy as np
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 
+__all__ = ["MAXLOAD_RECIPES", "HARD_WORKLOADS", "hard_workload"]
+
 #: Recipes of the max-load workloads (arguments of ``branchy_graph``).
 MAXLOAD_RECIPES: dict[str, dict[str, Any]] = {
     "inception_tight": dict(blocks=20, branches=3, branch_len=4, size_slack=1.4, seed=2),

@@ -26,6 +26,8 @@ import numpy as np
 
 from scheduler.errors import WorkloadError
 
+__all__ = ["branchy_graph", "training_layer_graphs"]
+
 
 def branchy_graph(*, blocks: int, branches: int, branch_len: int, training: bool = False, fpgas: int = 6,
                   cpus: int = 1, size_slack: float = 2.0, seed: int = 0, name: str | None = None) -> dict[str, Any]:

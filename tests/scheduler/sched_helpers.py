@@ -5,7 +5,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from scheduler.problem import Problem
 from scheduler.resources import Catalog, Constraints, ResourceType

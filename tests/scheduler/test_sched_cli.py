@@ -61,7 +61,7 @@ def test_schedule_bad_input(capsys) -> None:
 
 
 def test_ralp_tf_schedule_prints_errors_like_every_command(capsys, monkeypatch) -> None:
-    from ralp_tf.cli import main
+    from ralp_tf.cli.main import main
 
     assert main(["schedule", "--workload", "ctr_dnn", "--solver", "exact", "--throughput", "1e12"]) == 3
     assert capsys.readouterr().err.startswith("ralp-tf: error: ")

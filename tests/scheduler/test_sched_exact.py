@@ -1,9 +1,7 @@
 """The exact solver: hand-checked optima, and the DP equals exhaustive search on small problems."""
 from __future__ import annotations
 
-import math
 
-import numpy as np
 import pytest
 
 from scheduler.errors import InfeasibleError

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 
-import numpy as np
 import pytest
 
 from scheduler.errors import WorkloadError

@@ -108,7 +108,7 @@ def test_bad_catalog_fields() -> None:
 
 
 def test_from_profile_uses_ralp_tf_cost_model() -> None:
-    from ralp_tf.costmodel import layer_seconds
+    from ralp_tf.plan.costmodel import layer_seconds
     from scheduler.catalogs import CLOUD
     from scheduler.workloads import load_profile
 

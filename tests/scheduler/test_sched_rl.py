@@ -1,9 +1,7 @@
 """The RL solver: tiny optima, per-decision timing, and generalisation to unseen problems."""
 from __future__ import annotations
 
-import math
 
-import numpy as np
 import pytest
 
 from scheduler.exact import Exact

@@ -2,17 +2,15 @@
 test_maxload.chain3), and the ralp_tf placement-policy protocol."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from ralp_tf.cluster import Cluster
+from ralp_tf.plan.cluster import Cluster
 from scheduler import RALP, BayesOpt, Exact, Greedy, RandomSearch
 from scheduler.errors import SolverNotApplicableError
 from scheduler.problem import Problem
 from scheduler.resources import Catalog, Constraints, ResourceType
 from scheduler.workloads import dnn_partitioning as dp
 
-from sched_helpers import tiny_problem
 from test_sched_maxload import chain3
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ralp_tf.layer_kinds import LAYER_KINDS
+from ralp_tf.model.kinds import LAYER_KINDS
 from scheduler.catalogs import CLOUD
 from scheduler.errors import CatalogError, ProblemError
 from scheduler.exact import Exact

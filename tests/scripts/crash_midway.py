@@ -3,9 +3,9 @@ import json
 import sys
 
 from ralp_tf import models
-from ralp_tf.launch import LocalCluster
-from ralp_tf.train import train
-from ralp_tf.traffic import cluster_endpoints
+from ralp_tf.run.launch import LocalCluster
+from ralp_tf.run.training import train
+from ralp_tf.run.traffic import cluster_endpoints
 
 
 def main() -> None:

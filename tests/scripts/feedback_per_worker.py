@@ -1,7 +1,7 @@
 """Top-k error feedback with 2 workers: each keeps its own residual. Prints ``RESULT {json}``.
 
 Run in a process of its own (its in-process cluster would replace a test process's). Schedules
-``steps`` gradients (seeded) through ``ralp_tf.gradient_codecs.send`` with ``topk:0.2`` on one PS
+``steps`` gradients (seeded) through ``ralp_tf.place.codecs.send`` with ``topk:0.2`` on one PS
 variable, then reads each worker's residual on that worker
 (``ClusterCoordinator._create_per_worker_resources``), and reports: the largest error of
 ``sum(sent) + sum over workers of residual - sum(gradients)``, and each worker's residual norm.
@@ -15,7 +15,7 @@ import tensorflow as tf
 sys.path.insert(0, __file__.rsplit("/", 2)[0])  # tests/, for inprocess_cluster
 from inprocess_cluster import InProcessCluster  # noqa: E402
 
-from ralp_tf.gradient_codecs import WorkerResidual, new_prefix, residual_name, send  # noqa: E402
+from ralp_tf.place.codecs import WorkerResidual, new_prefix, residual_name, send  # noqa: E402
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 12
 cluster = InProcessCluster(workers=2, ps=1)

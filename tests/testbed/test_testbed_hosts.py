@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ralp_tf.launch import LocalCluster
+from ralp_tf.run.launch import LocalCluster
 from ralp_tf.testbed import (LoopbackTestbed, Testbed, TestbedConfigError, TestbedError, _cgroups, cleanup_stale,
                              layout_hosts, tf_thread_env)
 from ralp_tf.testbed.netperf import measure, measure_concurrent

@@ -121,5 +121,5 @@ def test_failed_job_is_invalid_with_log_tail():
     with Testbed(["worker0", "worker1"], None, prefix="tbtbad") as tb:
         with pytest.raises(ValidationError, match="unknown model"):
             run_mwms(tb, "no_such_model")
-        r = run_mwms(tb, "ralp_tf.models:no_such_builder", batch=4, steps=2, warmup=1, timeout=120)
+        r = run_mwms(tb, "ralp_tf.model.builtin:no_such_builder", batch=4, steps=2, warmup=1, timeout=120)
     assert not r["valid"] and "non-zero exit" in r["invalid_reason"] and "no_such_builder" in r["log_tail"]

@@ -2,11 +2,9 @@
 next start) after SIGKILL of the process that owns the testbed. Root only."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 
 import pytest

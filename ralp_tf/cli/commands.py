@@ -1,0 +1,245 @@
+"""``ralp-tf plan`` and ``ralp-tf run``: the commands of the core (profile, plan, train).
+
+:func:`register` adds both to the ``ralp-tf`` parser (:mod:`ralp_tf.cli.main`). Both take
+``--policy NAME`` for any placement policy of :mod:`ralp_tf.place.policies` (``ralp``, ``ps``, a
+scheduler solver such as ``rl`` or ``exact``) with repeatable ``--policy-option KEY=VALUE``;
+``run`` also takes a plan JSON file.
+
+``plan --json`` prints, for ``ralp``, the analyzer's decision (``Analysis.to_dict()``) plus
+``"profile"``, as before; for any other policy ``{"model", "batch_size", "policy", "plan",
+"estimate", "baseline", "profile"}`` (the plan, and the cost model's estimate of it and of stock
+PSS). ``run --json`` prints ``{"baseline" | <policy>: {bytes_per_step, ..., "plan"}}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ralp_tf.cli.args import (add_cluster_args, add_policy_args, cluster_rates, fault_spec, non_negative_int,
+                             policy_options, positive_int)
+
+__all__ = ["register", "cmd_plan", "cmd_run"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``plan`` and ``run`` to an argparse subparsers object."""
+    p = subparsers.add_parser("plan", help="profile a model, plan its placement with a policy and print the plan")
+    p.add_argument("--model", required=True, help="built-in name or package.module:function (runs that code)")
+    add_cluster_args(p)
+    add_policy_args(p, plan_files=False)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", help="also write the plan JSON to this file")
+    _compression_arg(p)
+    p.set_defaults(func=cmd_plan)
+
+    r = subparsers.add_parser("run", help="train on a local cluster (stock PS and/or a placement policy) and "
+                                          "measure it")
+    r.add_argument("--model", default="alexnet_cifar")
+    add_cluster_args(r)
+    r.add_argument("--steps", type=positive_int, default=30)
+    add_policy_args(r)
+    r.add_argument("--compare", action="store_true", help="run stock PS and RALP side by side")
+    _compression_arg(r)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--json", action="store_true")
+    r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
+    r.add_argument("--tensorboard-dir", metavar="DIR",
+                   help="write TensorBoard event files here, one folder per run: loss per step, samples/s, bytes "
+                        "per step per link when measured, the plan as text (not the task logs: see --log-dir)")
+    r.add_argument("--tensorboard-trace", action="store_true",
+                   help="with --tensorboard-dir: also record a TF profiler trace of the measured steps (keep "
+                        "--steps small)")
+    r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
+    r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
+    r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
+    r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
+                   help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
+                        "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "
+                        "--workers/--ps come from it (docs/multihost.md)")
+    r.add_argument("--agent-port", type=positive_int, default=None,
+                   help="with --cluster: read bytes per step from `ralp-tf agent` on every worker/PS host at "
+                        "this port (without it, bytes are reported as unavailable)")
+    r.add_argument("--connect-timeout", type=float, default=30.0,
+                   help="with --cluster: seconds to wait for every task to answer (default 30)")
+    r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
+                   help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
+    from ralp_tf.cli.faults import add_run_args
+
+    add_run_args(r)
+    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster, reexec_env=_coordinator_env)
+
+
+def _compression_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--compression", default=None, metavar="SETTING",
+                   help="compress traffic on the wire: fp16 or bf16 (activations at the cut and weights pulled, "
+                        "with their gradients); int8 or topk:<fraction>[:no-feedback] (gradients pushed); "
+                        "kind=codec items joined by commas (e.g. weights=fp16,gradients=int8); or auto (the "
+                        "analyzer weighs fp16); see ralp_tf.plan.compression")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Profile ``--model``, plan it with ``--policy`` on the local cluster of the arguments, print
+    the plan (``--json``: one object) and write it to ``--out``."""
+    from ralp_tf.place.applier import plan_with_policy
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.plan.costmodel import estimate
+    from ralp_tf.model.builtin import resolve_model
+    from ralp_tf.place.policies import policy_from_spec
+    from ralp_tf.model.profiler import profile
+
+    policy = policy_from_spec(args.policy, policy_options(args))
+    builder = resolve_model(args.model)
+    prof = profile(builder(), batch_size=args.batch_size)
+    cluster = Cluster.local(args.workers, args.ps, **cluster_rates(args))
+    plan, analysis = plan_with_policy(policy, prof, cluster, compression=args.compression)
+    if args.out:
+        plan.save(args.out)
+    if analysis is not None:
+        out = analysis.to_dict()
+        report = analysis.report()
+    else:
+        chosen, baseline = estimate(prof, cluster, plan), estimate(prof, cluster, None)
+        out = {"model": prof.model_name, "batch_size": prof.batch_size, "policy": args.policy,
+               "plan": plan.to_dict(), "estimate": chosen.to_dict(), "baseline": baseline.to_dict()}
+        report = (f"Policy {args.policy}: {len(plan.ps_layers())} layer(s) on the PS; predicted "
+                  f"{chosen.step_s * 1e3:.1f} ms and {chosen.bytes_per_step / 1e6:.2f} MB per worker step "
+                  f"(stock PS: {baseline.step_s * 1e3:.1f} ms, {baseline.bytes_per_step / 1e6:.2f} MB)")
+    if args.json:
+        out["profile"] = prof.to_dict()
+        print(json.dumps(out, indent=2))
+    else:
+        print(prof.summary())
+        print()
+        print(report)
+        print()
+        print(plan.to_json())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Train ``--model`` on a LocalCluster with ``--policy`` (or stock PS and RALP with
+    ``--compare``) and print the measurements (``--json``: one object)."""
+    from ralp_tf.cli.faults import run_supervised, supervised_requested
+    from ralp_tf.place.policies import policy_from_spec
+    from ralp_tf.cli.progress import StepProgress
+
+    if supervised_requested(args):
+        return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
+    if args.compare:
+        policies: list[Any] = ["ps", "ralp"]
+    else:
+        policies = [policy_from_spec(args.policy, policy_options(args))]
+    progress = StepProgress("run", args.warmup_steps + args.steps, enabled=None if not args.json else False)
+    args.step_callback = progress.update
+    try:
+        results = _run_on_cluster(args, policies) if args.cluster else _run_local(args, policies)
+    finally:
+        progress.close()
+    if args.tensorboard_dir:
+        from ralp_tf.run.summaries import write_run_summaries
+
+        for name, r in results.items():
+            write_run_summaries(args.tensorboard_dir, r, "baseline" if name == "ps" else name)
+    out = {}
+    for name, r in results.items():
+        key = "baseline" if name == "ps" else name
+        entry = {"bytes_per_step": r.bytes_per_step, "predicted_bytes_per_step": r.predicted_bytes_per_step,
+                 "steps_per_s": r.steps_per_s, "final_loss": r.final_loss,
+                 "samples_per_s": r.samples_per_s, "predicted_step_s": r.predicted_step_s,
+                 "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
+                 "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
+                 "restored_weights_checksum": r.restored_weights_checksum,
+                 "final_weights_checksum": r.final_weights_checksum, "losses": r.losses}
+        if name != "ps":
+            entry["plan"] = r.plan
+        out[key] = entry
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_comparison(args, results)
+    return 0
+
+
+def _coordinator_env(args: argparse.Namespace) -> dict[str, str] | None:
+    """``run --cluster`` with a chief in the spec: restart with the coordinator's gRPC server bound to
+    the chief's address (:func:`ralp_tf.run.server.coordinator_bind_env`); errors wait for :func:`cmd_run`."""
+    from ralp_tf.errors import RalpError
+    from ralp_tf.run.server import coordinator_bind_env
+    from ralp_tf.run.tfconfig import load_cluster_config
+
+    if not args.cluster:
+        return None
+    try:
+        return coordinator_bind_env(load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster))
+    except RalpError:
+        return None
+
+
+def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
+    """``run``: train on a LocalCluster (:func:`ralp_tf.run.training.compare`)."""
+    from ralp_tf.run.training import compare
+
+    return compare(args.model, workers=args.workers, ps=args.ps, steps=args.steps, batch_size=args.batch_size,
+                   policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
+                   checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
+                   compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
+                   **cluster_rates(args))
+
+
+def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
+    """``run --cluster``: train on the running cluster of the file or TF_CONFIG (:mod:`ralp_tf.run.remote`)."""
+    from ralp_tf.errors import ValidationError
+    from ralp_tf.run.remote import train_on_cluster
+    from ralp_tf.run.tfconfig import load_cluster_config
+
+    if args.inject_fault:
+        raise ValidationError("--inject-fault kills local task processes; it cannot be used with --cluster")
+    config = load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster)
+    args.workers, args.ps = len(config.spec.get("worker", [])), len(config.spec.get("ps", []))
+    return train_on_cluster(config, args.model, policies=policies, agent_port=args.agent_port,
+                            connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
+                            rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                            checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
+                            compression=args.compression, on_measure=_trace_hook(args),
+                            step_callback=args.step_callback)
+
+
+def _trace_hook(args: argparse.Namespace) -> Any:
+    """``--tensorboard-trace``: a profiler trace of the measured window into ``--tensorboard-dir``."""
+    from ralp_tf.errors import ValidationError
+
+    if not getattr(args, "tensorboard_trace", False):
+        return None
+    if not args.tensorboard_dir:
+        raise ValidationError("--tensorboard-trace writes into --tensorboard-dir DIR; pass both")
+    from ralp_tf.run.summaries import profiler_hook
+
+    return profiler_hook(args.tensorboard_dir)
+
+
+def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    names = list(results)
+    print(f"{args.model}: {args.workers} worker(s), {args.ps} PS, batch {args.batch_size}/worker, "
+          f"{args.steps} measured steps each")
+    rows = [("bytes/step (measured)", lambda r: f"{r.bytes_per_step / 1e6:.2f} MB" if r.bytes_per_step is not None
+             else "unavailable"),
+            ("bytes/step (predicted)", lambda r: f"{r.predicted_bytes_per_step / 1e6:.2f} MB"),
+            ("steps/s (measured)", lambda r: f"{r.steps_per_s:.2f}"),
+            ("samples/s (measured)", lambda r: f"{r.samples_per_s:.1f}"),
+            ("final loss", lambda r: f"{r.final_loss:.4f}")]
+    print(f"{'':<24}" + "".join(f"{n:>16}" for n in names))
+    for label, fmt in rows:
+        print(f"{label:<24}" + "".join(f"{fmt(results[n]):>16}" for n in names))
+    if "ps" in results and "ralp" in results and results["ralp"].bytes_per_step and results["ps"].bytes_per_step:
+        a, b = results["ps"], results["ralp"]
+        print(f"RALP moves {a.bytes_per_step / b.bytes_per_step:.1f}x fewer bytes per step and runs "
+              f"{b.steps_per_s / a.steps_per_s:.2f}x the steps/s of stock PS.")
+    for r in results.values():
+        if r.analysis:
+            print(r.analysis)
+    if getattr(args, "cluster", None):
+        return
+    print("The analyzer plans for the link rate given (--bandwidth, default 1gbit). This run is on loopback, where "
+          "the network is not the bottleneck: compare the byte counts here, and use `ralp-tf bench` for "
+          "capped links.")

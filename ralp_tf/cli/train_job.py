@@ -1,0 +1,91 @@
+"""``python -m ralp_tf.cli.train_job``: one measured training job as the coordinator of a cluster
+that is already running (the testbed's PSS runs start it inside a network namespace).
+
+It prints the job's :class:`~ralp_tf.run.training.RunResult` as one JSON object, or, with
+``--emit-marks``, the testbed's job protocol lines ``RALP_JOB start|end|result <json>``. Bytes are
+not measured here: the caller counts them on the links.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, positive_int
+
+__all__ = ["main"]
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ralp_tf.cli.train_job --cluster JSON --model NAME --policy NAME|PLAN.json ...``
+
+    Runs one measured job as the coordinator of an already running cluster (e.g. tasks started
+    by a testbed inside network namespaces) and prints its RunResult as one JSON object.
+    Bytes are not measured here (the caller counts them on the links).
+    """
+    import argparse
+    import json
+    import sys
+
+    import tensorflow as tf
+
+    from ralp_tf.errors import RalpError
+    from ralp_tf.place.policies import policy_from_spec
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.run.training import train
+
+    p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.train_job")
+    p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
+    p.add_argument("--model", default="alexnet_cifar")
+    add_policy_args(p)
+    p.add_argument("--steps", type=positive_int, default=20)
+    p.add_argument("--warmup-steps", type=non_negative_int, default=3)
+    p.add_argument("--batch-size", type=positive_int, default=32)
+    p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
+    p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--measure-compute", action="store_true",
+                   help="plan and predict with measured layer times instead of FLOP rates")
+    p.add_argument("--compute-scale", type=float, default=1.0,
+                   help="multiply measured layer times by this (tasks sharing the cores)")
+    p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
+                                                        "(see ralp_tf.plan.compression)")
+    p.add_argument("--emit-marks", action="store_true",
+                   help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
+    args = p.parse_args(argv)
+
+    def mark(kind: str, **data: Any) -> None:
+        print(f"RALP_JOB {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+
+    try:
+        spec = json.loads(args.cluster)
+        rates: dict[str, Any] = {}
+        if args.bandwidth:
+            rates["bandwidth"] = args.bandwidth
+        if args.flops:
+            rates["flops"] = args.flops
+        cluster = Cluster.from_dict(spec, **rates)
+        policy = policy_from_spec(args.policy, policy_options(args))
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
+        strategy = tf.distribute.ParameterServerStrategy(resolver)
+        result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
+                       batch_size=args.batch_size, seed=args.seed, cluster=cluster,
+                       on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
+                       compute_scale=args.compute_scale, compression=args.compression)
+    except (RalpError, json.JSONDecodeError) as exc:
+        print(f"ralp_tf.cli.train_job: error: {exc}", file=sys.stderr)
+        return 2
+    if args.emit_marks:
+        mark("result", **result.to_dict())
+    else:
+        print(json.dumps(result.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    # A coordinator process whose result is printed ends here without interpreter teardown:
+    # TensorFlow's PSS runtime (coordinator threads, remote contexts) has been seen to crash
+    # with SIGSEGV while being torn down, which would turn a finished run into a failed one.
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,344 @@
+"""Built-in tf_keras models, shared by the examples, the CLI, the benchmarks and the scheduler.
+
+Each builder returns a fresh, built, uncompiled tf_keras model. :func:`resolve_model` turns a
+name or a ``module:function`` reference into a builder. A reference imports and runs user
+code: only pass references you trust.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any, Callable
+
+from ralp_tf.errors import ValidationError
+
+__all__ = ["ModelBuilder", "alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn", "small_cnn", "siamese_cnn",
+           "reused_dense", "ctr_head", "alexnet_cifar_subclassed", "transfer_classifier", "BUILTIN_MODELS",
+           "MODEL_REFERENCE", "resolve_model", "synthetic_batch", "output_units", "per_sample_loss",
+           "weights_checksum"]
+
+ModelBuilder = Callable[[], Any]
+
+
+def _keras() -> Any:
+    import tf_keras
+
+    return tf_keras
+
+
+def alexnet_cifar(num_classes: int = 10) -> Any:
+    """AlexNet-style CNN for 32x32x3: 5 conv (64, 192, 384, 256, 256), FC 4096-4096-10.
+
+    35,855,178 parameters, 2,251,584 of them in conv.
+    """
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((32, 32, 3), name="image")
+    for i, (filters, pool) in enumerate([(64, True), (192, True), (384, False), (256, False), (256, True)]):
+        x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+        if pool:
+            x = L.MaxPooling2D(2, name=f"pool{i + 1}")(x)
+    x = L.Flatten(name="flatten")(x)
+    x = L.Dense(4096, activation="relu", name="fc1")(x)
+    x = L.Dense(4096, activation="relu", name="fc2")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="alexnet_cifar")
+
+
+def vgg16_cifar(num_classes: int = 10) -> Any:
+    """VGG16's 13 conv layers on 32x32x3 (flatten 512), then FC 4096-4096-10.
+
+    33,638,218 parameters, 14,714,688 of them in conv.
+    """
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((32, 32, 3), name="image")
+    blocks = [(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)]
+    for b, (filters, n) in enumerate(blocks):
+        for i in range(n):
+            x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"block{b + 1}_conv{i + 1}")(x)
+        x = L.MaxPooling2D(2, name=f"block{b + 1}_pool")(x)
+    x = L.Flatten(name="flatten")(x)
+    x = L.Dense(4096, activation="relu", name="fc1")(x)
+    x = L.Dense(4096, activation="relu", name="fc2")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="vgg16_cifar")
+
+
+def resnet_cifar(num_classes: int = 10, depth: int = 20) -> Any:
+    """ResNet-20 for CIFAR (He et al. 2016, option B shortcuts): 3 stages of 3 basic blocks
+    with 16, 32, 64 filters, global average pooling, Dense 10."""
+    k = _keras()
+    L = k.layers
+    n = (depth - 2) // 6
+    x = inp = L.Input((32, 32, 3), name="image")
+    x = L.Conv2D(16, 3, padding="same", use_bias=False, name="stem_conv")(x)
+    x = L.BatchNormalization(name="stem_bn")(x)
+    x = L.Activation("relu", name="stem_relu")(x)
+    for s, filters in enumerate([16, 32, 64]):
+        for b in range(n):
+            stride = 2 if (s > 0 and b == 0) else 1
+            p = f"s{s + 1}b{b + 1}"
+            y = L.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False, name=f"{p}_conv1")(x)
+            y = L.BatchNormalization(name=f"{p}_bn1")(y)
+            y = L.Activation("relu", name=f"{p}_relu1")(y)
+            y = L.Conv2D(filters, 3, padding="same", use_bias=False, name=f"{p}_conv2")(y)
+            y = L.BatchNormalization(name=f"{p}_bn2")(y)
+            if stride != 1 or x.shape[-1] != filters:
+                x = L.Conv2D(filters, 1, strides=stride, use_bias=False, name=f"{p}_proj")(x)
+                x = L.BatchNormalization(name=f"{p}_proj_bn")(x)
+            x = L.Add(name=f"{p}_add")([x, y])
+            x = L.Activation("relu", name=f"{p}_relu2")(x)
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    out = L.Dense(num_classes, name="logits")(x)
+    return k.Model(inp, out, name="resnet_cifar")
+
+
+def ctr_dnn(vocab_sizes: tuple[int, ...] = (200_000, 200_000, 100_000, 50_000), embed_dim: int = 32,
+            dense_features: int = 13, hidden: tuple[int, ...] = (512, 256, 128)) -> Any:
+    """CTR-DNN (HeterPS's main case): sparse id features through large embeddings, concatenated
+    with dense features, then an MLP to one click logit."""
+    k = _keras()
+    L = k.layers
+    sparse_in = [L.Input((1,), dtype="int32", name=f"slot{i}") for i in range(len(vocab_sizes))]
+    dense_in = L.Input((dense_features,), name="dense_features")
+    embs = [L.Flatten(name=f"flat{i}")(L.Embedding(v, embed_dim, name=f"emb{i}")(s))
+            for i, (v, s) in enumerate(zip(vocab_sizes, sparse_in))]
+    x = L.Concatenate(name="concat")(embs + [dense_in])
+    for i, h in enumerate(hidden):
+        x = L.Dense(h, activation="relu", name=f"fc{i + 1}")(x)
+    out = L.Dense(1, name="logit")(x)
+    return k.Model(sparse_in + [dense_in], out, name="ctr_dnn")
+
+
+def small_cnn(num_classes: int = 10, fc: int = 512) -> Any:
+    """A small conv feature extractor with an FC head that dominates the weights (fast tests)."""
+    k = _keras()
+    L = k.layers
+    return k.Sequential([
+        L.Conv2D(8, 3, padding="same", activation="relu", input_shape=(16, 16, 3), name="conv1"),
+        L.MaxPooling2D(2, name="pool1"),
+        L.Conv2D(16, 3, padding="same", activation="relu", name="conv2"),
+        L.MaxPooling2D(2, name="pool2"),
+        L.Flatten(name="flatten"),
+        L.Dense(fc, activation="relu", name="fc1"),
+        L.Dense(fc, activation="relu", name="fc2"),
+        L.Dense(num_classes, name="logits"),
+    ], name="small_cnn")
+
+
+def siamese_cnn(num_classes: int = 10, fc: int = 512) -> Any:
+    """Two 16x16x3 images through one shared Conv2D(8) and one shared Dense(``fc``) (each layer
+    called twice), then Concatenate and Dense(``num_classes``)."""
+    k = _keras()
+    L = k.layers
+    left, right = L.Input((16, 16, 3), name="left"), L.Input((16, 16, 3), name="right")
+    conv = L.Conv2D(8, 3, activation="relu", name="shared_conv")
+    fc_shared = L.Dense(fc, activation="relu", name="shared_fc")
+    towers = [fc_shared(L.Flatten(name=f"flatten_{side}")(conv(x))) for side, x in (("left", left), ("right", right))]
+    out = L.Dense(num_classes, name="logits")(L.Concatenate(name="concat")(towers))
+    return k.Model([left, right], out, name="siamese_cnn")
+
+
+def reused_dense(num_classes: int = 10, width: int = 1024, calls: int = 3) -> Any:
+    """One Dense(``width``) applied ``calls`` times in a row to a ``width``-wide input, then
+    Dense(``num_classes``): a layer whose every call reads the same weights."""
+    k = _keras()
+    L = k.layers
+    x = inp = L.Input((width,), name="features")
+    block = L.Dense(width, activation="relu", name="reused")
+    for _ in range(calls):
+        x = block(x)
+    return k.Model(inp, L.Dense(num_classes, name="logits")(x), name="reused_dense")
+
+
+def ctr_head(vocab: int = 50_000, embed_dim: int = 64, ids: int = 8, hidden: int = 2048) -> Any:
+    """A CTR-style model: ``ids`` ids through one Embedding(``vocab``, ``embed_dim``), Flatten,
+    then Dense ``hidden``-``hidden``-2. With the head on a PS task the embedding's rows are
+    read there and never visit the worker."""
+    k = _keras()
+    L = k.layers
+    inp = L.Input((ids,), dtype="int32", name="ids")
+    x = L.Flatten(name="flatten")(L.Embedding(vocab, embed_dim, name="embedding")(inp))
+    x = L.Dense(hidden, activation="relu", name="fc1")(x)
+    x = L.Dense(hidden, activation="relu", name="fc2")(x)
+    return k.Model(inp, L.Dense(2, name="logits")(x), name="ctr_head")
+
+
+def alexnet_cifar_subclassed(num_classes: int = 10) -> Any:
+    """:func:`alexnet_cifar`'s layers (same names) as a subclassed ``tf_keras.Model``, unbuilt:
+    build it with ``model.build((None, 32, 32, 3))`` or let ralp_tf build it."""
+    k = _keras()
+    L = k.layers
+
+    class AlexNetCifar(k.Model):
+        def __init__(self) -> None:
+            super().__init__(name="alexnet_cifar")
+            self.convs = [L.Conv2D(f, 3, padding="same", activation="relu", name=f"conv{i + 1}")
+                          for i, f in enumerate([64, 192, 384, 256, 256])]
+            self.pools = {0: L.MaxPooling2D(2, name="pool1"), 1: L.MaxPooling2D(2, name="pool2"),
+                          4: L.MaxPooling2D(2, name="pool5")}
+            self.flatten = L.Flatten(name="flatten")
+            self.fc1 = L.Dense(4096, activation="relu", name="fc1")
+            self.fc2 = L.Dense(4096, activation="relu", name="fc2")
+            self.logits = L.Dense(num_classes, name="logits")
+
+        def call(self, x: Any, training: bool = False) -> Any:
+            for i, conv in enumerate(self.convs):
+                x = conv(x)
+                if i in self.pools:
+                    x = self.pools[i](x)
+            return self.logits(self.fc2(self.fc1(self.flatten(x))))
+
+    model = AlexNetCifar()
+    model.build((None, 32, 32, 3))
+    return model
+
+
+def transfer_classifier(num_classes: int = 10, hidden: int = 1024) -> Any:
+    """The transfer-learning shape: a nested conv ``features`` model, GlobalAveragePooling, then a
+    nested ``classifier`` model (``classifier/fc1``, ``classifier/fc2``, ``classifier/logits``)."""
+    k = _keras()
+    L = k.layers
+    image = L.Input((32, 32, 3), name="image")
+    x = image
+    for i, filters in enumerate([32, 64, 128]):
+        x = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+        x = L.MaxPooling2D(2, name=f"pool{i + 1}")(x)
+    features = k.Model(image, x, name="features")
+    classifier = k.Sequential([L.Dense(hidden, activation="relu", name="fc1", input_shape=(128,)),
+                               L.Dense(hidden, activation="relu", name="fc2"),
+                               L.Dense(num_classes, name="logits")], name="classifier")
+    inp = L.Input((32, 32, 3), name="input_image")
+    out = classifier(L.GlobalAveragePooling2D(name="gap")(features(inp)))
+    return k.Model(inp, out, name="transfer_classifier")
+
+
+BUILTIN_MODELS: dict[str, ModelBuilder] = {
+    "alexnet_cifar": alexnet_cifar,
+    "vgg16_cifar": vgg16_cifar,
+    "resnet_cifar": resnet_cifar,
+    "ctr_dnn": ctr_dnn,
+    "small_cnn": small_cnn,
+    "siamese_cnn": siamese_cnn,
+    "reused_dense": reused_dense,
+    "ctr_head": ctr_head,
+    "alexnet_cifar_subclassed": alexnet_cifar_subclassed,
+    "transfer_classifier": transfer_classifier,
+}
+
+#: A ``package.module:function`` model reference.
+MODEL_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def resolve_model(ref: str) -> ModelBuilder:
+    """A builder for a built-in name, or for ``package.module:function`` (imports and runs user code)."""
+    if not isinstance(ref, str) or not ref:
+        raise ValidationError("a model reference is a built-in name or 'module:function'")
+    if ref in BUILTIN_MODELS:
+        return BUILTIN_MODELS[ref]
+    if ":" not in ref:
+        raise ValidationError(f"unknown model {ref!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
+                              "or a reference 'package.module:function' to a function that builds the model")
+    if not MODEL_REFERENCE.match(ref):
+        raise ValidationError(f"model reference {ref!r} is malformed; write it as 'package.module:function'")
+    module_name, func_name = ref.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValidationError(f"cannot import module {module_name!r} of model reference {ref!r}: {exc}; "
+                              "check the name and that it is on PYTHONPATH") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise ValidationError(f"module {module_name!r} has no function {func_name!r} (model reference {ref!r})")
+    return fn
+
+
+def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
+    """A deterministic synthetic (inputs, labels) batch that fits ``model``'s inputs and output."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    xs = []
+    for t in (model.inputs if getattr(model, "inputs", None) else _input_specs(model)):
+        shape = [batch_size] + [int(d) for d in t.shape[1:]]
+        if t.dtype.is_integer:
+            high = _id_range(model, t)
+            xs.append(rng.integers(0, high, size=shape).astype(t.dtype.as_numpy_dtype))
+        else:
+            xs.append(rng.standard_normal(shape).astype("float32"))
+    n_out = output_units(model)
+    labels = rng.integers(0, max(n_out, 2), size=(batch_size,)).astype("int32")
+    if n_out == 1:
+        labels = labels.astype("float32").reshape(batch_size, 1)
+    return (xs[0] if len(xs) == 1 else xs), labels
+
+
+def _input_specs(model: Any) -> list[Any]:
+    from ralp_tf.model.trace import input_specs
+
+    return input_specs(model)
+
+
+def output_units(model: Any) -> int:
+    """Size of the last dimension of the model's (first) output; a subclassed model is traced once."""
+    import tensorflow as tf
+
+    if getattr(model, "outputs", None):
+        return int(model.outputs[0].shape[-1])
+    specs = _input_specs(model)
+    fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False), autograph=False)
+    return int(tf.nest.flatten(fn.get_concrete_function(*specs).structured_outputs)[0].shape[-1])
+
+
+def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
+    """The loss every built-in training job uses for ``model`` (it matches :func:`synthetic_batch`'s
+    labels): binary cross-entropy from logits when the output has one unit, sparse categorical
+    cross-entropy from logits otherwise. ``loss(labels, logits)`` returns one value per sample
+    (no reduction): average it in a custom loop, or pass the function to ``Model.compile``, which
+    averages over the batch."""
+    import tf_keras
+
+    if output_units(model) == 1:
+        def binary_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
+            return tf_keras.losses.binary_crossentropy(labels, logits, from_logits=True)
+
+        return binary_crossentropy_from_logits
+
+    def sparse_categorical_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
+        return tf_keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+    return sparse_categorical_crossentropy_from_logits
+
+
+def weights_checksum(model: Any, trainable_only: bool = False) -> tuple[str, float]:
+    """``(sha256, total)`` of ``model.get_weights()`` in order (``trainable_only``: of its
+    trainable weights): the SHA-256 of every weight's float32 bytes (equal hashes: identical
+    weights) and the float64 sum of all weights (a cheap fingerprint that survives a checkpoint
+    round trip and can be compared with a tolerance)."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    total = 0.0
+    weights = [w.numpy() for w in model.trainable_weights] if trainable_only else model.get_weights()
+    for weight in weights:
+        values = np.ascontiguousarray(weight, dtype=np.float32)
+        digest.update(values.tobytes())
+        total += float(values.sum(dtype=np.float64))
+    return digest.hexdigest(), total
+
+
+def _id_range(model: Any, tensor: Any, default: int = 1000) -> int:
+    """Ids for an integer input: below the smallest ``input_dim`` of the embeddings it feeds."""
+    source = tensor._keras_history.layer
+    dims = []
+    for layer in model.layers:
+        if not hasattr(layer, "input_dim"):
+            continue
+        for node in layer._inbound_nodes:
+            inbound = node.inbound_layers
+            if source is inbound or (isinstance(inbound, (list, tuple)) and source in inbound):
+                dims.append(int(layer.input_dim))
+    return min(dims) if dims else default

@@ -1,0 +1,118 @@
+"""Check a placed model against its Plan on a traced training step (the applier's post-condition).
+
+:func:`verify_placement` traces, without running it, one training step of the placed model:
+a forward pass on symbolic inputs of batch 2, a scalar loss on the worker, and
+``tf.GradientTape.gradient`` of that loss with respect to every trainable variable, exactly as
+``Model.fit`` and custom ``ClusterCoordinator`` loops do. For every layer the plan puts on a
+parameter-server task it then checks that
+
+* every variable of the layer lives on that task;
+* every forward op and every gradient op of the layer (ops whose name scope contains the
+  layer's name: ``model/fc1/MatMul``, ``gradient_tape/model/fc1/MatMul/MatMul_1``) runs on it;
+* no ``AddN`` that sums the gradients of the layer's variables over several calls runs
+  elsewhere;
+
+and, for every worker-computed layer whose variables the plan stores on a PS task
+(``Plan.storage``), that they live there.
+
+Ops that move no data are not checked: constants, no-ops, and ops whose every output is a
+scalar (the tape's zero gradients for unused scalar outputs); nor are ops on a variable's
+handle (reads, gathers), which TF's placer colocates with the variable, checked above; nor the
+casts that compress a layer's input on the worker before it crosses (scope ``ralp_encode``). A mismatch raises
+:class:`~ralp_tf.errors.PlacementMismatchError` naming the layer, the op and both devices.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ralp_tf.errors import PlacementMismatchError
+from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.model.trace import input_specs, leaf_layers
+
+__all__ = ["traced_training_step", "verify_placement"]
+
+#: Op types that never carry a layer's data (no check).
+_UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
+
+
+def _symbolic_inputs(model: Any, input_shape: Any = None) -> list[Any]:
+    import tensorflow as tf
+
+    return [tf.TensorSpec([2] + [d or 1 for d in s.shape[1:]], s.dtype) for s in input_specs(model, input_shape)]
+
+
+def traced_training_step(model: Any, input_shape: Any = None) -> Any:
+    """The graph of one traced (never executed) training step of ``model``: forward, a scalar
+    loss, and the tape's gradients with respect to ``model.trainable_variables``."""
+    import tensorflow as tf
+
+    specs = _symbolic_inputs(model, input_shape)
+
+    @tf.function(autograph=False)
+    def step(*xs: Any) -> Any:
+        with tf.GradientTape() as tape:
+            y = model(list(xs) if len(xs) > 1 else xs[0], training=True)
+            loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)])
+        return tape.gradient(loss, model.trainable_variables)
+
+    return step.get_concrete_function(*specs).graph
+
+
+def _same_task(device: str, job: str, task: int) -> bool:
+    import tensorflow as tf
+
+    spec = tf.DeviceSpec.from_string(device or "")
+    return spec.job == job and int(spec.task or 0) == task
+
+
+def _carries_data(op: Any) -> bool:
+    import tensorflow as tf
+
+    if op.type in _UNCHECKED_OP_TYPES or not op.outputs:
+        return False
+    if "ralp_encode" in op.name.split("/"):
+        return False  # compression's encode runs on the sending device (the worker) by design
+    if any(i.dtype == tf.resource for i in op.inputs):
+        return False  # reads and updates of a variable are colocated with it by TF's placer
+    return any(o.shape.rank != 0 for o in op.outputs)
+
+
+def _in_scope(op_name: str, layer_path: str) -> bool:
+    """Whether ``op_name`` lies under the name scope of the layer at ``layer_path`` ("fc1",
+    "classifier/fc1"): the path's parts appear consecutively among the op's scopes."""
+    scopes, parts = op_name.split("/")[:-1], layer_path.split("/")
+    return any(scopes[i:i + len(parts)] == parts for i in range(len(scopes) - len(parts) + 1))
+
+
+def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None) -> None:
+    """Raise PlacementMismatchError unless every PS-placed layer's variables, forward ops and
+    gradient ops are on its planned task (see the module docstring)."""
+    ps_layers = {name: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
+    if not ps_layers and not plan.storage:
+        return
+    by_name = leaf_layers(model)
+    stored = {name: tasks[0] for name, tasks in plan.stored_on().items() if len(tasks) == 1}
+    for name, task in [*((n, d.task) for n, d in ps_layers.items()), *stored.items()]:
+        for v in by_name[name].weights:
+            if not _same_task(v.device, "ps", task):
+                raise PlacementMismatchError(
+                    f"layer {name!r}: variable {v.name} is on {v.device or 'no device'}, not PS task {task} as planned")
+    if not ps_layers:
+        return
+    graph = traced_training_step(model, input_shape)
+    var_shapes = {name: {tuple(v.shape) for v in by_name[name].trainable_weights} for name in ps_layers}
+    for op in graph.get_operations():
+        if not _carries_data(op):
+            continue
+        for name, dev in ps_layers.items():
+            misplaced = not _same_task(op.device, "ps", dev.task)
+            if misplaced and _in_scope(op.name, name):
+                raise PlacementMismatchError(
+                    f"layer {name!r}: op {op.name} ({op.type}) runs on {op.device or 'the worker'}, not on "
+                    f"{dev.canonical()} as planned")
+            if misplaced and op.type == "AddN" and var_shapes[name] and all(
+                    _in_scope(i.op.name, name) and tuple(i.shape) in var_shapes[name] for i in op.inputs):
+                raise PlacementMismatchError(
+                    f"layer {name!r}: the sum of its calls' weight gradients ({op.name}) runs on "
+                    f"{op.device or 'the worker'}, not on {dev.canonical()}; its weight gradients would cross "
+                    "the network")
