@@ -4,7 +4,8 @@ For every layer, in topological order, a :class:`LayerProfile` records
 
 * ``kind``: one of :data:`LAYER_KINDS`, from :func:`register_layer_kind`'s registry
   (unknown classes become ``"other"`` with a warning; "other" layers stay on workers);
-* ``param_bytes`` (all weights) and ``var_bytes`` (each variable, in creation order);
+* ``param_bytes`` (all weights), ``var_bytes`` (each variable, in the layer's weight order) and
+  ``var_shapes`` (each variable's shape; empty in profiles written without shapes);
 * ``calls``: how many times the model calls the layer (a shared layer is called once per use);
 * ``flops``: forward FLOPs per sample, summed over the calls. Analytic for conv
   (``2 * prod(kernel) * C_in/groups * output elements``), dense (``2 * d_in * units * rows``)
@@ -60,6 +61,7 @@ class LayerProfile:
     output_shape: tuple[int | None, ...] = ()
     measured_seconds: float | None = None
     calls: int = 1
+    var_shapes: tuple[tuple[int, ...], ...] = ()
 
     @property
     def has_params(self) -> bool:
@@ -68,6 +70,7 @@ class LayerProfile:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["var_bytes"] = list(self.var_bytes)
+        d["var_shapes"] = [list(s) for s in self.var_shapes]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -98,6 +101,12 @@ class LayerProfile:
         shape = d.get("output_shape", [])
         if not isinstance(var_bytes, list) or not all(_is_count(v) for v in var_bytes):
             raise ValidationError(f"layer {name!r}: 'var_bytes' must be a list of byte counts")
+        var_shapes = d.get("var_shapes", [])
+        if not isinstance(var_shapes, list) or not all(
+                isinstance(s, list) and all(_is_count(n) for n in s) for s in var_shapes) or (
+                var_shapes and len(var_shapes) != len(var_bytes)):
+            raise ValidationError(f"layer {name!r}: 'var_shapes' must be a list of shapes (lists of sizes), one per "
+                                  "entry of 'var_bytes'")
         if not isinstance(inbound, list) or not all(isinstance(u, str) for u in inbound):
             raise ValidationError(f"layer {name!r}: 'inbound' must be a list of layer names")
         if not isinstance(shape, list) or not all(v is None or _is_count(v) for v in shape):
@@ -108,7 +117,8 @@ class LayerProfile:
         calls = _nonneg(d, "calls", name, int, default=1)
         if calls < 1:
             raise ValidationError(f"layer {name!r}: 'calls' must be at least 1, got {calls}")
-        return cls(var_bytes=tuple(int(v) for v in var_bytes), inbound=tuple(inbound), output_shape=tuple(shape),
+        return cls(var_bytes=tuple(int(v) for v in var_bytes), var_shapes=tuple(tuple(s) for s in var_shapes),
+                   inbound=tuple(inbound), output_shape=tuple(shape),
                    measured_seconds=measured, calls=calls, **kw)
 
 
@@ -390,6 +400,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
         earlier = {l.name for l in layers}
         inbound = [tensors[k]["producer"] for c in calls for k in c.in_keys]
         var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in weights)
+        var_shapes = tuple(tuple(int(d) for d in v.shape) for v in weights)
         measured = None
         if measure and layer is not None and kind != "input":
             measured = _measure_layer(layer, first.inputs, batch_size, repeats) * len(calls)
@@ -397,7 +408,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
         layers.append(LayerProfile(
             name=name, kind=kind, class_name=class_name, param_bytes=sum(var_bytes),
             trainable_param_bytes=sum(int(np.prod(v.shape)) * v.dtype.size for v in trainable_weights),
-            var_bytes=var_bytes, flops=sum(flops), flops_source=source,
+            var_bytes=var_bytes, var_shapes=var_shapes, flops=sum(flops), flops_source=source,
             output_bytes=tensors[first.out_key]["bytes"],
             inbound=tuple(dict.fromkeys(u for u in inbound if u in earlier)),
             output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
