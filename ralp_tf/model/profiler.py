@@ -39,7 +39,7 @@ from ralp_tf.errors import KerasVersionError, ModelError, ValidationError, parse
 from ralp_tf.model.kinds import LAYER_KINDS, call_flops, dtype_size, layer_kind, prod, shape_tuple
 from ralp_tf.model.trace import LayerCall, Trace, input_specs, trace_calls
 
-__all__ = ["LayerProfile", "TensorProfile", "ModelProfile", "check_tf_keras_model", "profile"]
+__all__ = ["gradient_flows", "LayerProfile", "TensorProfile", "ModelProfile", "check_tf_keras_model", "profile"]
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,13 @@ class ModelProfile:
         """Forward FLOPs per sample."""
         return sum(l.flops for l in self.layers)
 
+    def gradient_flows(self) -> dict[str, bool]:
+        """Layer -> whether a gradient flows into its output (:func:`gradient_flows`)."""
+        order = {l.name: i for i, l in enumerate(self.layers)}
+        flows = gradient_flows([l.trainable_param_bytes > 0 for l in self.layers],
+                               [[order[u] for u in l.inbound] for l in self.layers])
+        return {l.name: f for l, f in zip(self.layers, flows)}
+
     def successors(self, name: str) -> list[str]:
         return [l.name for l in self.layers if name in l.inbound]
 
@@ -282,6 +289,16 @@ class ModelProfile:
                         f"{l.flops / 1e6:>13.2f} {l.output_bytes / 1e3:>13.2f}")
         rows.append(f"{'total':<24} {'':<13} {self.param_bytes / 1e6:>10.3f} {self.flops / 1e6:>13.2f}")
         return "\n".join(rows)
+
+
+def gradient_flows(trainable: Sequence[bool], inbound: Sequence[Sequence[int]]) -> list[bool]:
+    """For layers in topological order: whether a gradient flows into layer i's output, i.e. layer
+    i or a layer it is computed from has trainable parameters (``trainable[i]``; ``inbound[i]``: the
+    indices of the layers feeding it, all before i)."""
+    flows: list[bool] = []
+    for i, preds in enumerate(inbound):
+        flows.append(bool(trainable[i]) or any(flows[u] for u in preds))
+    return flows
 
 
 def _is_count(v: Any) -> bool:

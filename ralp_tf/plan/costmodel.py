@@ -284,13 +284,6 @@ def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
     return homes
 
 
-def _has_trainable_upstream(profile: ModelProfile) -> dict[str, bool]:
-    flag: dict[str, bool] = {}
-    for l in profile.layers:
-        flag[l.name] = l.trainable_param_bytes > 0 or any(flag.get(u, False) for u in l.inbound)
-    return flag
-
-
 def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
     if locations and num_ps == 0:
         raise PlanError(f"plan {what} PS tasks but the cluster has no PS tasks; add a 'ps' job")
@@ -359,7 +352,7 @@ def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps:
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else l.calls
                     add(ps, WORKER, nbytes * reads * weights_ratio[l.name], PULL)
                     add(WORKER, ps, pushed_bytes(setting, nbytes), PUSH)
-    grad_flows = _has_trainable_upstream(profile)
+    grad_flows = profile.gradient_flows()
     kinds = {l.name: l.kind for l in profile.layers}
     for t in profile.activation_tensors():
         grad_at = WORKER if kinds[t.producer] == "embedding" else where[t.producer]
