@@ -24,11 +24,14 @@ log = logging.getLogger(__name__)
 
 LAYER_KINDS: tuple[str, ...] = (
     "input", "conv", "pool", "dense", "embedding", "normalization", "activation", "reshape", "other",
+    "recurrent", "attention",
 )
-#: Kinds RALP may compute on a parameter-server task.
-PS_PLACEABLE_KINDS = frozenset({"conv", "pool", "dense", "embedding", "normalization", "activation", "reshape"})
-#: Kinds the RALP analyzer moves to PS tasks: weight-heavy, compute-light.
-RALP_PS_KINDS = frozenset({"dense", "embedding"})
+#: Kinds that may compute on a parameter-server task (whether one layer can is its profile's
+#: ``ps_refusal``: a stateful RNN, an op with no CPU kernel, a plain op of the model's own call cannot).
+PS_PLACEABLE_KINDS = frozenset(LAYER_KINDS) - {"input"}
+#: Kinds whose weights the RALP analyzer may move to PS tasks, priced by the cost model (conv and
+#: normalization layers stay on the workers, as in RALP).
+RALP_PS_KINDS = frozenset({"dense", "embedding", "recurrent", "attention", "other"})
 
 FlopsFn = Callable[[Any, Sequence[tuple], Sequence[tuple]], float]
 

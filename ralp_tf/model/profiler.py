@@ -13,6 +13,8 @@ For every layer, in topological order, a :class:`LayerProfile` records
   layer's graph;
 * ``output_bytes``: the output activation of one call, per sample;
 * ``inbound``: the names of the layers feeding any of its calls;
+* ``ps_refusal``: why the layer cannot compute on a PS task, empty when it can (model inputs
+  and the plain TensorFlow ops of a subclassed model's own ``call`` cannot);
 * ``measured_seconds``: optional forward+backward time for one batch on the local device, all
   calls together.
 
@@ -39,7 +41,8 @@ from ralp_tf.errors import KerasVersionError, ModelError, ValidationError, parse
 from ralp_tf.model.kinds import LAYER_KINDS, call_flops, dtype_size, layer_kind, prod, shape_tuple
 from ralp_tf.model.trace import LayerCall, Trace, input_specs, trace_calls
 
-__all__ = ["gradient_flows", "LayerProfile", "TensorProfile", "ModelProfile", "check_tf_keras_model", "profile"]
+__all__ = ["INPUT_REFUSAL", "OP_REFUSAL", "default_refusal", "gradient_flows", "LayerProfile", "TensorProfile",
+           "ModelProfile", "check_tf_keras_model", "profile"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class LayerProfile:
     measured_seconds: float | None = None
     calls: int = 1
     var_shapes: tuple[tuple[int, ...], ...] = ()
+    #: why the layer cannot compute on a PS task ("": it can)
+    ps_refusal: str = ""
 
     @property
     def has_params(self) -> bool:
@@ -71,6 +76,8 @@ class LayerProfile:
         d = dataclasses.asdict(self)
         d["var_bytes"] = list(self.var_bytes)
         d["var_shapes"] = [list(s) for s in self.var_shapes]
+        if d["ps_refusal"] == default_refusal(self.kind, self.name):
+            del d["ps_refusal"]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -114,12 +121,15 @@ class LayerProfile:
         measured = d.get("measured_seconds")
         if measured is not None:
             measured = _nonneg(d, "measured_seconds", name, float)
+        refusal = d.get("ps_refusal", default_refusal(d["kind"], name))
+        if not isinstance(refusal, str):
+            raise ValidationError(f"layer {name!r}: 'ps_refusal' must be a string (empty: it can compute on a PS)")
         calls = _nonneg(d, "calls", name, int, default=1)
         if calls < 1:
             raise ValidationError(f"layer {name!r}: 'calls' must be at least 1, got {calls}")
         return cls(var_bytes=tuple(int(v) for v in var_bytes), var_shapes=tuple(tuple(s) for s in var_shapes),
                    inbound=tuple(inbound), output_shape=tuple(shape),
-                   measured_seconds=measured, calls=calls, **kw)
+                   measured_seconds=measured, calls=calls, ps_refusal=refusal, **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +301,20 @@ class ModelProfile:
         return "\n".join(rows)
 
 
+#: ``ps_refusal`` of a model input.
+INPUT_REFUSAL = "a model input: inputs stay on the workers"
+#: ``ps_refusal`` of a plain TensorFlow op in a model's own ``call`` (an ``op:`` record).
+OP_REFUSAL = "a TensorFlow op of the model's own call, which runs where that call runs (the worker)"
+
+
+def default_refusal(kind: str, name: str) -> str:
+    """``ps_refusal`` of a profile layer written without one: inputs and ``op:`` records cannot
+    compute on a PS; every other layer can."""
+    if kind == "input":
+        return INPUT_REFUSAL
+    return OP_REFUSAL if kind == "other" and name.startswith("op:") else ""
+
+
 def gradient_flows(trainable: Sequence[bool], inbound: Sequence[Sequence[int]]) -> list[bool]:
     """For layers in topological order: whether a gradient flows into layer i's output, i.e. layer
     i or a layer it is computed from has trainable parameters (``trainable[i]``; ``inbound[i]``: the
@@ -409,11 +433,13 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             flops = [0.0 if kind == "input" else float(sum(prod(shape_tuple(t)[1:]) for t in c.outputs))
                      for c in calls]
             source = "none" if kind == "input" else "elementwise"
+            refusal = INPUT_REFUSAL if kind == "input" else OP_REFUSAL
         else:
             kind = "input" if type(layer).__name__ == "InputLayer" else layer_kind(layer, warn)
             class_name, weights, trainable_weights = type(layer).__name__, layer.weights, layer.trainable_weights
             counted = [call_flops(layer, kind, c.inputs, c.outputs) for c in calls]
             flops, source = [f for f, _ in counted], counted[0][1]
+            refusal = INPUT_REFUSAL if kind == "input" else ""
         earlier = {l.name for l in layers}
         inbound = [tensors[k]["producer"] for c in calls for k in c.in_keys]
         var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in weights)
@@ -429,7 +455,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             output_bytes=tensors[first.out_key]["bytes"],
             inbound=tuple(dict.fromkeys(u for u in inbound if u in earlier)),
             output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
-            calls=len(calls)))
+            calls=len(calls), ps_refusal=refusal))
     order = list(by_name)
     outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
     tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)

@@ -4,9 +4,11 @@ Candidates, all priced by :func:`ralp_tf.plan.costmodel.estimate`:
 
 * no split (stock ParameterServerStrategy);
 * every suffix cut ``i`` of the topological order: layers ``i..n`` computed on PS tasks, provided
-  every layer with weights among them is dense or embedding (conv and normalization stay on
-  the workers, as in RALP), the rest are weightless PS-placeable kinds, and they include a
-  dense or embedding layer with weights;
+  each of them can compute on a PS (its profile's ``ps_refusal`` is empty), every layer with
+  weights among them is of a kind in :data:`~ralp_tf.model.kinds.RALP_PS_KINDS` (dense, embedding,
+  recurrent, attention, or a layer of a class with no registered kind, priced on its measured
+  parameters, FLOPs and activations; conv and normalization stay on the workers, as in RALP), and
+  they include such a layer with weights;
 * the same with every embedding layer (and the reshapes right after it) on PS tasks too.
 
 PS-side layers with weights go to PS tasks by longest-processing-time on parameter bytes (the
@@ -196,7 +198,7 @@ def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
     suffixes: list[tuple[str, list[str]]] = [("no split", [])]
     for i in range(len(layers)):
         suffix = layers[i:]
-        if not all(l.kind in PS_PLACEABLE_KINDS and (l.kind in RALP_PS_KINDS or not l.param_bytes)
+        if not all(l.kind in PS_PLACEABLE_KINDS and not l.ps_refusal and (l.kind in RALP_PS_KINDS or not l.param_bytes)
                    for l in suffix):
             continue
         if not any(l.kind in RALP_PS_KINDS and l.param_bytes for l in suffix):
