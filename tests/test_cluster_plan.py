@@ -82,7 +82,7 @@ def test_any_positive_cluster_size_plans() -> None:
     """100,000 workers (once a StopIteration: placeholder ports ran out at 10,000 tasks) plan in
     pure arithmetic, with distinct, valid placeholder addresses."""
     from ralp_tf.plan.analyzer import analyze
-    from ralp_tf.model.profiler import ModelProfile
+    from ralp_tf.model.profiles import ModelProfile
 
     cluster = Cluster.local(100_000, 1, chief=True, base_port=60000)
     addresses = [t.address for t in cluster.tasks]

@@ -8,7 +8,8 @@ from ralp_tf.plan.analyzer import analyze, candidate_splits, plan_for
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import PlanError
-from ralp_tf.model.profiler import ModelProfile, profile
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.model.profiler import profile
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from ralp_tf.plan.cluster import Cluster, address_host
 from ralp_tf.plan.costmodel import STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, ring_allreduce_bytes
 from ralp_tf.errors import ClusterConfigError, PlanError
 from ralp_tf.plan.plans import PLAN_FORMAT, PLAN_FORMAT_V1, Plan
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.plan.storage import balance_storage, stored_bytes, with_balanced_storage
 
 MB = 1_000_000

@@ -10,7 +10,8 @@ import pytest
 import ralp_tf
 from ralp_tf import models
 from ralp_tf.errors import KerasVersionError, ModelError, ValidationError
-from ralp_tf.model.profiler import ModelProfile, profile
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.model.profiler import profile
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_keras3_model_is_refused_with_the_fix() -> None:
         profile(m)
 
 
-def test_custom_layer_is_other_with_warning() -> None:
+def test_custom_layer_is_priced_as_other_and_may_go_to_a_ps() -> None:
     import tensorflow as tf
     import tf_keras as k
 
@@ -118,9 +119,11 @@ def test_custom_layer_is_other_with_warning() -> None:
 
     inp = k.Input((8,))
     out = k.layers.Dense(2, name="d")(Scale(name="scale")(inp))
-    with pytest.warns(UserWarning, match="no registered kind"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         p = profile(k.Model(inp, out))
-    assert p.layer("scale").kind == "other"
+    assert p.layer("scale").kind == "other" and p.layer("scale").ps_refusal == ""
+    assert p.layer("scale").flops == 8  # TF's counter: one Mul per element
     ralp_tf.register_layer_kind("Scale", "activation")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -18,7 +18,7 @@ from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import ClusterConfigError, PlanError, ValidationError, parse_json
 from ralp_tf.model.builtin import resolve_model
 from ralp_tf.plan.plans import Plan
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 
 RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from ralp_tf.plan.costmodel import PUSH, STEP_OVERHEAD_BYTES, WORKER, resolve_placements, worker_step_traffic
 from ralp_tf.plan.plans import Plan
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 
 __all__ = ["RatioRow", "push_and_rest", "up_bytes", "ratios", "main"]
 

@@ -37,7 +37,7 @@ __all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "comput
 if TYPE_CHECKING:
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.plans import Plan
-    from ralp_tf.model.profiler import ModelProfile
+    from ralp_tf.model.profiles import ModelProfile
 
 #: The policy name of scheduler solver ``name`` is ``SCHEDULER_POLICY_PREFIX + name``.
 SCHEDULER_POLICY_PREFIX = "scheduler."
@@ -50,7 +50,7 @@ def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.
     With ``cpu_cores`` the child runs in CPU group ``group_name`` capped at that many cores, with
     TF's thread pools sized to it (root and cgroup v1; the group is removed afterwards).
     Raises :class:`BenchError` with the child's output tail on failure."""
-    from ralp_tf.model.profiler import ModelProfile
+    from ralp_tf.model.profiles import ModelProfile
     from ralp_tf.testbed import _cgroups, jobs, tf_thread_env
 
     cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]

@@ -1,16 +1,20 @@
 """Built-in tf_keras models, shared by the examples, the CLI, the benchmarks and the scheduler.
 
 Each builder returns a fresh, built, uncompiled tf_keras model. :func:`resolve_model` turns a
-name or a ``module:function`` reference into a builder. A reference imports and runs user
-code: only pass references you trust.
+name or a ``module:function`` reference into a builder; a reference's builder checks that the
+function returned a tf_keras model. A reference imports and runs user code: only pass
+references you trust. What the training jobs feed a model is :mod:`ralp_tf.model.data`.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any, Callable
 
 from ralp_tf.errors import ValidationError
+# Importable here too (``ralp_tf.models.synthetic_batch``, ...), as in earlier releases.
+from ralp_tf.model.data import output_units, per_sample_loss, synthetic_batch, weights_checksum
 
 __all__ = ["ModelBuilder", "alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn", "small_cnn", "siamese_cnn",
            "reused_dense", "ctr_head", "alexnet_cifar_subclassed", "transfer_classifier", "BUILTIN_MODELS",
@@ -251,94 +255,13 @@ def resolve_model(ref: str) -> ModelBuilder:
     fn = getattr(module, func_name, None)
     if not callable(fn):
         raise ValidationError(f"module {module_name!r} has no function {func_name!r} (model reference {ref!r})")
-    return fn
 
+    @functools.wraps(fn)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        from ralp_tf.model.profiler import check_tf_keras_model
 
-def synthetic_batch(model: Any, batch_size: int, seed: int = 0) -> tuple[Any, Any]:
-    """A deterministic synthetic (inputs, labels) batch that fits ``model``'s inputs and output."""
-    import numpy as np
+        model = fn(*args, **kwargs)
+        check_tf_keras_model(model, source=f"model reference {ref!r}")
+        return model
 
-    rng = np.random.default_rng(seed)
-    xs = []
-    for t in (model.inputs if getattr(model, "inputs", None) else _input_specs(model)):
-        shape = [batch_size] + [int(d) for d in t.shape[1:]]
-        if t.dtype.is_integer:
-            high = _id_range(model, t)
-            xs.append(rng.integers(0, high, size=shape).astype(t.dtype.as_numpy_dtype))
-        else:
-            xs.append(rng.standard_normal(shape).astype("float32"))
-    n_out = output_units(model)
-    labels = rng.integers(0, max(n_out, 2), size=(batch_size,)).astype("int32")
-    if n_out == 1:
-        labels = labels.astype("float32").reshape(batch_size, 1)
-    return (xs[0] if len(xs) == 1 else xs), labels
-
-
-def _input_specs(model: Any) -> list[Any]:
-    from ralp_tf.model.trace import input_specs
-
-    return input_specs(model)
-
-
-def output_units(model: Any) -> int:
-    """Size of the last dimension of the model's (first) output; a subclassed model is traced once."""
-    import tensorflow as tf
-
-    if getattr(model, "outputs", None):
-        return int(model.outputs[0].shape[-1])
-    specs = _input_specs(model)
-    fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False), autograph=False)
-    return int(tf.nest.flatten(fn.get_concrete_function(*specs).structured_outputs)[0].shape[-1])
-
-
-def per_sample_loss(model: Any) -> Callable[[Any, Any], Any]:
-    """The loss every built-in training job uses for ``model`` (it matches :func:`synthetic_batch`'s
-    labels): binary cross-entropy from logits when the output has one unit, sparse categorical
-    cross-entropy from logits otherwise. ``loss(labels, logits)`` returns one value per sample
-    (no reduction): average it in a custom loop, or pass the function to ``Model.compile``, which
-    averages over the batch."""
-    import tf_keras
-
-    if output_units(model) == 1:
-        def binary_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
-            return tf_keras.losses.binary_crossentropy(labels, logits, from_logits=True)
-
-        return binary_crossentropy_from_logits
-
-    def sparse_categorical_crossentropy_from_logits(labels: Any, logits: Any) -> Any:
-        return tf_keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-
-    return sparse_categorical_crossentropy_from_logits
-
-
-def weights_checksum(model: Any, trainable_only: bool = False) -> tuple[str, float]:
-    """``(sha256, total)`` of ``model.get_weights()`` in order (``trainable_only``: of its
-    trainable weights): the SHA-256 of every weight's float32 bytes (equal hashes: identical
-    weights) and the float64 sum of all weights (a cheap fingerprint that survives a checkpoint
-    round trip and can be compared with a tolerance)."""
-    import hashlib
-
-    import numpy as np
-
-    digest = hashlib.sha256()
-    total = 0.0
-    weights = [w.numpy() for w in model.trainable_weights] if trainable_only else model.get_weights()
-    for weight in weights:
-        values = np.ascontiguousarray(weight, dtype=np.float32)
-        digest.update(values.tobytes())
-        total += float(values.sum(dtype=np.float64))
-    return digest.hexdigest(), total
-
-
-def _id_range(model: Any, tensor: Any, default: int = 1000) -> int:
-    """Ids for an integer input: below the smallest ``input_dim`` of the embeddings it feeds."""
-    source = tensor._keras_history.layer
-    dims = []
-    for layer in model.layers:
-        if not hasattr(layer, "input_dim"):
-            continue
-        for node in layer._inbound_nodes:
-            inbound = node.inbound_layers
-            if source is inbound or (isinstance(inbound, (list, tuple)) and source in inbound):
-                dims.append(int(layer.input_dim))
-    return min(dims) if dims else default
+    return build

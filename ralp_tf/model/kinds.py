@@ -5,20 +5,27 @@
 sample: conv ``2 * prod(kernel) * C_in/groups * output elements``; depthwise conv
 ``2 * prod(kernel) * output elements``; separable conv depthwise + pointwise; transposed conv
 ``2 * prod(kernel) * C_out * input elements``; dense ``2 * d_in * units * rows`` (+ the bias
-adds); embedding one copy per output element. Other layers: TensorFlow's FLOP counter on the
+adds); embedding one copy per output element; recurrent layers per sample
+``2 * g * units * (d_in + units) * T`` over ``T`` steps with ``g`` = 4 (LSTM), 3 (GRU), 1 (SimpleRNN),
+twice for ``Bidirectional``; multi-head attention ``2 T_q d_q h k + 2 T_v (d_k h k + d_v h v) +
+2 T_q T_v h (k + v) + 2 T_q h v d_o`` (``h`` heads, key and value sizes ``k``, ``v``). A wrapper
+(``TimeDistributed``) has its inner layer's kind. Other layers: TensorFlow's FLOP counter on the
 layer's graph, or, where it counts nothing, one FLOP per output element for activations and
 pools and four for normalizations.
+
+:func:`ps_refusal` says why a layer cannot compute on a parameter-server task (a PS task is a
+CPU device that serves every worker): a stateful recurrent layer keeps its state across steps,
+and an op without a CPU kernel cannot run there.
 """
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 from ralp_tf.errors import ValidationError
 
-__all__ = ["LAYER_KINDS", "PS_PLACEABLE_KINDS", "RALP_PS_KINDS", "FlopsFn", "register_layer_kind", "layer_kind",
-           "shape_tuple", "dtype_size", "prod", "call_flops"]
+__all__ = ["LAYER_KINDS", "PS_PLACEABLE_KINDS", "RALP_PS_KINDS", "FlopsFn", "register_layer_kind", "registered_kind",
+           "layer_kind", "ps_refusal", "shape_tuple", "dtype_size", "prod", "call_flops"]
 
 log = logging.getLogger(__name__)
 
@@ -111,40 +118,114 @@ for _name in ("Activation", "ReLU", "Softmax", "LeakyReLU", "PReLU", "ELU", "Thr
 for _name in ("Flatten", "Reshape", "Permute", "RepeatVector", "Concatenate", "Cropping1D", "Cropping2D",
               "ZeroPadding1D", "ZeroPadding2D", "UpSampling1D", "UpSampling2D"):
     register_layer_kind(_name, "reshape")
-# Known layers that run arbitrary or unusual code: kept on workers, no warning.
 for _name in ("Lambda", "Dot", "TFOpLambda", "SlicingOpLambda"):
     register_layer_kind(_name, "other")
 register_layer_kind("InputLayer", "input")
+
+
+def _rnn_flops(gates: int) -> FlopsFn:
+    def flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+        steps, d_in = (ins[0][0] or 1), ins[0][-1]
+        units = int(layer.units)
+        return 2.0 * gates * units * (d_in + units) * steps
+
+    return flops
+
+
+_GATES = {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}
+for _name, _gates in _GATES.items():
+    register_layer_kind(_name, "recurrent", _rnn_flops(_gates))
+
+
+def _bidirectional_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    total = 0.0
+    for rnn in (layer.forward_layer, layer.backward_layer):
+        gates = _GATES.get(type(rnn).__name__)
+        if gates is None:
+            return 0.0  # an RNN of another cell: TensorFlow's counter
+        total += _rnn_flops(gates)(rnn, ins, outs)
+    return total
+
+
+register_layer_kind("Bidirectional", "recurrent", _bidirectional_flops)
+for _name in ("ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D", "RNN"):
+    register_layer_kind(_name, "recurrent")
+
+
+def _attention_flops(layer: Any, ins: Sequence[tuple], outs: Sequence[tuple]) -> float:
+    config = layer.get_config()
+    heads, k = int(config["num_heads"]), int(config["key_dim"])
+    v = int(config.get("value_dim") or k)
+    t_q, d_q = (ins[0][0] or 1), ins[0][-1]
+    value = ins[1] if len(ins) > 1 else ins[0]
+    key = ins[2] if len(ins) > 2 and len(ins[2]) == len(value) else value
+    t_v, d_v, d_k = (value[0] or 1), value[-1], key[-1]
+    d_o = outs[0][-1]
+    projections = 2.0 * t_q * d_q * heads * k + 2.0 * t_v * (d_k * heads * k + d_v * heads * v)
+    return projections + 2.0 * t_q * t_v * heads * (k + v) + 2.0 * t_q * heads * v * d_o
+
+
+register_layer_kind("MultiHeadAttention", "attention", _attention_flops)
+for _name in ("Attention", "AdditiveAttention"):
+    register_layer_kind(_name, "attention")
+
+#: Wrapper layers whose kind is their inner layer's (``layer.layer``).
+_WRAPPERS = frozenset({"TimeDistributed"})
 
 
 #: FLOPs per output element where TF's counter knows none of a layer's ops.
 _ELEMENTWISE_FLOPS: dict[str, float] = {"activation": 1.0, "normalization": 4.0, "pool": 1.0}
 
 
-def layer_kind(layer: Any, warn: bool) -> str:
-    """The registered kind of ``layer``'s class; "other" (with a warning when ``warn``) if none."""
-    name = type(layer).__name__
-    kind = _KIND_BY_CLASS.get(name)
-    if kind is None:
-        if warn:
-            warnings.warn(f"layer {layer.name!r} of class {name} has no registered kind; profiled as 'other', "
-                          "it stays on the workers. Call ralp_tf.register_layer_kind("
-                          f"{name!r}, KIND) to let the planners move it.", stacklevel=3)
-        return "other"
-    return kind
+def registered_kind(layer: Any) -> str | None:
+    """The kind registered for ``layer``'s class (by class name), or None."""
+    return _KIND_BY_CLASS.get(type(layer).__name__)
 
 
-def _tf_counted_flops(layer: Any, in_tensors: Sequence[Any], single: bool) -> float:
-    """Forward FLOPs per sample of ``layer`` counted by TF's profiler on a batch of 1."""
+def layer_kind(layer: Any) -> str:
+    """``layer``'s kind: its class's registered kind; a wrapper's (``TimeDistributed``) is its inner
+    layer's; "other" for a class with no registered kind (priced on its measured parameters, FLOPs
+    and activations like any other layer)."""
+    if type(layer).__name__ in _WRAPPERS and getattr(layer, "layer", None) is not None:
+        return layer_kind(layer.layer)
+    return registered_kind(layer) or "other"
+
+
+def ps_refusal(layer: Any, op_types: Iterable[str] = ()) -> str:
+    """Why ``layer`` cannot compute on a PS task ("" when it can; module docstring); ``op_types``
+    are the types of the ops its call creates."""
+    inner = [layer, getattr(layer, "layer", None), getattr(layer, "forward_layer", None),
+             getattr(layer, "backward_layer", None)]
+    if any(getattr(l, "stateful", False) is True for l in inner if l is not None):
+        return ("a stateful recurrent layer: its state carries from one batch to the next of the worker that "
+                "runs it, so it stays on the workers")
+    from ralp_tf.model.keras_compat import kernel_devices
+
+    for op_type in op_types:
+        try:
+            devices = kernel_devices(op_type)
+        except Exception:  # an op TensorFlow cannot look up: judged when it runs, like any other
+            continue
+        if devices and "CPU" not in devices:
+            return f"its op {op_type} has no CPU kernel ({', '.join(sorted(devices))} only), and PS tasks run on CPUs"
+    return ""
+
+
+def _tf_counted_flops(layer: Any, call: Any) -> float:
+    """Forward FLOPs per sample of ``layer`` counted by TF's profiler on a batch of 1 (``call``: the
+    recorded :class:`~ralp_tf.model.trace.LayerCall`, repeated on batch-1 inputs)."""
     import tensorflow as tf
 
-    specs = [tf.TensorSpec([1] + list(shape_tuple(t)[1:]), t.dtype) for t in in_tensors]
+    specs = [tf.TensorSpec([1] + list(shape_tuple(t)[1:]), t.dtype) for t in call.inputs]
     if any(d is None for s in specs for d in s.shape):
         return 0.0
 
     @tf.function
     def fn(*xs: Any) -> Any:
-        return layer(xs[0] if single else list(xs), training=False)
+        args, kwargs = call.rebuild(xs)
+        if "training" in kwargs:
+            kwargs = dict(kwargs, training=False)
+        return layer(*args, **kwargs)
 
     try:
         graph = fn.get_concrete_function(*specs).graph
@@ -176,17 +257,18 @@ def prod(xs: Iterable[int | None]) -> int:
     return out
 
 
-def call_flops(layer: Any, kind: str, ins: Sequence[Any], outs: Sequence[Any]) -> tuple[float, str]:
-    """Forward FLOPs per sample of one call of ``layer`` on tensors ``ins`` -> ``outs`` and where
-    the figure comes from ("analytic", "tf_profiler", "elementwise" or "none")."""
-    in_shapes = [shape_tuple(t)[1:] for t in ins]
-    out_shapes = [shape_tuple(t)[1:] for t in outs]
+def call_flops(layer: Any, kind: str, call: Any) -> tuple[float, str]:
+    """Forward FLOPs per sample of one recorded call of ``layer`` (a
+    :class:`~ralp_tf.model.trace.LayerCall`) and where the figure comes from ("analytic",
+    "tf_profiler", "elementwise" or "none")."""
+    in_shapes = [shape_tuple(t)[1:] for t in call.inputs]
+    out_shapes = [shape_tuple(t)[1:] for t in call.outputs]
     flops_fn = _FLOPS_BY_CLASS.get(type(layer).__name__)
     if kind == "input":
         return 0.0, "none"
     if flops_fn is not None:
         return float(flops_fn(layer, in_shapes, out_shapes)), "analytic"
-    flops = _tf_counted_flops(layer, ins, single=len(ins) == 1)
+    flops = _tf_counted_flops(layer, call)
     if flops == 0.0 and kind in _ELEMENTWISE_FLOPS:
         # TF's counter has no statistics for e.g. Relu or FusedBatchNorm: count per element.
         return _ELEMENTWISE_FLOPS[kind] * sum(prod(s) for s in out_shapes), "elementwise"

@@ -1,42 +1,66 @@
-"""Record a model's layer calls by running it once: the profiler's way into subclassed and nested models.
+"""Record a model's unit calls by running it once on symbolic inputs: the profiler's view of any
+tf_keras model (Sequential, Functional, subclassed, nested).
 
-Sequential and Functional models carry their layer graph; a subclassed ``tf_keras.Model``
-computes its graph in Python, and a Functional model nested in another is one opaque layer
-of its parent. :func:`trace_calls` therefore calls the model once, on symbolic inputs inside a
-``tf.function`` trace (nothing runs), with a recorder on the ``call`` of every *leaf* layer:
+:func:`trace_calls` calls the model once inside a ``tf.function`` trace (nothing runs), with a
+recorder on the ``call`` of every unit of :func:`ralp_tf.model.graph.walk`:
 
-* leaves are the layers ralp_tf profiles and places; they are named by their path from the
-  model: ``fc1`` for the model's own layers, ``classifier/fc1`` inside a nested model or a
-  container layer. A layer whose class has a registered kind is a leaf even if it has
-  sublayers; a layer with sublayers and no registered kind (a nested model, a user's block)
-  is opened;
-* every call records its input and output tensors; an input produced by another leaf's call
-  is an edge from that call. Tensors produced by plain TensorFlow ops in the model's Python
-  code (``x + y``, ``tf.nn.relu(x)``) become one *op* record each, of kind "other", fed by the
-  leaf calls it reads, so the cost model still sees where activations travel. Identity ops
-  are looked through;
+* every call records its input and output tensors (positional and keyword arguments alike,
+  masks included) and the types of the ops it created; an input produced by another unit's
+  call is an edge from that call;
+* tensors produced by plain TensorFlow ops in a container's own Python code (``x + y`` in a
+  subclassed model's ``call``) become one *op* record each, named ``op:<OpType>`` (``_1``,
+  ``_2`` ... after the first of a type; ``<container path>/op:...`` inside a nested model), fed by
+  the calls it reads, so the cost model still sees where activations travel. Identity ops and
+  dtype casts are looked through;
 * calls appear in the order they ran, which is a topological order.
 
+:func:`input_signature` says what the model is called with: the structure its ``call`` takes
+(one tensor, a list, a dict), each input's stable name, and the length given to dimensions of
+variable length (``keras.Input(shape=(None,))``).
+
 A model whose ``call`` cannot be traced (Python control flow on tensor values, ops that need
-concrete data) raises :class:`~ralp_tf.errors.ModelError` naming the layer that failed.
+concrete data) raises :class:`~ralp_tf.errors.ModelError` naming the unit that failed.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
+import re
 from typing import Any, Hashable, Iterator, Sequence
 
 from ralp_tf.errors import ModelError
-from ralp_tf.model.kinds import _KIND_BY_CLASS
+from ralp_tf.model import keras_compat
+from ralp_tf.model.graph import ModelGraph, is_container, is_generated_name, walk
 
-__all__ = ["LayerCall", "Trace", "leaf_layers", "input_specs", "trace_calls"]
+__all__ = ["Gather", "LayerCall", "Trace", "InputSignature", "input_signature", "trace_calls", "TRANSPARENT_OPS"]
 
-#: Ops looked through when following a tensor back to the call that produced it.
-_TRANSPARENT_OPS = frozenset({"Identity", "IdentityN", "StopGradient"})
+#: Ops whose outputs depend on a tensor's shape only, not its values.
+_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+#: Ops looked through when following a tensor back to the call that produced it (``Cast``: the
+#: dtype casts tf_keras inserts before a layer's ``call`` under a mixed-precision policy).
+TRANSPARENT_OPS = frozenset({"Identity", "IdentityN", "StopGradient", "Cast"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Gather:
+    """A row lookup a unit's call makes in one of its variables (``layer.weights[variable]``): ids
+    taken from the data (``ids_per_sample`` per sample, from model input ``source`` when they come
+    from one unchanged in value) or computed in the call (``ids_per_batch`` per batch, e.g. the
+    positions ``tf.range(length)`` of a position embedding)."""
+
+    variable: int
+    ids_per_sample: int = 0
+    ids_per_batch: int = 0
+    source: int | None = None
 
 
 @dataclasses.dataclass
 class LayerCall:
-    """One call of a leaf layer (``layer`` None for a model input or a plain-op record)."""
+    """One call of a unit (``layer`` None for a model input or a plain-op record).
+
+    ``arguments`` is ``(args, kwargs)`` of the call as made, symbolic tensors inside, so the call
+    can be repeated on other tensors (:meth:`rebuild`); ``op_types`` the types of the ops it
+    created in the traced graph; ``gathers`` the row lookups it made in its variables."""
 
     name: str
     layer: Any
@@ -45,159 +69,327 @@ class LayerCall:
     in_keys: list[Hashable]
     out_key: Hashable
     op_type: str | None = None
+    arguments: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+    op_types: tuple[str, ...] = ()
+    gathers: tuple[Gather, ...] = ()
+
+    def rebuild(self, tensors: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``arguments`` with its tensors, in order, replaced by ``tensors``."""
+        import tensorflow as tf
+
+        flat = tf.nest.flatten(self.arguments)
+        it = iter(tensors)
+        replaced = [next(it) if tf.is_symbolic_tensor(x) else x for x in flat]
+        return tf.nest.pack_sequence_as(self.arguments, replaced)
 
 
 @dataclasses.dataclass
 class Trace:
-    """Every call, in the order it ran, and the keys of the tensors the model returns."""
+    """Every call, in the order it ran; the keys and tensors of what the model returns."""
 
     calls: list[LayerCall]
     output_keys: set[Hashable]
+    outputs: list[Any] = dataclasses.field(default_factory=list)
+    output_structure: Any = None
 
 
-def leaf_layers(model: Any) -> dict[str, Any]:
-    """Path -> layer for every leaf of ``model`` (see the module docstring)."""
-    out: dict[str, Any] = {}
+@dataclasses.dataclass(frozen=True)
+class InputSignature:
+    """What a model is called with: ``structure`` (a ``tf.TensorSpec``, or a list, tuple or dict of
+    them, batch dimension None), the stable name of each input in ``tf.nest.flatten`` order, and
+    the ``sequence_length`` given to its dimensions of variable length (None: it has none)."""
+
+    structure: Any
+    names: tuple[str, ...]
+    sequence_length: int | None = None
+
+    @property
+    def flat(self) -> list[Any]:
+        import tensorflow as tf
+
+        return list(tf.nest.flatten(self.structure))
+
+    def with_batch(self, batch_size: int | None) -> Any:
+        """``structure`` with the batch dimension set to ``batch_size``."""
+        import tensorflow as tf
+
+        return tf.nest.map_structure(lambda s: tf.TensorSpec([batch_size, *s.shape[1:]], s.dtype, s.name),
+                                     self.structure)
+
+    def pack(self, flat: Sequence[Any]) -> Any:
+        """``flat`` values (in ``names`` order) in the structure the model's ``call`` takes."""
+        import tensorflow as tf
+
+        return tf.nest.pack_sequence_as(self.structure, list(flat))
+
+
+def input_signature(model: Any, input_shape: Any = None, sequence_length: int | None = None,
+                    graph: ModelGraph | None = None) -> InputSignature:
+    """The :class:`InputSignature` of ``model``: from ``input_shape`` (a shape or a list of shapes,
+    with or without a leading None batch dimension; float32), else the model's own inputs
+    (Functional), the inputs it was last called with, or its build shape. Dimensions of variable
+    length get ``sequence_length``, or the one ``input_length`` the model's Embedding layers
+    declare; with neither, ModelError names the input and the fix."""
+    import tensorflow as tf
+
+    structure = _raw_structure(model, input_shape)
+    flat = list(tf.nest.flatten(structure))
+    names = _input_names(model, structure, len(flat))
+    needs_length = [n for n, s in zip(names, flat) if any(d is None for d in s.shape[1:])]
+    length = None
+    if needs_length:
+        length = sequence_length or _declared_length(graph or walk(model))
+        if length is None:
+            raise ModelError(
+                f"input {needs_length[0]!r} of model {model.name!r} has a dimension of variable length (shape "
+                f"{tuple(flat[names.index(needs_length[0])].shape)}); pass sequence_length=N (command line: "
+                "--sequence-length N), the length ralp_tf profiles, plans and trains it at")
+        if not isinstance(length, int) or isinstance(length, bool) or length < 1:
+            raise ModelError(f"sequence_length must be a positive integer, got {length!r}")
+    fixed = tf.nest.map_structure(
+        lambda s: tf.TensorSpec([None, *[length if d is None else d for d in s.shape[1:]]], s.dtype, s.name),
+        structure)
+    return InputSignature(fixed, tuple(names), length if needs_length else None)
+
+
+def _raw_structure(model: Any, input_shape: Any) -> Any:
+    import tensorflow as tf
+
+    if input_shape is not None:
+        shapes = input_shape if input_shape and isinstance(input_shape[0], (list, tuple)) else [input_shape]
+        specs = [tf.TensorSpec(list(s) if s and s[0] is None else [None, *s], tf.float32) for s in shapes]
+        return specs if len(specs) > 1 else specs[0]
+    if keras_compat.is_graph_network(model):
+        return tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), model.input)
+    spec = model.save_spec()
+    if spec is not None:
+        args, _ = spec
+        return tf.nest.map_structure(lambda s: tf.TensorSpec([None, *s.shape[1:]], s.dtype), args[0])
+    shape = (model.get_build_config() or {}).get("input_shape")
+    if shape is not None:
+        return _raw_structure(model, tuple(shape) if not isinstance(shape, (list, tuple)) else shape)
+    raise ModelError(f"model {model.name!r} has never been called and has no input shape; pass input_shape=(...) "
+                     "(without the batch dimension), or call model.build((None, ...)) first")
+
+
+def _input_names(model: Any, structure: Any, count: int) -> list[str]:
+    """Dict keys for dict inputs; else the input layers' own names where the user gave them, by
+    position (``input``, ``input_1``, ...) otherwise (tf_keras's own ``input_3``, or a Sequential
+    model's ``<first layer>_input`` when that layer's name is generated)."""
+    import tensorflow as tf
+
+    if isinstance(structure, dict):
+        return [str(k) for k in sorted(structure)]
+    given = list(getattr(model, "input_names", None) or []) if keras_compat.is_graph_network(model) else []
+    names: list[str] = []
+    for i in range(count):
+        name = given[i] if i < len(given) and not _generated_input_name(given[i]) else None
+        names.append(name or ("input" if i == 0 else f"input_{i}"))
+    return names
+
+
+def _generated_input_name(name: str) -> bool:
+    if re.fullmatch(r"input(_\d+)?", name):
+        return True
+    return name.endswith("_input") and is_generated_name(name[: -len("_input")])
+
+
+def _declared_length(graph: ModelGraph) -> int | None:
+    lengths = {int(u.layer.input_length) for u in graph if getattr(u.layer, "input_length", None)}
+    return lengths.pop() if len(lengths) == 1 else None
+
+
+def trace_calls(model: Any, signature: InputSignature, graph: ModelGraph | None = None) -> Trace:
+    """Call ``model`` once on ``signature`` inside a ``tf.function`` trace and record every unit
+    call (module docstring)."""
+    import tensorflow as tf
+
+    graph = graph or walk(model)
+    recorder = _Recorder()
+    units: dict[int, Any] = {}
+    for u in graph:
+        units.setdefault(id(u.layer), u)
+    containers = _nested_containers(model, graph)
+    for unit in units.values():
+        keras_compat.override_method(unit.layer, "call", recorder.unit_call(unit.path, unit.layer, unit.layer.call))
+    for prefix, container in containers:
+        keras_compat.override_method(container, "call", recorder.container_call(prefix, container.call))
+
+    @tf.function(autograph=False)
+    def run(*flat: Any) -> Any:
+        for i, (x, name) in enumerate(zip(flat, signature.names)):
+            recorder.add_input(name, i, x)
+        return model(signature.pack(flat), training=False)
+
+    try:
+        concrete = run.get_concrete_function(*signature.flat)
+    except ModelError:
+        raise
+    except Exception as exc:
+        where = f"in layer {recorder.failing[-1]!r}" if recorder.failing else "in the model's own call"
+        raise ModelError(f"model {model.name!r} cannot be traced ({where}): {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:300]}. ralp_tf profiles a model by tracing one call; "
+                         "control flow that depends on tensor values must use tf.cond/tf.while_loop") from exc
+    finally:
+        for unit in units.values():
+            keras_compat.restore_method(unit.layer, "call")
+        for _, container in containers:
+            keras_compat.restore_method(container, "call")
+    structured = concrete.graph.structured_outputs
+    outputs = [t for t in tf.nest.flatten(structured) if isinstance(t, tf.Tensor)]
+    keys = {recorder.producer_key(t) for t in outputs}
+    return Trace(calls=recorder.calls, output_keys=keys, outputs=outputs, output_structure=structured)
+
+
+def _prod(dims: Sequence[Any]) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d) if d is not None else 1
+    return out
+
+
+def _nested_containers(model: Any, graph: ModelGraph) -> list[tuple[str, Any]]:
+    """(path prefix, container) of every model nested in ``model``."""
+    from ralp_tf.model.graph import children, segments
+
+    out: list[tuple[str, Any]] = []
 
     def visit(container: Any, prefix: str) -> None:
-        for layer in _children(container):
-            path = f"{prefix}{layer.name}"
-            if _is_leaf(layer):
-                if path in out and out[path] is not layer:
-                    raise ModelError(f"two layers of {model.name!r} have the path {path!r}; give them distinct names")
-                out[path] = layer
-            else:
-                visit(layer, f"{path}/")
+        kids = children(container)
+        for child, segment in zip(kids, segments(container, kids)):
+            if is_container(child):
+                out.append((prefix + segment + "/", child))
+                visit(child, prefix + segment + "/")
 
     visit(model, "")
     return out
 
 
-def _children(container: Any) -> list[Any]:
-    if getattr(container, "_is_graph_network", False):
-        return [l for l in container.layers if type(l).__name__ != "InputLayer"]
-    return list(container._flatten_layers(include_self=False, recursive=False))
+class _Recorder:
+    """The calls of one trace, the producer of every tensor seen, and the op records."""
 
+    def __init__(self) -> None:
+        self.calls: list[LayerCall] = []
+        self.producers: dict[Hashable, Hashable] = {}
+        self.failing: list[str] = []
+        self.prefix: list[str] = [""]
+        self.op_counts: collections.Counter[str] = collections.Counter()
 
-def _is_leaf(layer: Any) -> bool:
-    if type(layer).__name__ in _KIND_BY_CLASS:
-        return True
-    return not list(layer._flatten_layers(include_self=False, recursive=False))
+    def add_input(self, name: str, index: int, x: Any) -> None:
+        key = ("input", index)
+        self.calls.append(LayerCall(name, None, [], [x], [], key))
+        self.producers[x.ref()] = key
 
+    def unit_call(self, path: str, layer: Any, call: Any) -> Any:
+        import tensorflow as tf
 
-def input_specs(model: Any, input_shape: Any = None) -> list[Any]:
-    """TensorSpecs of the model's inputs: from ``input_shape`` (a shape, or a list of shapes, with
-    or without the batch dimension as None), else from the model's own inputs or build shape."""
-    import tensorflow as tf
-
-    if input_shape is not None:
-        shapes = input_shape if input_shape and isinstance(input_shape[0], (list, tuple)) else [input_shape]
-        return [tf.TensorSpec(list(s) if s and s[0] is None else [None, *s], tf.float32) for s in shapes]
-    if getattr(model, "inputs", None):
-        return [tf.TensorSpec(t.shape, t.dtype) for t in model.inputs]
-    spec = getattr(model, "_saved_model_inputs_spec", None)
-    if spec is not None:
-        return [tf.TensorSpec(s.shape, s.dtype) for s in tf.nest.flatten(spec)]
-    shape = getattr(model, "_build_input_shape", None)
-    if shape is not None:
-        return input_specs(model, tuple(shape) if not isinstance(shape, (list, tuple)) else shape)
-    raise ModelError(f"model {model.name!r} has never been called and has no input shape; pass input_shape=(...) "
-                     "(without the batch dimension), or call model.build((None, ...)) first")
-
-
-def trace_calls(model: Any, specs: Sequence[Any]) -> Trace:
-    """Call ``model`` once on ``specs`` inside a ``tf.function`` trace and record every leaf call."""
-    import tensorflow as tf
-
-    leaves = leaf_layers(model)
-    calls: list[LayerCall] = []
-    producers: dict[Hashable, str] = {}
-    failing: list[str] = []
-
-    def recorder(path: str, layer: Any, call: Any) -> Any:
         @tf.autograph.experimental.do_not_convert
-        def recorded(inputs: Any, *args: Any, **kwargs: Any) -> Any:
-            flat_in = [t for t in tf.nest.flatten(inputs) if isinstance(t, tf.Tensor)]
-            in_keys = [_producer_key(t, producers, calls) for t in flat_in]
-            failing.append(path)
-            out = call(inputs, *args, **kwargs)
-            failing.pop()
-            flat_out = [t for t in tf.nest.flatten(out) if isinstance(t, tf.Tensor)]
-            key = ("call", len(calls))
-            calls.append(LayerCall(path, layer, flat_in, flat_out, in_keys, key))
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            flat_in = [t for t in tf.nest.flatten((args, kwargs)) if tf.is_symbolic_tensor(t)]
+            in_keys = [self.producer_key(t) for t in flat_in]
+            graph = tf.compat.v1.get_default_graph()
+            before = len(graph.get_operations())
+            self.failing.append(path)
+            out = call(*args, **kwargs)
+            self.failing.pop()
+            created = graph.get_operations()[before:]
+            op_types = tuple(sorted({op.type for op in created}))
+            gathers = tuple(self._gathers(graph, layer, created))
+            flat_out = [t for t in tf.nest.flatten(out) if tf.is_symbolic_tensor(t)]
+            key = ("call", len(self.calls))
+            self.calls.append(LayerCall(path, layer, flat_in, flat_out, in_keys, key, arguments=(args, kwargs),
+                                        op_types=op_types, gathers=gathers))
             for t in flat_out:
-                producers[t.ref()] = key  # type: ignore[assignment]
+                self.producers[t.ref()] = key
             return out
 
         return recorded
 
-    saved = {path: layer.__dict__.get("call") for path, layer in leaves.items()}
-    for path, layer in leaves.items():
-        layer.call = recorder(path, layer, layer.call)
-
-    @tf.function(autograph=False)
-    def run(*xs: Any) -> Any:
-        for i, x in enumerate(xs):
-            key = ("input", i)
-            calls.append(LayerCall(_input_name(model, i), None, [], [x], [], key))
-            producers[x.ref()] = key  # type: ignore[assignment]
-        return model(list(xs) if len(xs) > 1 else xs[0], training=False)
-
-    try:
-        graph = run.get_concrete_function(*specs).graph
-    except ModelError:
-        raise
-    except Exception as exc:
-        where = f"in layer {failing[-1]!r}" if failing else "in the model's own call"
-        raise ModelError(f"model {model.name!r} cannot be traced ({where}): {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:300]}. ralp_tf profiles a model by tracing one call; "
-                         "control flow that depends on tensor values must use tf.cond/tf.while_loop") from exc
-    finally:
-        for path, layer in leaves.items():
-            if saved[path] is None:
-                layer.__dict__.pop("call", None)
+    def _gathers(self, graph: Any, layer: Any, created: list[Any]) -> Iterator[Gather]:
+        """The row lookups among ``created`` (the ops of one call of ``layer``) in its variables."""
+        lookups = [op for op in created if op.type == "ResourceGather"]
+        if not lookups:
+            return
+        external = {id(internal): ext for ext, internal in getattr(graph, "captures", [])}
+        weights = {id(keras_compat.base_variable(w).handle): k for k, w in enumerate(layer.weights)}
+        for op in lookups:
+            handle = external.get(id(op.inputs[0]), op.inputs[0])
+            k = weights.get(id(handle))
+            if k is None:
+                continue
+            ids = op.inputs[1]
+            source = self._data_source(ids)
+            dims = [d for d in ids.shape]
+            if source is not None or (dims and dims[0] is None and len(dims) > 1):
+                yield Gather(k, ids_per_sample=_prod(dims[1:]), source=source)
             else:
-                layer.call = saved[path]
-    outputs = [t for t in tf.nest.flatten(graph.structured_outputs) if isinstance(t, tf.Tensor)]
-    return Trace(calls=calls, output_keys={_producer_key(t, producers, calls) for t in outputs})
+                rows = int(layer.weights[k].shape[0])
+                yield Gather(k, ids_per_batch=min(_prod(dims), rows) if all(d is not None for d in dims) else rows)
 
+    def _data_source(self, t: Any) -> int | None:
+        """The model input whose values ``t`` is computed from (through plain ops and the calls
+        that feed them; shapes alone do not count), or None."""
+        frontier, seen = [t], set()
+        while frontier:
+            x = frontier.pop()
+            if x.ref() in seen:
+                continue
+            seen.add(x.ref())
+            key = self.producers.get(x.ref())
+            if key is not None:
+                if key[0] == "input":
+                    return int(key[1])
+                call = self.calls[key[1]]
+                frontier.extend(call.inputs if key[0] == "call" else list(call.outputs[0].op.inputs))
+                continue
+            if x.op.type not in _SHAPE_OPS and x.dtype.name != "resource":
+                frontier.extend(x.op.inputs)
+        return None
 
-def _input_name(model: Any, i: int) -> str:
-    names = getattr(model, "input_names", None)
-    if names and i < len(names):
-        return str(names[i])
-    return "input" if i == 0 else f"input_{i}"
+    def container_call(self, prefix: str, call: Any) -> Any:
+        import tensorflow as tf
 
+        @tf.autograph.experimental.do_not_convert
+        def scoped(*args: Any, **kwargs: Any) -> Any:
+            self.prefix.append(prefix)
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self.prefix.pop()
 
-def _producer_key(t: Any, producers: dict[Hashable, Any], calls: list[LayerCall]) -> Hashable:
-    """The key of the call that produced ``t``; a new op record when plain ops made it."""
-    key = producers.get(t.ref())
-    if key is not None:
-        return key
-    op = t.op
-    if op.type in _TRANSPARENT_OPS and op.inputs:
-        source = op.inputs[min(t.value_index, len(op.inputs) - 1)]
-        key = _producer_key(source, producers, calls)
-        producers[t.ref()] = key
-        return key
-    feeding = list(dict.fromkeys(_known_ancestors(t, producers)))
-    key = ("op", len(calls))
-    calls.append(LayerCall(f"op:{op.name}", None, [], [t], feeding, key, op_type=op.type))
-    producers[t.ref()] = key
-    return key
+        return scoped
 
-
-def _known_ancestors(t: Any, producers: dict[Hashable, Any]) -> Iterator[Hashable]:
-    """Keys of the recorded tensors ``t`` is computed from through plain ops (breadth first)."""
-    seen: set[Any] = set()
-    frontier = list(t.op.inputs)
-    while frontier:
-        x = frontier.pop(0)
-        if x.ref() in seen:
-            continue
-        seen.add(x.ref())
-        key = producers.get(x.ref())
+    def producer_key(self, t: Any) -> Hashable:
+        """The key of the call that produced ``t``; a new op record when plain ops made it."""
+        key = self.producers.get(t.ref())
         if key is not None:
-            yield key
-        elif x.dtype.name != "resource":
-            frontier.extend(x.op.inputs)
+            return key
+        op = t.op
+        if op.type in TRANSPARENT_OPS and op.inputs:
+            source = op.inputs[min(t.value_index, len(op.inputs) - 1)]
+            key = self.producer_key(source)
+            self.producers[t.ref()] = key
+            return key
+        feeding = list(dict.fromkeys(self._known_ancestors(t)))
+        base = f"{self.prefix[-1]}op:{op.type}"
+        n = self.op_counts[base]
+        self.op_counts[base] += 1
+        key = ("op", len(self.calls))
+        self.calls.append(LayerCall(base if n == 0 else f"{base}_{n}", None, [], [t], feeding, key, op_type=op.type))
+        self.producers[t.ref()] = key
+        return key
+
+    def _known_ancestors(self, t: Any) -> Iterator[Hashable]:
+        """Keys of the recorded tensors ``t`` is computed from through plain ops (breadth first)."""
+        seen: set[Any] = set()
+        frontier = list(t.op.inputs)
+        while frontier:
+            x = frontier.pop(0)
+            if x.ref() in seen:
+                continue
+            seen.add(x.ref())
+            key = self.producers.get(x.ref())
+            if key is not None:
+                yield key
+            elif x.dtype.name != "resource":
+                frontier.extend(x.op.inputs)

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 from scheduler import Exact, Greedy
 from scheduler.emulated import builtin_catalogs, catalog_from_dict, load_catalog
 from scheduler.errors import CatalogError

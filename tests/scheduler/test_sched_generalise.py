@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ralp_tf.model.kinds import LAYER_KINDS
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.exact import Exact
 from scheduler.rl import RL, HeterPSEnv, polish

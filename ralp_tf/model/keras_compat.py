@@ -1,0 +1,192 @@
+"""Every private TensorFlow and tf_keras access of ralp_tf, in one place.
+
+Each function below reads or changes something tf_keras or TensorFlow does not publish. Its
+docstring names the private attribute, the public API it stands in for (or why there is none),
+and the version it was checked on (TensorFlow 2.21, tf_keras 2.21). ``tests/model/
+test_keras_compat.py`` pins each one, so a tf_keras or TensorFlow upgrade that changes them fails
+there, by name, instead of somewhere deep in placement.
+
+Nothing else in ralp_tf reaches a private attribute of a Keras or TensorFlow object. The
+per-layer overrides the applier installs (a layer's ``call`` and ``build`` replaced on the
+instance) go through :func:`override_method` / :func:`restore_method`; docs/placement.md says why a
+Keras ``Wrapper`` layer cannot replace them.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from typing import Any, Callable, Iterator, Mapping
+
+__all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
+           "restore_method", "overridden", "swapped_attributes", "attribute_value_ids", "weight_loss_callables", "set_weight_loss_callables",
+           "base_variable", "sharded_variable", "server_def", "update_server_def", "remote_value_ready", "kernel_devices"]
+
+
+def is_graph_network(model: Any) -> bool:
+    """Whether ``model`` is a Functional or Sequential model (its layer graph is data).
+
+    Private: ``Model._is_graph_network``. Public stand-in: none; ``isinstance(model,
+    tf_keras.Sequential)`` misses Functional models and subclasses built with
+    ``super().__init__(inputs, outputs)``."""
+    return bool(getattr(model, "_is_graph_network", False))
+
+
+def direct_sublayers(layer: Any) -> list[Any]:
+    """The layers ``layer`` tracks directly (its attributes, lists and dicts of layers), in
+    tracking order.
+
+    Private: ``Layer._flatten_layers(include_self=False, recursive=False)``. Public stand-in:
+    ``Model.layers`` (models only); ``Layer.submodules`` is recursive and includes non-layers."""
+    return list(layer._flatten_layers(include_self=False, recursive=False))
+
+
+def snake_case(class_name: str) -> str:
+    """The base of the name tf_keras gives a layer of class ``class_name`` created without
+    ``name=`` (``Conv2D`` -> ``conv2d``, ``MultiHeadAttention`` -> ``multi_head_attention``).
+
+    Private: ``tf_keras.src.utils.generic_utils.to_snake_case`` (this is the same rule)."""
+    intermediate = re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
+    snake = re.sub("([a-z])([A-Z])", r"\1_\2", intermediate).lower()
+    return snake if snake[:1] != "_" else "private" + snake
+
+
+def cluster_resolver_of(strategy: Any) -> Any:
+    """The cluster resolver of a ParameterServerStrategy, or None.
+
+    Public: ``strategy.cluster_resolver``; private fallback: ``strategy._cluster_resolver`` (set
+    by the V1 constructor path)."""
+    return getattr(strategy, "cluster_resolver", None) or getattr(strategy, "_cluster_resolver", None)
+
+
+_OVERRIDES = "_ralp_tf_overrides"
+
+
+def override_method(layer: Any, name: str, method: Callable[..., Any]) -> None:
+    """Make ``layer.<name>`` (``call`` or ``build``) be ``method`` on this instance only, until
+    :func:`restore_method` takes this override off (overrides stack: each restore undoes the last).
+
+    Private: an instance attribute shadowing the class's method, which tf_keras's ``__call__``
+    (``self.call``, ``self.build`` in ``_maybe_build``) picks up (checked on tf_keras 2.21).
+    Public stand-in: none that keeps the layer's identity, name scope and checkpoint keys (a
+    ``Wrapper`` layer changes all three; docs/placement.md)."""
+    stack = layer.__dict__.setdefault(_OVERRIDES, {}).setdefault(name, [])
+    stack.append(layer.__dict__.get(name))
+    object.__setattr__(layer, name, method)
+
+
+def restore_method(layer: Any, name: str) -> None:
+    """Undo the last :func:`override_method` of ``layer.<name>``."""
+    stack = layer.__dict__.get(_OVERRIDES, {}).get(name)
+    if not stack:
+        return
+    previous = stack.pop()
+    if previous is None:
+        layer.__dict__.pop(name, None)
+    else:
+        object.__setattr__(layer, name, previous)
+
+
+def overridden(layer: Any, name: str) -> bool:
+    """Whether ``layer.<name>`` is an :func:`override_method` not yet restored."""
+    return bool(layer.__dict__.get(_OVERRIDES, {}).get(name))
+
+
+@contextlib.contextmanager
+def swapped_attributes(layer: Any, values: Mapping[int, Any]) -> Iterator[None]:
+    """While active, every attribute of ``layer`` that holds a variable ``v`` with ``id(v)`` in
+    ``values`` holds ``values[id(v)]`` instead (a tensor read from it); restored on exit.
+
+    Private: writes to the instance ``__dict__`` past tf_keras's attribute tracking
+    (``object.__setattr__``), so the layer's weight lists are untouched. Public stand-in: none
+    (a layer reads its weights through its own attributes, e.g. ``self.kernel``)."""
+    swapped = [(name, value) for name, value in vars(layer).items() if id(value) in values]
+    for name, value in swapped:
+        object.__setattr__(layer, name, values[id(value)])
+    try:
+        yield
+    finally:
+        for name, value in swapped:
+            object.__setattr__(layer, name, value)
+
+
+def attribute_value_ids(layer: Any) -> set[int]:
+    """``id()`` of every value ``layer``'s own attributes hold (what :func:`swapped_attributes` can
+    swap). Private: reads the instance ``__dict__`` (``vars``), past tf_keras's tracking."""
+    return {id(value) for value in vars(layer).values()}
+
+
+def weight_loss_callables(layer: Any) -> list[Callable[[], Any]]:
+    """The zero-argument loss functions ``layer`` itself registered (``add_loss(callable)``: its
+    weight regularisers), not its sublayers'.
+
+    Private: ``Layer._callable_losses``. Public stand-in: ``layer.losses``, which calls them (and
+    every sublayer's) where it is read, so their ops cannot be given a device per layer."""
+    return list(getattr(layer, "_callable_losses", []))
+
+
+def set_weight_loss_callables(layer: Any, losses: list[Callable[[], Any]]) -> None:
+    """Replace ``layer``'s own registered loss functions (see :func:`weight_loss_callables`).
+
+    Private: assigns ``Layer._callable_losses`` (a plain list on tf_keras 2.21)."""
+    layer._callable_losses[:] = losses
+
+
+def base_variable(weight: Any) -> Any:
+    """The variable a layer weight reads: itself, or the variable inside a mixed-precision
+    ``AutoCastVariable`` (what a variable creator created).
+
+    Private: ``AutoCastVariable._variable``. Public stand-in: none."""
+    return getattr(weight, "_variable", weight) if type(weight).__name__ == "AutoCastVariable" else weight
+
+
+def sharded_variable(shards: list[Any], name: str) -> Any:
+    """A ``ShardedVariable`` of ``shards`` (partitioned along axis 0), as ParameterServerStrategy's
+    own ``variable_partitioner`` makes.
+
+    Private: ``tensorflow.python.distribute.sharded_variable.ShardedVariable``. Public stand-in:
+    ``ParameterServerStrategy(variable_partitioner=...)``, which partitions every variable of the
+    model by one rule, not the layers a plan names onto the tasks it names."""
+    from tensorflow.python.distribute import sharded_variable as module
+
+    return module.ShardedVariable(shards, name=name)
+
+
+def server_def() -> Any:
+    """The ``ServerDef`` this process's eager context is connected with, or None.
+
+    Private: ``tensorflow.python.eager.context.context()._server_def``. Public stand-in: none."""
+    from tensorflow.python.eager import context
+
+    return getattr(context.context(), "_server_def", None)
+
+
+def update_server_def(server_def: Any) -> None:
+    """Reconnect this process's eager context with ``server_def``.
+
+    Private: ``tensorflow.python.eager.context.context().update_server_def`` (module not
+    exported). Public stand-in: ``tf.config.experimental_connect_to_cluster``, which cannot shrink
+    a cluster to this process alone."""
+    from tensorflow.python.eager import context
+
+    context.context().update_server_def(server_def)
+
+
+def remote_value_ready(remote_value: Any) -> bool:
+    """Whether a ``ClusterCoordinator.schedule`` result has completed, without waiting.
+
+    Private: ``RemoteValueImpl._status_available_event`` and ``_status``. Public stand-in:
+    ``fetch()`` / ``get()``, which block until it has."""
+    event = getattr(remote_value, "_status_available_event", None)
+    if event is None or not event.is_set():
+        return False
+    return str(getattr(remote_value, "_status", "")).endswith("READY")
+
+
+def kernel_devices(op_type: str) -> set[str]:
+    """The device types (``CPU``, ``GPU``, ...) that have a registered kernel for ``op_type``.
+
+    Private: ``tensorflow.python.framework.kernels.get_registered_kernels_for_op``. Public
+    stand-in: none (placement errors appear only when a graph with that op runs)."""
+    from tensorflow.python.framework import kernels
+
+    return {k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel}
