@@ -270,4 +270,4 @@ def test_train_runs_a_two_input_embedding_model(inprocess) -> None:  # type: ign
     result = train(strategy, tiny_ctr, policy="ralp", steps=3, warmup_steps=1, batch_size=BATCH,
                    coordinator=coordinator)
     assert len(result.losses) == 4 and all(np.isfinite(result.losses))
-    assert result.plan["placements"]
+    assert result.plan.placements

@@ -87,7 +87,7 @@ def test_policy_from_spec(tmp_path):
 
 
 def test_plan_with_policy_resolves_every_name_through_the_registry():
-    from ralp_tf.place.applier import plan_with_policy
+    from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.model.builtin import small_cnn
     from ralp_tf.model.profiler import profile

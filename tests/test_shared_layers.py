@@ -18,7 +18,8 @@ from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import PlacementMismatchError, PlanError
 from ralp_tf.plan.plans import Plan
 from ralp_tf.place.applier import place
-from ralp_tf.model.profiler import ModelProfile, profile
+from ralp_tf.model.profiler import profile
+from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.place.verify import verify_placement
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"

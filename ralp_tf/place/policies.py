@@ -34,23 +34,25 @@ included) propagates to the caller.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from ralp_tf.errors import PlanError, RalpError
+from ralp_tf.plan.compression import AUTO, parse_setting
+from ralp_tf.plan.plans import Plan
 
 __all__ = ["ENTRY_POINT_GROUP", "ALIASES", "PolicyFactory", "RalpPolicy", "StockPolicy", "ConfiguredPolicy",
            "register_policy", "canonical_policy_name", "accepted_options", "check_policy_options",
-           "resolve_policy", "policy_from_spec", "policy_names", "describe_policy_names", "load_plugins"]
+           "resolve_policy", "policy_from_spec", "policy_names", "describe_policy_names", "load_plugins", "plan_with_policy"]
 
 if TYPE_CHECKING:
-    from ralp_tf.plan.analyzer import Analysis
+    from ralp_tf.model.profiles import ModelProfile
     from ralp_tf.place.applier import PlacementPolicy
+    from ralp_tf.plan.analyzer import Analysis
     from ralp_tf.plan.cluster import Cluster
-    from ralp_tf.plan.plans import Plan
-    from ralp_tf.model.profiler import ModelProfile
 
 #: The setuptools entry point group whose entries register policies.
 ENTRY_POINT_GROUP = "ralp_tf.policies"
@@ -90,8 +92,6 @@ class StockPolicy:
     ParameterServerStrategy, nothing placed; reads neither the profile nor the cluster."""
 
     def plan(self, profile: ModelProfile | None, cluster: Cluster | None) -> Plan:
-        from ralp_tf.plan.plans import Plan
-
         return Plan(placements={}, policy="ps")
 
     def __repr__(self) -> str:
@@ -227,8 +227,6 @@ def policy_from_spec(spec: str, options: Mapping[str, Any] | None = None) -> str
       a :class:`ConfiguredPolicy`.
 
     Raises :class:`~ralp_tf.errors.PlanError` naming the problem."""
-    from ralp_tf.plan.plans import Plan
-
     options = dict(options or {})
     if spec.endswith(".json") or os.sep in spec or (os.altsep and os.altsep in spec):
         if options:
@@ -288,3 +286,48 @@ def _describe(factory: PolicyFactory) -> str:
 
 register_policy("ralp", RalpPolicy)
 register_policy("ps", StockPolicy)
+
+
+def plan_with_policy(policy: Any, prof: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
+                     compression: Any = None) -> tuple[Plan, Analysis | None]:
+    """Resolve ``policy`` to a Plan for ``prof`` on ``cluster``; return ``(plan, analysis)``.
+
+    ``policy`` is a Plan (returned as is), a policy name of :mod:`ralp_tf.place.policies` (``"ralp"``,
+    ``"ps"`` and its aliases ``"none"``/``"stock"``, ``"scheduler.rl"`` or its short name
+    ``"rl"``, ...; resolved with :func:`~ralp_tf.place.policies.resolve_policy`, ``min_speedup`` going
+    to ``"ralp"``), or an object with ``plan(profile, cluster)`` such as a scheduler solver.
+    ``analysis`` is the analyzer's decision for :class:`~ralp_tf.place.policies.RalpPolicy`, else None.
+    Raises :class:`PlanError` for an unknown name, a failing policy, or one returning no Plan.
+
+    ``compression`` (a setting of :mod:`ralp_tf.plan.compression`, or ``"auto"``) is weighed by the
+    RALP analyzer, and set on every layer of any other policy's plan (``"auto"``: fp16).
+    """
+    plan, analysis = _plan_of(policy, prof, cluster, min_speedup, compression)
+    if compression is not None and analysis is None:
+        plan = dataclasses.replace(plan, compression={"*": AUTO if compression == "auto" else
+                                                      parse_setting(compression, "compression")})
+    return plan, analysis
+
+
+def _plan_of(policy: Any, prof: ModelProfile, cluster: Cluster, min_speedup: float, compression: Any
+             ) -> tuple[Plan, Analysis | None]:
+    if isinstance(policy, Plan):
+        return policy, None
+    if isinstance(policy, str):
+        name = canonical_policy_name(policy)
+        policy = resolve_policy(name, min_speedup=min_speedup) if name == "ralp" else resolve_policy(name)
+    if isinstance(policy, ConfiguredPolicy):
+        policy = policy.instance
+    if isinstance(policy, RalpPolicy):
+        analysis = policy.analyze(prof, cluster, compression=compression)
+        return analysis.plan, analysis
+    if hasattr(policy, "plan") and callable(policy.plan):
+        try:
+            plan = policy.plan(prof, cluster)
+        except Exception as exc:
+            raise PlanError(f"placement policy {type(policy).__name__} failed to plan {prof.model_name!r}: "
+                            f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(plan, Plan):
+            raise PlanError(f"{type(policy).__name__}.plan() returned {type(plan).__name__}, not a ralp_tf.Plan")
+        return plan, None
+    raise PlanError(f"placement policy {policy!r} is not a policy name, a Plan, or an object with plan()")

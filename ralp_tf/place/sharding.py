@@ -21,11 +21,10 @@ its shards (``Model.set_weights``/``get_weights`` see the shards).
 """
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any, Callable, Sequence
 
-__all__ = ["shard_rows", "sharded_creator", "sharded_build", "weight_groups", "copy_weights", "full_weights"]
+__all__ = ["shard_rows", "sharded_creator", "weight_groups", "copy_weights", "full_weights"]
 
 #: Suffix of shard i of a variable named ``name``: ``name/part_i`` (PSS's own naming).
 _SHARD_NAME = re.compile(r"/part_\d+(?=:\d+$)")
@@ -41,7 +40,8 @@ def sharded_creator(anchors: Sequence[Any]) -> Callable[..., Any]:
     """A ``tf.variable_creator_scope`` creator that creates each variable as shards next to
     ``anchors`` (one variable on each target PS task), per the module docstring."""
     import tensorflow as tf
-    from tensorflow.python.distribute import sharded_variable
+
+    from ralp_tf.model.keras_compat import sharded_variable
 
     def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         init = kwargs.get("initial_value")
@@ -53,23 +53,9 @@ def sharded_creator(anchors: Sequence[Any]) -> Callable[..., Any]:
         shards = [next_creator(**dict(kwargs, initial_value=part, shape=part.shape, name=f"{name}/part_{i}",
                                       colocate_with=anchor, use_resource=True))
                   for i, (part, anchor) in enumerate(zip(tf.split(value, rows, axis=0), anchors))]
-        return sharded_variable.ShardedVariable(shards, name=name)
+        return sharded_variable(shards, name)
 
     return creator
-
-
-def sharded_build(layer: Any, anchors: Sequence[Any]) -> None:
-    """Make ``layer.build`` create its variables as shards next to ``anchors`` (module docstring)."""
-    import tensorflow as tf
-
-    original = layer.build
-
-    @functools.wraps(original)
-    def build(*args: Any, **kwargs: Any) -> Any:
-        with tf.variable_creator_scope(sharded_creator(anchors)):
-            return original(*args, **kwargs)
-
-    layer.build = build
 
 
 def weight_groups(model: Any) -> list[list[Any]]:

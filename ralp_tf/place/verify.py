@@ -1,14 +1,16 @@
 """Check a placed model against its Plan on a traced training step (the applier's post-condition).
 
 :func:`verify_placement` traces, without running it, one training step of the placed model:
-a forward pass on symbolic inputs of batch 2, a scalar loss on the worker, and
-``tf.GradientTape.gradient`` of that loss with respect to every trainable variable, exactly as
-``Model.fit`` and custom ``ClusterCoordinator`` loops do. For every layer the plan puts on a
-parameter-server task it then checks that
+a forward pass on symbolic inputs of batch 2, a scalar loss on the worker plus ``model.losses``
+(regularisers, ``add_loss``), and ``tf.GradientTape.gradient`` of that loss with respect to every
+trainable variable, exactly as ``Model.fit`` and custom ``ClusterCoordinator`` loops do. For every
+unit (:func:`ralp_tf.model.graph.walk`) the plan puts on a parameter-server task it then checks that
 
-* every variable of the layer lives on that task;
-* every forward op and every gradient op of the layer (ops whose name scope contains the
-  layer's name: ``model/fc1/MatMul``, ``gradient_tape/model/fc1/MatMul/MatMul_1``) runs on it;
+* every variable of the unit lives on that task;
+* every forward op and every gradient op of the unit (ops whose name scope contains the unit's
+  nested Keras names: ``model/fc1/MatMul``, ``gradient_tape/model/fc1/MatMul/MatMul_1``, a
+  sublayer's ``.../block/multi_head_attention/...``, its regularisers'
+  ``.../fc1/kernel/Regularizer/...``) runs on it;
 * no ``AddN`` that sums the gradients of the layer's variables over several calls runs
   elsewhere;
 
@@ -27,7 +29,8 @@ from typing import Any
 
 from ralp_tf.errors import PlacementMismatchError
 from ralp_tf.plan.plans import Plan, parse_device
-from ralp_tf.model.trace import input_specs, leaf_layers
+from ralp_tf.model.graph import walk
+from ralp_tf.model.trace import input_signature
 
 __all__ = ["traced_training_step", "verify_placement"]
 
@@ -35,27 +38,25 @@ __all__ = ["traced_training_step", "verify_placement"]
 _UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
 
 
-def _symbolic_inputs(model: Any, input_shape: Any = None) -> list[Any]:
+def traced_training_step(model: Any, input_shape: Any = None, sequence_length: int | None = None) -> Any:
+    """The graph of one traced (never executed) training step of ``model``: forward on a batch of
+    2, a scalar loss plus ``model.losses`` (regularisers, ``add_loss``), and the tape's gradients
+    with respect to ``model.trainable_variables``."""
     import tensorflow as tf
 
-    return [tf.TensorSpec([2] + [d or 1 for d in s.shape[1:]], s.dtype) for s in input_specs(model, input_shape)]
-
-
-def traced_training_step(model: Any, input_shape: Any = None) -> Any:
-    """The graph of one traced (never executed) training step of ``model``: forward, a scalar
-    loss, and the tape's gradients with respect to ``model.trainable_variables``."""
-    import tensorflow as tf
-
-    specs = _symbolic_inputs(model, input_shape)
+    signature = input_signature(model, input_shape, sequence_length)
 
     @tf.function(autograph=False)
     def step(*xs: Any) -> Any:
         with tf.GradientTape() as tape:
-            y = model(list(xs) if len(xs) > 1 else xs[0], training=True)
-            loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)])
+            y = model(signature.pack(xs), training=True)
+            outputs = [tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)
+                       if isinstance(o, tf.Tensor) and o.dtype.is_floating]
+            loss = tf.add_n(outputs + [tf.cast(l, tf.float32) for l in model.losses])
         return tape.gradient(loss, model.trainable_variables)
 
-    return step.get_concrete_function(*specs).graph
+    batch = tf.nest.flatten(signature.with_batch(2))
+    return step.get_concrete_function(*batch).graph
 
 
 def _same_task(device: str, job: str, task: int) -> bool:
@@ -77,42 +78,45 @@ def _carries_data(op: Any) -> bool:
     return any(o.shape.rank != 0 for o in op.outputs)
 
 
-def _in_scope(op_name: str, layer_path: str) -> bool:
-    """Whether ``op_name`` lies under the name scope of the layer at ``layer_path`` ("fc1",
-    "classifier/fc1"): the path's parts appear consecutively among the op's scopes."""
-    scopes, parts = op_name.split("/")[:-1], layer_path.split("/")
+def _in_scope(op_name: str, keras_path: str) -> bool:
+    """Whether ``op_name`` lies under the name scope of the unit whose nested Keras names are
+    ``keras_path`` ("fc1", "classifier/fc1"): those names appear consecutively among the op's scopes."""
+    scopes, parts = op_name.split("/")[:-1], keras_path.split("/")
     return any(scopes[i:i + len(parts)] == parts for i in range(len(scopes) - len(parts) + 1))
 
 
-def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None) -> None:
-    """Raise PlacementMismatchError unless every PS-placed layer's variables, forward ops and
-    gradient ops are on its planned task (see the module docstring)."""
-    ps_layers = {name: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
-    if not ps_layers and not plan.storage:
+def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequence_length: int | None = None) -> None:
+    """Raise PlacementMismatchError unless every PS-placed unit's variables, forward ops and
+    gradient ops are on its planned task (see the module docstring); the plan's names are read
+    as :func:`ralp_tf.place.applier.resolve_plan` reads them."""
+    graph = walk(model)
+    mapping = graph.resolve([*plan.placements, *plan.storage])
+    ps_units = {mapping[name]: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
+    stored = {mapping[name]: tasks[0] for name, tasks in plan.stored_on().items() if len(tasks) == 1}
+    if not ps_units and not stored:
         return
-    by_name = leaf_layers(model)
-    stored = {name: tasks[0] for name, tasks in plan.stored_on().items() if len(tasks) == 1}
-    for name, task in [*((n, d.task) for n, d in ps_layers.items()), *stored.items()]:
-        for v in by_name[name].weights:
+    for path, task in [*((p, d.task) for p, d in ps_units.items()), *stored.items()]:
+        for v in graph.layer(path).weights:
             if not _same_task(v.device, "ps", task):
                 raise PlacementMismatchError(
-                    f"layer {name!r}: variable {v.name} is on {v.device or 'no device'}, not PS task {task} as planned")
-    if not ps_layers:
+                    f"layer {path!r}: variable {v.name} is on {v.device or 'no device'}, not PS task {task} as planned")
+    if not ps_units:
         return
-    graph = traced_training_step(model, input_shape)
-    var_shapes = {name: {tuple(v.shape) for v in by_name[name].trainable_weights} for name in ps_layers}
-    for op in graph.get_operations():
+    step = traced_training_step(model, input_shape, sequence_length)
+    scopes = {path: graph.units[path].keras_path for path in ps_units}
+    var_shapes = {path: {tuple(v.shape) for v in graph.layer(path).trainable_weights} for path in ps_units}
+    for op in step.get_operations():
         if not _carries_data(op):
             continue
-        for name, dev in ps_layers.items():
+        for path, dev in ps_units.items():
             misplaced = not _same_task(op.device, "ps", dev.task)
-            if misplaced and _in_scope(op.name, name):
+            if misplaced and _in_scope(op.name, scopes[path]):
                 raise PlacementMismatchError(
-                    f"layer {name!r}: op {op.name} ({op.type}) runs on {op.device or 'the worker'}, not on "
+                    f"layer {path!r}: op {op.name} ({op.type}) runs on {op.device or 'the worker'}, not on "
                     f"{dev.canonical()} as planned")
-            if misplaced and op.type == "AddN" and var_shapes[name] and all(
-                    _in_scope(i.op.name, name) and tuple(i.shape) in var_shapes[name] for i in op.inputs):
+            if misplaced and op.type == "AddN" and var_shapes[path] and all(
+                    _in_scope(i.op.name, scopes[path]) and tuple(i.shape) in var_shapes[path] for i in op.inputs):
                 raise PlacementMismatchError(
-                    f"layer {name!r}: the sum of its calls' weight gradients ({op.name}) runs on "
+                    f"layer {path!r}: the sum of its calls' weight gradients ({op.name}) runs on "
                     f"{op.device or 'the worker'}, not on {dev.canonical()}; its weight gradients would cross "
                     "the network")

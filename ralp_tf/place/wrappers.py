@@ -1,9 +1,9 @@
 """The per-layer wrappers the applier installs: where a layer's variables are created, where
 its forward and gradient ops run, and what crosses the network narrowed.
 
-* :func:`placed_build`: the layer's variables are created next to an anchor variable on a PS
-  task (``strategy.extended.colocate_vars_with``);
-* :func:`ps_call`: forward and gradient ops on a PS task. ``tf.GradientTape`` creates gradient
+* :func:`install_placement`: what the applier installs on every unit of a placed model, per its
+  plan (where its variables are created is :mod:`ralp_tf.place.colocation`);
+* :func:`ps_call`: forward and gradient ops, and weight regularisers, on a PS task. ``tf.GradientTape`` creates gradient
   ops where ``tape.gradient`` is called, so the call is wrapped in ``tf.custom_gradient``: an
   inner tape records the forward, and the gradient function replays it under the same
   ``tf.device``. The calls of a shared layer are chained (:class:`CallChain`) so the sum of its
@@ -19,28 +19,19 @@ so uncompressed placed models compute exactly what the unplaced model computes.
 """
 from __future__ import annotations
 
-import functools
 import warnings
 from typing import Any, Callable
 
 from ralp_tf.plan.compression import FLOAT_CODECS, Compression, setting_of
+from ralp_tf.model import keras_compat
+from ralp_tf.model.graph import ModelGraph
+from ralp_tf.model.keras_compat import swapped_attributes
 from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.model.kinds import layer_kind
-from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.plans import Plan, parse_device
 
-__all__ = ["placed_build", "CallChain", "ps_call", "ENCODE_SCOPE", "narrow_weights_call", "gpu_call",
-           "compression_of"]
-
-
-def placed_build(layer: Any, strategy: Any, anchor: Any) -> None:
-    original = layer.build
-
-    @functools.wraps(original)
-    def build(*args: Any, **kwargs: Any) -> Any:
-        with strategy.extended.colocate_vars_with(anchor):
-            return original(*args, **kwargs)
-
-    layer.build = build
+__all__ = ["CallChain", "ps_call", "ENCODE_SCOPE", "narrow_weights_call", "gpu_call", "compression_of",
+           "install_placement"]
 
 
 class CallChain:
@@ -72,27 +63,88 @@ class CallChain:
         self._graph, self._tokens = tf.compat.v1.get_default_graph(), tokens
 
 
+class _Regularisers:
+    """The weight regularisers of one PS-computed unit (its own and its sublayers' ``add_loss``
+    callables), computed inside the unit's block on its device (:func:`ps_call`): the first call
+    of the unit in a graph stores their values there, and the callables tf_keras reads
+    (``model.losses``) return them. So a regulariser's gradient joins the unit's data gradient
+    inside the block, one gradient per variable on the unit's device; without it the tape would
+    sum the two with an ``AddN`` on the worker. Read in a graph where the unit did not run, or
+    eagerly, a regulariser is computed on the device directly."""
+
+    def __init__(self, layer: Any, device: str) -> None:
+        import tf_keras
+
+        self.device = device
+        self.functions: list[Callable[[], Any]] = []
+        self._graph: Any = None
+        self._values: list[Any] = []
+        for sub in [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]:
+            own = keras_compat.weight_loss_callables(sub)
+            if own:
+                readers = [self._reader(len(self.functions) + k) for k in range(len(own))]
+                self.functions.extend(own)
+                keras_compat.set_weight_loss_callables(sub, readers)
+
+    def _reader(self, index: int) -> Callable[[], Any]:
+        def read() -> Any:
+            import tensorflow as tf
+
+            if not tf.executing_eagerly() and self._graph is tf.compat.v1.get_default_graph():
+                return self._values[index]
+            with tf.device(self.device):
+                return self.functions[index]()
+
+        return read
+
+    def compute(self) -> list[Any]:
+        import tensorflow as tf
+
+        return [tf.convert_to_tensor(fn()) for fn in self.functions]
+
+    def store(self, values: list[Any]) -> None:
+        import tensorflow as tf
+
+        self._graph, self._values = tf.compat.v1.get_default_graph(), list(values)
+
+
 def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
-             activations: str = "none") -> Callable[..., Any]:
-    """Wrap a layer's ``call`` so its forward and gradient ops, and the sum of its variables'
-    gradients over all its calls, run on ``device`` (see :class:`CallChain`). With an
+            activations: str = "none") -> Callable[..., Any]:
+    """Wrap a layer's ``call`` so its forward and gradient ops, its weight regularisers
+    (:class:`_Regularisers`) and the sum of its variables' gradients over all its calls
+    (:class:`CallChain`) run on ``device``. Every tensor the call receives, positional or keyword
+    (a second input, a mask), is an input of the block, so gradients reach each of them. With an
     ``activations`` codec, floating inputs arriving from the worker cross in that dtype: cast on
     the worker, cast back on ``device``; their gradients are cast on ``device`` and back on the
     worker (the casts' own gradients)."""
-    import tensorflow as tf
+    return _PsCall(layer, call, device, path, activations)
 
-    chain = CallChain()
 
-    @tf.autograph.experimental.do_not_convert
-    def wrapped(inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        flat_in = tf.nest.flatten(inputs)
-        dtypes = [getattr(x, "dtype", None) for x in flat_in]
-        if activations != "none" and not tf.executing_eagerly():
-            flat_in = [_encode(x, activations, path) if _from_worker(x) else x for x in flat_in]
-        n_in = len(flat_in)
-        chained = [v for v in layer.trainable_weights] if not tf.executing_eagerly() else []
-        previous = chain.previous() if chained else None
-        carried_in = list(previous or [])
+class _PsCall:
+    """:func:`ps_call`'s wrapper: one ``tf.custom_gradient`` block per call (:meth:`__call__`)
+    whose gradient function (:meth:`_gradients`) replays the call's inner tape on the device."""
+
+    def __init__(self, layer: Any, call: Callable[..., Any], device: str, path: str, activations: str) -> None:
+        self.layer, self.call, self.device, self.path, self.activations = layer, call, device, path, activations
+        self.chain = CallChain()
+        self.regularisers = _Regularisers(layer, device)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import tensorflow as tf
+
+        structure = (args, kwargs)
+        leaves = tf.nest.flatten(structure)
+        eager = tf.executing_eagerly()
+        at = [i for i, x in enumerate(leaves) if isinstance(x, tf.Tensor) and (eager or tf.is_symbolic_tensor(x))]
+        dtypes = [leaves[i].dtype for i in at]
+        inputs = [leaves[i] for i in at]
+        if self.activations != "none" and not tf.executing_eagerly():
+            inputs = [_encode(x, self.activations, self.path) if _from_worker(x) else x for x in inputs]
+        graph_mode = not tf.executing_eagerly()
+        chained = list(self.layer.trainable_weights) if graph_mode else []
+        carried_in = list((self.chain.previous() if chained else None) or [])
+        n_in, n_reg = len(inputs), (len(self.regularisers.functions) if graph_mode and not carried_in else 0)
+        call, device = self.call, self.device
 
         @tf.custom_gradient
         def block(*xs: Any) -> Any:
@@ -100,50 +152,62 @@ def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
                 for x in xs[:n_in]:
                     if x.dtype.is_floating:
                         tape.watch(x)
-                decoded = [tf.cast(x, d) if d is not None and x.dtype != d else x for x, d in zip(xs[:n_in], dtypes)]
-                y = call(tf.nest.pack_sequence_as(inputs, decoded), *args, **kwargs)
+                decoded = [tf.cast(x, d) if x.dtype != d else x for x, d in zip(xs[:n_in], dtypes)]
+                replaced = list(leaves)
+                for i, x in zip(at, decoded):
+                    replaced[i] = x
+                a, kw = tf.nest.pack_sequence_as(structure, replaced)
+                y = call(*a, **kw)
+                regs = self.regularisers.compute() if n_reg else []
                 tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
             flat_y = tf.nest.flatten(y)
 
             def grad(*dys: Any, variables: Any = None) -> Any:
-                variables = list(variables or [])
-                dy, carried = list(dys[:len(flat_y)]), list(dys[len(flat_y):])
-                float_idx = [i for i, x in enumerate(xs[:n_in]) if x.dtype.is_floating]
-                with tf.device(device):
-                    grads = tape.gradient(flat_y, [xs[i] for i in float_idx] + variables, output_gradients=dy,
-                                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-                    var_grads = list(grads[len(float_idx):])
-                    # ParameterServerStrategy wraps variables (CachingVariable): match them by name
-                    slot = {v.name: i for i, v in enumerate(chained)}
-                    totals: list[Any] = [None] * len(chained)
-                    for v, g in zip(variables, var_grads):
-                        i = slot.get(v.name)
-                        if i is None:
-                            continue
-                        c = carried[i] if i < len(carried) else None
-                        has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
-                        totals[i] = g + c if has_carry else g
-                input_grads: list[Any] = [None] * len(xs)
-                for i, g in zip(float_idx, grads[:len(float_idx)]):
-                    narrowed = xs[i].dtype != dtypes[i]
-                    input_grads[i] = check_finite(g, f"{path}: gradient of its input") if narrowed else g
-                if carried_in:
-                    # a later call: hand the variable gradients back to the previous call
-                    for i, total in enumerate(totals):
-                        input_grads[n_in + i] = total
-                    return input_grads, [None if v.name in slot else g for v, g in zip(variables, var_grads)]
-                return input_grads, [totals[slot[v.name]] if v.name in slot else g
-                                     for v, g in zip(variables, var_grads)]
+                return self._gradients(tape, xs, dtypes, flat_y + regs, list(dys), chained, carried_in,
+                                       list(variables or []))
 
-            return (y, tokens), grad
+            return (y, regs, tokens), grad
 
         with tf.device(device):
-            y, tokens = block(*flat_in, *carried_in)
+            y, regs, tokens = block(*inputs, *carried_in)
+        if n_reg:
+            self.regularisers.store(regs)
         if chained:
-            chain.record(list(tokens))
+            self.chain.record(list(tokens))
         return y
 
-    return wrapped
+    def _gradients(self, tape: Any, xs: tuple[Any, ...], dtypes: list[Any], outputs: list[Any], dys: list[Any],
+                   chained: list[Any], carried_in: list[Any], variables: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The block's gradients, on the device: of its inputs, and of its variables summed over
+        the unit's calls (a later call hands its variable gradients back along the chain)."""
+        import tensorflow as tf
+
+        n_in = len(dtypes)
+        dy = [tf.zeros_like(o) if d is None else d for o, d in zip(outputs, dys[:len(outputs)])]
+        carried = dys[len(outputs):]
+        float_idx = [i for i in range(n_in) if xs[i].dtype.is_floating]
+        with tf.device(self.device):
+            grads = tape.gradient(outputs, [xs[i] for i in float_idx] + variables, output_gradients=dy,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            var_grads = list(grads[len(float_idx):])
+            slot = {v.name: i for i, v in enumerate(chained)}  # PSS wraps variables: match them by name
+            totals: list[Any] = [None] * len(chained)
+            for v, g in zip(variables, var_grads):
+                i = slot.get(v.name)
+                if i is None:
+                    continue
+                c = carried[i] if i < len(carried) else None
+                has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
+                totals[i] = g + c if has_carry else g
+        input_grads: list[Any] = [None] * len(xs)
+        for i, g in zip(float_idx, grads[:len(float_idx)]):
+            narrowed = xs[i].dtype != dtypes[i]
+            input_grads[i] = check_finite(g, f"{self.path}: gradient of its input") if narrowed else g
+        if carried_in:  # a later call: hand the variable gradients back to the previous call
+            for i, total in enumerate(totals):
+                input_grads[n_in + i] = total
+            return input_grads, [None if v.name in slot else g for v, g in zip(variables, var_grads)]
+        return input_grads, [totals[slot[v.name]] if v.name in slot else g for v, g in zip(variables, var_grads)]
 
 
 #: Name scope of the casts that encode a PS layer's input on the worker (they run there by design).
@@ -195,23 +259,17 @@ def narrow_weights_call(layer: Any, call: Callable[..., Any], codec: str, path: 
         if traced[0] is not graph:
             traced[0] = graph
             pulls.clear()
-        swapped: list[tuple[str, Any]] = []
+        reads: dict[int, Any] = {}
+        held = keras_compat.attribute_value_ids(layer)
         for v in layer.trainable_weights:
-            names = [n for n, value in vars(layer).items() if value is v]
-            if not names:
-                continue
+            if id(v) not in held:
+                continue  # read through a sublayer: not narrowed
             if v.name not in pulls:  # a shared layer's later calls reuse the first call's read
                 pulled = _pull(v, None if codec == "none" else _narrow(codec), gradients, path, prefix)
                 pulls[v.name] = tf.cast(pulled, v.dtype) if pulled.dtype != v.dtype else pulled
-            pulled = pulls[v.name]
-            for n in names:
-                swapped.append((n, v))
-                object.__setattr__(layer, n, pulled)  # bypass Keras' tracking: restored below
-        try:
+            reads[id(v)] = pulls[v.name]
+        with swapped_attributes(layer, reads):
             return call(*args, **kwargs)
-        finally:
-            for n, v in swapped:
-                object.__setattr__(layer, n, v)
 
     return wrapped
 
@@ -259,7 +317,7 @@ def compression_of(plan: Plan, path: str, layer: Any) -> Compression:
     on variables that are not floating point raise PlanError (see :func:`narrow_weights_call`)."""
     setting = setting_of(plan.compression, path)
     on_ps = path in plan.ps_layers()
-    no_push = on_ps or layer_kind(layer, False) == "embedding" or not layer.trainable_weights
+    no_push = on_ps or layer_kind(layer) == "embedding" or not layer.trainable_weights
     drop = {"weights": no_push, "activations": not on_ps, "gradients": no_push}
     kept = {k: ("none" if drop[k] else getattr(setting, k)) for k in drop}
     ignored = [k for k in drop if drop[k] and getattr(setting, k) != "none"]
@@ -270,3 +328,27 @@ def compression_of(plan: Plan, path: str, layer: Any) -> Compression:
                       f"excepted); ignored. Remove {', '.join(ignored)} from the plan's compression of {path!r}",
                       stacklevel=4)
     return Compression(**kept)
+
+
+def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None:
+    """Install on every unit of ``graph`` what ``plan`` asks of it: a PS-computed unit's call and
+    weight regularisers on its task (:func:`ps_call`); a worker-computed
+    unit's weights narrowed on the wire (:func:`narrow_weights_call`) and its forward on the GPU
+    (:func:`gpu_call`) where the plan says so. Each layer object is handled once, at its first path."""
+    done: set[int] = set()
+    for unit in graph:
+        layer, path = unit.layer, unit.path
+        if id(layer) in done:
+            continue
+        done.add(id(layer))
+        setting = compression_of(plan, path, layer)
+        d = parse_device(plan.placements.get(path, worker_device))
+        if d.is_ps:
+            keras_compat.override_method(layer, "call", ps_call(layer, layer.call, d.canonical(), path,
+                                                                setting.activations))
+            continue
+        if setting.weights != "none" or setting.gradients != "none":
+            keras_compat.override_method(layer, "call", narrow_weights_call(layer, layer.call, setting.weights, path,
+                                                                            setting.gradients))
+        if d.device_type == "GPU":
+            keras_compat.override_method(layer, "call", gpu_call(layer.call, "GPU"))
