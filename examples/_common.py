@@ -36,12 +36,13 @@ def quiet_logs() -> None:
 def print_placement(model: Any) -> None:
     """Print the model's plan (``model.ralp_plan``): for each layer, in model order, where it
     computes and the devices its variables were actually created on."""
-    from ralp_tf.model.trace import leaf_layers
+    from ralp_tf.model import walk
 
     plan = model.ralp_plan
     ps_layers = plan.ps_layers()
     print(f"plan ({plan.policy}): {len(ps_layers)} layer(s) computed on a PS task: {', '.join(ps_layers) or 'none'}")
-    for path, layer in leaf_layers(model).items():
+    for unit in walk(model):
+        path, layer = unit.path, unit.layer
         device = plan.placements.get(path, "/job:worker (default)")
         homes = sorted({v.device for v in layer.weights}) or ["(no variables)"]
         print(f"  {path:<22} computes on {device:<40} variables on {', '.join(homes)}")
@@ -49,11 +50,11 @@ def print_placement(model: Any) -> None:
 
 def synthetic_dataset_fn(model: Any, batch_size: int) -> Callable[[Any], Any]:
     """A ``dataset_fn(input_context)`` for ``DatasetCreator`` or ``create_per_worker_dataset``:
-    one fixed synthetic batch that fits ``model`` (``ralp_tf.model.builtin.synthetic_batch``), repeated,
+    one fixed synthetic batch that fits ``model`` (``ralp_tf.model.data.synthetic_batch``), repeated,
     made on the worker that runs it, so no input crosses the network."""
     import tensorflow as tf
 
-    from ralp_tf.model.builtin import synthetic_batch
+    from ralp_tf.model.data import synthetic_batch
 
     x, y = synthetic_batch(model, batch_size)
     if isinstance(x, list):  # several inputs: a tuple is one nested structure for tf.data, a list is not
@@ -67,10 +68,10 @@ def synthetic_dataset_fn(model: Any, batch_size: int) -> Callable[[Any], Any]:
 
 def compile_for_fit(model: Any, strategy: Any, learning_rate: float = 0.01) -> None:
     """Compile ``model`` under ``strategy`` with SGD and the loss that matches its output
-    (``ralp_tf.model.builtin.per_sample_loss``: cross-entropy from logits)."""
+    (``ralp_tf.model.data.per_sample_loss``: cross-entropy from logits)."""
     import tf_keras
 
-    from ralp_tf.model.builtin import per_sample_loss
+    from ralp_tf.model.data import per_sample_loss
 
     with strategy.scope():
         model.compile(tf_keras.optimizers.SGD(learning_rate), per_sample_loss(model))

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> None:
             model = build_model()
             optimizer = tf_keras.optimizers.SGD(FLAGS.learning_rate)
         _common.print_placement(model)
-        per_sample = ralp_tf.model.builtin.per_sample_loss(model)
+        per_sample = ralp_tf.model.data.per_sample_loss(model)
         per_worker = coordinator.create_per_worker_dataset(_common.synthetic_dataset_fn(model, FLAGS.batch_size))
         iterator = iter(per_worker)
 

@@ -43,7 +43,7 @@ def main(argv: list[str]) -> None:
         print(model.ralp_analysis.report())
         _common.print_placement(model)
         with strategy.scope():
-            model.compile(tf_keras.optimizers.SGD(0.01), ralp_tf.model.builtin.per_sample_loss(model))
+            model.compile(tf_keras.optimizers.SGD(0.01), ralp_tf.model.data.per_sample_loss(model))
         # dataset_fn(input_context) runs on each worker: its input never crosses the network
         data = tf_keras.utils.experimental.DatasetCreator(_common.synthetic_dataset_fn(model, FLAGS.batch_size))
         history = model.fit(data, epochs=FLAGS.epochs, steps_per_epoch=FLAGS.steps, verbose=0)

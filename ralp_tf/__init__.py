@@ -20,7 +20,8 @@ from ralp_tf.errors import (ClusterConfigError, ClusterRuntimeError, KerasVersio
                             PlacementMismatchError, PlanError, RalpError, ValidationError)
 from ralp_tf.model import builtin as models
 from ralp_tf.model.kinds import register_layer_kind
-from ralp_tf.model.profiler import LayerProfile, ModelProfile, TensorProfile, profile
+from ralp_tf.model.profiler import profile
+from ralp_tf.model.profiles import LayerProfile, ModelProfile, TensorProfile
 from ralp_tf.place import policies
 from ralp_tf.place.applier import place, placement, unplace
 from ralp_tf.place.verify import verify_placement

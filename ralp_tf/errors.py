@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 __all__ = ["RalpError", "ValidationError", "PlanError", "ClusterConfigError", "PlacementMismatchError", "ModelError",
-           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "check_int", "max_json_bytes", "parse_json",
-           "read_json_file"]
+           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "check_int", "writable_dir", "writable_file",
+           "max_json_bytes", "parse_json", "read_json_file"]
 
 
 class RalpError(Exception):
@@ -73,6 +73,33 @@ MAX_JSON_DEPTH = 64
 MAX_JSON_INT_DIGITS = 4300
 DEFAULT_MAX_JSON_BYTES = 64 * 2**20
 MAX_JSON_BYTES_ENV = "RALP_TF_MAX_JSON_BYTES"
+
+
+def writable_dir(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` as a directory this process can write in, created (with its parents) if missing;
+    else raise ValidationError naming ``what`` (e.g. ``--tensorboard-dir``), the path and why."""
+    text = os.fspath(path)
+    try:
+        os.makedirs(text, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError(f"cannot create {what} {text!r}: {exc.strerror or exc}; pass a directory you can "
+                              "write") from None
+    if not os.path.isdir(text) or not os.access(text, os.W_OK | os.X_OK):
+        raise ValidationError(f"{what} {text!r} is not a directory this process can write in; pass another one")
+    return text
+
+
+def writable_file(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` as a file this process can create or overwrite (its folder must exist and be
+    writable); else raise ValidationError naming ``what`` (e.g. ``--png``), the path and why."""
+    text = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise ValidationError(f"{what} {text!r}: folder {folder!r} does not exist; create it or pass another path")
+    if os.path.isdir(text) or not os.access(folder, os.W_OK | os.X_OK) or (
+            os.path.exists(text) and not os.access(text, os.W_OK)):
+        raise ValidationError(f"{what} {text!r} cannot be written by this process; pass a path you can write")
+    return text
 
 
 def max_json_bytes() -> int:

@@ -35,28 +35,41 @@ def _tasks_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("sig, phase", [
-    (signal.SIGINT, "start-up"),
-    (signal.SIGTERM, "phase: first step scheduled"),
-    (signal.SIGINT, "phase: measuring"),
+@pytest.mark.parametrize("sig, phase, ignored", [
+    (signal.SIGINT, "start-up", False),
+    (signal.SIGTERM, "phase: first step scheduled", False),
+    # started by a script in the background (`cmd &`): SIGINT arrives inherited as ignored
+    (signal.SIGINT, "phase: measuring", True),
+    (signal.SIGINT, "running ralp", True),  # the middle of the steps of --compare's second run
 ])
-def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phase: str) -> None:
+def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phase: str, ignored: bool) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, "-m", "ralp_tf.cli.main", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
+    cmd = [sys.executable, "-m", "ralp_tf.cli", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
            "--steps", "100000", "--warmup-steps", "2"]
+    if phase == "running ralp":  # stock PSS first, then the ralp run; alexnet's steps last long enough
+        cmd[cmd.index("small_cnn")] = "alexnet_cifar"
+        cmd[cmd.index("100000")] = "20"
+        cmd.append("--compare")
+
+    def inherit() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.SIG_DFL)
+
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)  # the test signals this process alone, not a group
+                            start_new_session=True, preexec_fn=inherit)  # this process alone is signalled
     seen: list[str] = []
     try:
         if phase == "start-up":
             wait_until(lambda: _tasks_of(proc.pid), 60, what="the first task process")
         else:
+            wanted = "phase: measuring" if phase == "running ralp" else phase
+            armed = phase != "running ralp"
             for line in proc.stderr:
                 seen.append(line)
-                if phase in line:
+                armed = armed or "running ralp" in line
+                if armed and wanted in line:
                     break
-            assert any(phase in l for l in seen), "".join(seen[-20:])
-            if phase == "phase: measuring":
+            assert any(wanted in l for l in seen) and armed, "".join(seen[-20:])
+            if wanted == "phase: measuring":
                 time.sleep(2)
         tasks = _tasks_of(proc.pid)
         assert tasks, "the run had started its local cluster"

@@ -31,18 +31,21 @@ def events(folder: str | Path) -> dict[str, list[tuple[int, object]]]:
 
 
 def test_run_summaries_read_back(tmp_path: Path) -> None:
+    from ralp_tf import Cluster, Plan, analyze, models, profile
+
+    analysis = analyze(profile(models.small_cnn(), 8), Cluster.local(2, 1))
     result = RunResult(policy="ralp", steps=3, batch_size=32, steps_per_s=2.0, samples_per_s=128.0, final_loss=1.5,
                        losses=[2.5, 2.0, 1.8, 1.6, 1.5], bytes_per_step=1000.0,
                        bytes_between={"worker0->ps0": 400.0, "ps0->worker0": 600.0}, predicted_bytes_per_step=990.0,
-                       predicted_step_s=0.1, measured_step_s=0.5, plan={"format": "ralp_tf.plan/1", "placements": {}},
-                       analysis="Decision: split", total_steps=15, resumed_from_step=10)
+                       predicted_step_s=0.1, measured_step_s=0.5, plan=Plan({}, policy="ralp"),
+                       analysis=analysis, total_steps=15, resumed_from_step=10)
     path = write_run_summaries(tmp_path, result, "ralp")
     ev = events(path)
     assert ev["loss"] == [(10, 2.5), (11, 2.0), (12, pytest.approx(1.8)), (13, pytest.approx(1.6)), (14, 1.5)]
     assert ev["samples_per_s"] == [(14, 128.0)] and ev["bytes_per_step"] == [(14, 1000.0)]
     assert ev["bytes_per_step/worker0->ps0"] == [(14, 400.0)] and ev["predicted/bytes_per_step"] == [(14, 990.0)]
     assert json.loads(ev["plan"][0][1].strip("`\n"))["format"] == "ralp_tf.plan/1"
-    assert "Decision: split" in ev["analysis"][0][1]
+    assert "Decision:" in ev["analysis"][0][1] and ev["analysis"][0][1].strip("`\n") == analysis.report()
 
 
 class _Meter:

@@ -147,13 +147,17 @@ def policy_option(text: str) -> tuple[str, Any]:
 
 
 def add_cluster_args(parser: argparse.ArgumentParser) -> None:
-    """``--workers --ps --bandwidth --flops --batch-size``: the local cluster a command plans for."""
+    """``--workers --ps --bandwidth --flops --batch-size --sequence-length``: the local cluster a command
+    plans for, and the batch it is planned at."""
     parser.add_argument("--workers", type=positive_int, default=2, help="worker tasks (default 2)")
     parser.add_argument("--ps", type=non_negative_int, default=1, help="parameter-server tasks (default 1)")
     parser.add_argument("--bandwidth", type=bandwidth, default=None,
                         help="link rate for the cost model, e.g. 100mbit, 1gbit, uncapped (default 1gbit)")
     parser.add_argument("--flops", type=float, default=None, help="FLOP/s of each task for the cost model")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="batch per worker step (default 32)")
+    parser.add_argument("--sequence-length", type=positive_int, default=None,
+                        help="length given to model inputs of variable length, e.g. keras.Input(shape=(None,)) "
+                             "(default: the input_length its Embedding layers declare)")
 
 
 def cluster_rates(args: argparse.Namespace) -> dict[str, Any]:

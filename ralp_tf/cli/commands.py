@@ -81,16 +81,16 @@ def _compression_arg(p: argparse.ArgumentParser) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Profile ``--model``, plan it with ``--policy`` on the local cluster of the arguments, print
     the plan (``--json``: one object) and write it to ``--out``."""
-    from ralp_tf.place.applier import plan_with_policy
+    from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.costmodel import estimate
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.policies import policy_from_spec
-    from ralp_tf.model.profiler import profile
+    from ralp_tf.place.applier import prepare
 
     policy = policy_from_spec(args.policy, policy_options(args))
     builder = resolve_model(args.model)
-    prof = profile(builder(), batch_size=args.batch_size)
+    prof = prepare(builder, args.batch_size, sequence_length=args.sequence_length).profile
     cluster = Cluster.local(args.workers, args.ps, **cluster_rates(args))
     plan, analysis = plan_with_policy(policy, prof, cluster, compression=args.compression)
     if args.out:
@@ -121,9 +121,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Train ``--model`` on a LocalCluster with ``--policy`` (or stock PS and RALP with
     ``--compare``) and print the measurements (``--json``: one object)."""
     from ralp_tf.cli.faults import run_supervised, supervised_requested
-    from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.cli.progress import StepProgress
+    from ralp_tf.errors import writable_dir
+    from ralp_tf.place.policies import policy_from_spec
 
+    for flag, folder in (("--tensorboard-dir", args.tensorboard_dir), ("--checkpoint-dir", args.checkpoint_dir)):
+        if folder:
+            writable_dir(folder, flag)  # before any cluster starts
     if supervised_requested(args):
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
@@ -152,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "restored_weights_checksum": r.restored_weights_checksum,
                  "final_weights_checksum": r.final_weights_checksum, "losses": r.losses}
         if name != "ps":
-            entry["plan"] = r.plan
+            entry["plan"] = r.plan.to_dict()
         out[key] = entry
     if args.json:
         print(json.dumps(out, indent=2))
@@ -184,7 +188,7 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
                    checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
-                   **cluster_rates(args))
+                   sequence_length=args.sequence_length, **cluster_rates(args))
 
 
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
@@ -202,7 +206,7 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
                             compression=args.compression, on_measure=_trace_hook(args),
-                            step_callback=args.step_callback)
+                            step_callback=args.step_callback, sequence_length=args.sequence_length)
 
 
 def _trace_hook(args: argparse.Namespace) -> Any:
@@ -236,8 +240,8 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
         print(f"RALP moves {a.bytes_per_step / b.bytes_per_step:.1f}x fewer bytes per step and runs "
               f"{b.steps_per_s / a.steps_per_s:.2f}x the steps/s of stock PS.")
     for r in results.values():
-        if r.analysis:
-            print(r.analysis)
+        if r.report:
+            print(r.report)
     if getattr(args, "cluster", None):
         return
     print("The analyzer plans for the link rate given (--bandwidth, default 1gbit). This run is on loopback, where "

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ralp_tf.cli.args import add_cluster_args, add_policy_args, cluster_rates, policy_options
-from ralp_tf.errors import ValidationError, read_json_file
+from ralp_tf.errors import ValidationError, read_json_file, writable_file
 
 __all__ = ["WORKER_COLOR", "PS_COLORS", "measured_links", "explain_data", "draw", "register", "cmd_explain"]
 
@@ -73,14 +73,14 @@ def explain_data(model: Any, workers: int = 2, ps: int = 1, *, policy: Any = "ra
                  **rates: Any) -> dict[str, Any]:
     """The data of the picture (module docstring) for ``model`` (a name, ``pkg.mod:fn`` or a
     builder) on ``Cluster.local(workers, ps, **rates)``."""
-    from ralp_tf.place.applier import plan_with_policy
+    from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.costmodel import estimate, estimate_allreduce, resolve_placements, variable_homes
     from ralp_tf.model.builtin import resolve_model
-    from ralp_tf.model.profiler import profile
+    from ralp_tf.place.applier import prepare
 
     builder = resolve_model(model) if isinstance(model, str) else model
-    prof = profile(builder(), batch_size=batch_size)
+    prof = prepare(builder, batch_size).profile
     cluster = Cluster.local(workers, ps, **rates)
     plan, analysis = plan_with_policy(policy, prof, cluster, compression=compression)
     where = resolve_placements(prof, plan)
@@ -224,6 +224,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     if not args.png and not args.json:
         raise ValidationError("say what to produce: --png PATH (a picture) and/or --json (its data)")
+    if args.png:
+        writable_file(args.png, "--png")
+        writable_file(Path(args.png).with_suffix(".svg"), "--png's SVG")
     run = read_json_file(args.run_json, ValidationError, f"run JSON {args.run_json}") if args.run_json else None
     data = explain_data(args.model, args.workers, args.ps, policy=policy_from_spec(args.policy, policy_options(args)),
                         batch_size=args.batch_size, run_json=run, **cluster_rates(args))

@@ -82,7 +82,7 @@ def soak(model: str = "small_cnn", *, steps: int = 2000, warmup: int = 200, samp
                         "threads_growth": b["threads"] - a["threads"], "sockets_growth": b["sockets"] - a["sockets"]}
     report = {"model": model, "steps": steps, "warmup": warmup, "workers": workers, "ps": ps,
               "batch_size": batch_size, "seconds": elapsed, "final_loss": result.final_loss,
-              "plan_ps_layers": sorted(k for k, v in result.plan["placements"].items() if "/job:ps" in v),
+              "plan_ps_layers": sorted(result.plan.ps_layers()),
               "growth": growth, "max_rss_growth": max(g["rss_growth"] for g in growth.values()),
               "max_threads_growth": max(g["threads_growth"] for g in growth.values()),
               "max_sockets_growth": max(g["sockets_growth"] for g in growth.values()), "samples": samples}

@@ -18,8 +18,8 @@ cluster and reports progress on stdout in the testbed's job protocol (``RALP_JOB
 
 Progress is read by :class:`ProgressCoordinator`, a wrapper around TF's ``ClusterCoordinator``
 that ``train`` accepts as its ``coordinator``: it keeps every scheduled step's ``RemoteValue`` and a
-thread counts those whose status is ready. TF has no public "is this closure done" query; the
-wrapper reads ``RemoteValueImpl._status_available_event`` and ``_status`` (checked on TF 2.21).
+thread counts those whose status is ready. TF has no public "is this closure done" query
+(:func:`ralp_tf.model.keras_compat.remote_value_ready`).
 """
 from __future__ import annotations
 
@@ -106,10 +106,9 @@ class ProgressCoordinator:
 
 
 def _is_ready(rv: Any) -> bool:
-    event = getattr(rv, "_status_available_event", None)
-    if event is None or not event.is_set():
-        return False
-    return str(getattr(rv, "_status", "")).endswith("READY")
+    from ralp_tf.model.keras_compat import remote_value_ready
+
+    return remote_value_ready(rv)
 
 
 def checkpoint_step(directory: str | None) -> int:

@@ -180,18 +180,18 @@ def release_cluster_in_this_process(addresses: set[str]) -> bool:
     """If this process's eager context is connected to a cluster whose tasks are ``addresses``,
     shrink it to this process alone, so the remote contexts close while the tasks still answer.
 
-    TensorFlow has no public API for this: it reads ``context._server_def`` and calls
-    ``Context.update_server_def`` (checked on TF 2.21). Returns whether it let go of a cluster.
+    TensorFlow has no public API for this (:func:`ralp_tf.model.keras_compat.server_def`,
+    :func:`~ralp_tf.model.keras_compat.update_server_def`). Returns whether it let go of a cluster.
     """
     import sys
 
     if "tensorflow" not in sys.modules:
         return False
     from tensorflow.core.protobuf import tensorflow_server_pb2
-    from tensorflow.python.eager import context
 
-    ctx = context.context()
-    current = getattr(ctx, "_server_def", None)
+    from ralp_tf.model.keras_compat import server_def, update_server_def
+
+    current = server_def()
     if current is None:
         return False
     remote = {addr for job in current.cluster.job if job.name != current.job_name for addr in job.tasks.values()}
@@ -204,7 +204,7 @@ def release_cluster_in_this_process(addresses: set[str]) -> bool:
     for job in current.cluster.job:
         if job.name == current.job_name:
             alone.cluster.job.add(name=job.name, tasks=dict(job.tasks))
-    ctx.update_server_def(alone)
+    update_server_def(alone)
     return True
 
 
@@ -494,11 +494,17 @@ def exit_promptly_on_signals(grace_s: float = 4.0) -> bool:
     (``signal.set_wakeup_fd``) read by a watchdog thread: on SIGINT or SIGTERM the watchdog at
     once kills every LocalCluster's tasks, silences TensorFlow's log of the failures that
     follow, and lets the main thread unwind (KeyboardInterrupt / SystemExit); if the process
-    still runs ``grace_s`` seconds later it exits with status ``128 + signal``. Call it from the
-    main thread; returns False (and does nothing) elsewhere or when a wakeup fd is already set.
+    still runs ``grace_s`` seconds later it exits with status ``128 + signal``. SIGINT counts even
+    when the process inherited it ignored (started in the background by a script): a command asked
+    to stop stops. Call it from the main thread; returns False (and does nothing) elsewhere or
+    when a wakeup fd is already set.
     """
     if threading.current_thread() is not threading.main_thread():
         return False
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, None):
+        # A process started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+        # ignored, and Python then installs no handler: the signal would never reach the watchdog.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     _install_exit_handlers()
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)

@@ -74,9 +74,9 @@ def write_run_summaries(logdir: str | os.PathLike[str], result: Any, name: str =
     first = result.total_steps - len(result.losses)
     last = max(result.total_steps - 1, 0)
     with writer.as_default():
-        text("plan", _plan_text(result.plan), step=first)
-        if result.analysis:
-            text("analysis", "```\n" + result.analysis + "\n```", step=first)
+        text("plan", _plan_text(result.plan.to_dict()), step=first)
+        if result.report:
+            text("analysis", "```\n" + result.report + "\n```", step=first)
         for i, loss in enumerate(result.losses):
             scalar("loss", loss, step=first + i)
         scalar("samples_per_s", result.samples_per_s, step=last)

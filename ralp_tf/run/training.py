@@ -1,9 +1,15 @@
 """Training jobs on a ParameterServerStrategy cluster: stock or placed, measured.
 
 :func:`train` runs one job with a custom loop driven by ``ClusterCoordinator`` on synthetic
-data created on the workers (so no input data crosses the network), and returns a
-:class:`RunResult`: measured steps/s, bytes per step between each pair of tasks (when the
-tasks' endpoints are given), per-step losses, and the cost model's predictions.
+data created on the workers (so no input data crosses the network), in three steps over one
+:class:`TrainConfig`: :func:`prepare_job` (build and profile the model outside the strategy,
+plan it, place it, the optimizer, the step function, the checkpoint), :func:`run_steps` (schedule
+and measure the steps) and :func:`summarise` (the :class:`RunResult`: measured steps/s, bytes per
+step between each pair of tasks when a meter counts them, per-step losses, and the cost model's
+predictions).
+
+The step's loss is :func:`ralp_tf.model.data.per_sample_loss` averaged over the batch, plus
+``model.losses`` (weight regularisers, ``add_loss``), as ``Model.fit`` adds them.
 
 :func:`compare` runs stock PSS and RALP on the same LocalCluster one after the other. Every
 step is scheduled as one closure; "bytes per step" is total bytes between workers and PS tasks
@@ -12,23 +18,29 @@ divided by the number of closures (worker steps).
 from __future__ import annotations
 
 import dataclasses
+import glob
 import logging
 import os
+import shutil
 import time
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ralp_tf.errors import ClusterRuntimeError, check_int
+from ralp_tf.model.builtin import resolve_model
+from ralp_tf.model.data import per_sample_loss, synthetic_batch, training_spec, weights_checksum
+from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
+from ralp_tf.place.policies import plan_with_policy
+from ralp_tf.plan.analyzer import Analysis
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.costmodel import estimate
-from ralp_tf.errors import ClusterRuntimeError, check_int
-from ralp_tf.model.builtin import per_sample_loss, resolve_model, synthetic_batch, weights_checksum
-from ralp_tf.place.applier import cluster_of, place_from_builder, plan_with_policy
-from ralp_tf.model.profiler import profile
+from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY", "RunResult", "sgd_losses", "train", "compare"]
+__all__ = ["DEFAULT_CHECKPOINT_EVERY", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
+           "train_loss", "prepare_model", "prepare_job", "run_steps", "summarise", "train", "compare"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT_EVERY = 10
@@ -36,6 +48,9 @@ DEFAULT_CHECKPOINT_EVERY = 10
 
 @dataclasses.dataclass
 class RunResult:
+    """One measured job. ``to_dict()`` is its JSON form (``plan`` as the plan's JSON object,
+    ``analysis`` as the analyzer's report text)."""
+
     policy: str
     steps: int
     batch_size: int
@@ -48,8 +63,8 @@ class RunResult:
     predicted_bytes_per_step: float
     predicted_step_s: float
     measured_step_s: float
-    plan: dict[str, Any]
-    analysis: str | None = None
+    plan: Plan
+    analysis: Analysis | None = None
     total_steps: int = 0
     resumed_from_step: int | None = None
     restored_weights_checksum: float | None = None
@@ -58,29 +73,69 @@ class RunResult:
     #: the cost model's ``StepEstimate.link_bytes_per_step``, comparable with a testbed's link counters
     predicted_link_bytes_per_step: float | None = None
 
+    @property
+    def report(self) -> str | None:
+        """The analyzer's decision in words (None for a plan no analyzer chose)."""
+        return self.analysis.report() if self.analysis is not None else None
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["plan"] = self.plan.to_dict()
+        d["analysis"] = self.report
+        return d
 
 
-def _loss_fn(model: Any) -> Callable[[Any, Any], Any]:
-    """The batch-mean of :func:`ralp_tf.model.builtin.per_sample_loss` (the custom loop's loss)."""
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """What one training job runs (see :func:`train` for each field)."""
+
+    policy: Any = "ralp"
+    steps: int = 30
+    warmup_steps: int = 3
+    batch_size: int = 32
+    learning_rate: float = 0.01
+    seed: int = 0
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY
+    measure_compute: bool = False
+    compute_scale: float = 1.0
+    compression: Any = None
+    sequence_length: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.steps, "steps")
+        check_int(self.batch_size, "batch_size", hint="pass e.g. 32")
+        check_int(self.warmup_steps, "warmup_steps", minimum=0)
+        if self.checkpoint_dir:
+            check_int(self.checkpoint_every, "checkpoint_every")
+
+
+def train_loss(model: Any, spec: Any = None) -> Callable[[Any, Any], Any]:
+    """``loss(labels, outputs)``: the batch mean of :func:`ralp_tf.model.data.per_sample_loss` plus
+    ``model.losses`` (the custom loop's loss, what ``Model.fit`` minimises)."""
     import tensorflow as tf
 
-    loss = per_sample_loss(model)
-    return lambda y, logits: tf.reduce_mean(loss(y, logits))
+    per_sample = per_sample_loss(spec if spec is not None else model)
+
+    def loss(labels: Any, outputs: Any) -> Any:
+        value = tf.reduce_mean(per_sample(labels, outputs))
+        extra = [tf.cast(l, value.dtype) for l in model.losses]
+        return tf.add_n([value, *extra]) if extra else value
+
+    return loss
 
 
 def sgd_losses(strategy: Any, coordinator: Any, model: Any, batches: Sequence[tuple[Any, Any]],
                learning_rate: float = 0.05) -> list[float]:
     """Train ``model`` (built under ``strategy``) with SGD(``learning_rate``), one scheduled step
-    per ``(inputs, labels)`` batch in order, and return each step's loss (the batch mean of
-    :func:`ralp_tf.model.builtin.per_sample_loss`). With one worker the steps run in order."""
+    per ``(inputs, labels)`` batch in order, and return each step's loss (:func:`train_loss`). With
+    one worker the steps run in order."""
     import tensorflow as tf
     import tf_keras
 
     with strategy.scope():
         optimizer = tf_keras.optimizers.SGD(learning_rate)
-    loss_fn = _loss_fn(model)
+    loss_fn = train_loss(model)
 
     @tf.function
     def step(x: Any, y: Any) -> Any:
@@ -92,72 +147,70 @@ def sgd_losses(strategy: Any, coordinator: Any, model: Any, batches: Sequence[tu
 
         return strategy.run(replica_fn, args=(x, y))
 
-    scheduled = [coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x), tf.constant(y)))
+    scheduled = [coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x),
+                                                  tf.nest.map_structure(tf.constant, y)))
                  for x, y in batches]
     coordinator.join()
     return [float(np.asarray(r.fetch())) for r in scheduled]
 
 
-def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
-          warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
-          endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None, meter: Any = None,
-          on_step: Callable[[int], None] | None = None, coordinator: Any = None,
-          checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
-          on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
-          compute_scale: float = 1.0, compression: Any = None) -> RunResult:
-    """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
+@dataclasses.dataclass
+class Job:
+    """A prepared job: the placed model and everything its steps need."""
 
-    ``compression`` (see :mod:`ralp_tf.plan.compression`; ``"auto"`` lets the analyzer weigh fp16)
-    goes to the planner. ``policy`` is a policy name of :mod:`ralp_tf.place.policies` ("ralp", "ps", "rl", ...), a Plan, or
-    a placement policy object. ``cluster`` gives
-    the rates the planner and the predictions use (default: from the strategy).
-    ``on_step(i)`` is called after scheduling step ``i`` (fault injection, progress);
-    ``on_measure("start")`` / ``on_measure("end")`` when the measured window opens and closes
-    (an outside byte counter snapshots its links then). ``meter`` (anything with
-    :class:`~ralp_tf.run.traffic.TrafficMeter`'s ``start``/``stop``/``total``, e.g.
-    :class:`ralp_tf.run.remote.AgentMeter`) counts the bytes instead of one built from ``endpoints``;
-    with neither, ``bytes_per_step`` is None.
+    config: TrainConfig
+    cluster: Cluster
+    prepared: Prepared
+    plan: Plan
+    analysis: Analysis | None
+    model: Any
+    coordinator: Any
+    iterator: Any
+    train_step: Any
+    step_var: Any
+    manager: Any = None
+    resumed_from: int | None = None
+    restored_checksum: float | None = None
 
-    With ``measure_compute`` the planner and the predictions use each layer's measured
-    forward+backward time on this machine (``profile(measure=True)``) times ``compute_scale``
-    (e.g. the number of tasks that share the cores during training) instead of FLOP rates.
 
-    With ``checkpoint_dir``, model, optimizer and the step counter are saved every
-    ``checkpoint_every`` steps; a rerun with the same directory restores the latest checkpoint
-    and trains only the remaining steps, so a failure loses at most ``checkpoint_every - 1``
-    steps. A task failure raises ClusterRuntimeError naming the last checkpoint.
-    """
+def prepare_model(builder: Callable[[], Any], config: TrainConfig) -> Prepared:
+    """``builder``'s model built (seeded with ``config.seed``), profiled and recorded outside any
+    strategy (:func:`ralp_tf.place.applier.prepare`): a model that cannot be profiled is refused
+    here, before a job starts."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(config.seed)
+    log.info("phase: profiling")
+    prepared = prepare(builder, config.batch_size, sequence_length=config.sequence_length,
+                       measure=config.measure_compute)
+    if config.measure_compute:
+        prepared.profile = prepared.profile.scaled_compute(config.compute_scale)
+    return prepared
+
+
+def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, cluster: Cluster,
+                coordinator: Any = None, prepared: Prepared | None = None) -> Job:
+    """Plan ``builder``'s model (``prepared``, or :func:`prepare_model`), place it, and make the
+    optimizer, the per-worker synthetic dataset, the step function and the checkpoint (restoring
+    the latest one in ``config.checkpoint_dir``)."""
     import tensorflow as tf
     import tf_keras
 
-    check_int(steps, "steps")
-    check_int(batch_size, "batch_size", hint="pass e.g. 32")
-    if checkpoint_dir:
-        check_int(checkpoint_every, "checkpoint_every")
-    builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
-    cluster = cluster or cluster_of(strategy)
-    tf_keras.utils.set_random_seed(seed)
-    base = builder()
-    log.info("phase: profiling %s", base.name)
-    prof = profile(base, batch_size=batch_size, measure=measure_compute)
-    if measure_compute:
-        prof = prof.scaled_compute(compute_scale)
-    plan, analysis = plan_with_policy(policy, prof, cluster, compression=compression)
-    plan.validate(prof, cluster)
-    model = place_from_builder(builder, base, plan, strategy)
+    prepared = prepared or prepare_model(builder, config)
+    plan, analysis = plan_with_policy(config.policy, prepared.profile, cluster, compression=config.compression)
+    model = place_from_builder(builder, prepared, plan, strategy, sequence_length=config.sequence_length)
+    plan = model.ralp_plan
     with strategy.scope():
-        optimizer = tf_keras.optimizers.SGD(learning_rate)
-    loss_fn = _loss_fn(base)
-    x, y = synthetic_batch(base, batch_size, seed=seed)
+        optimizer = tf_keras.optimizers.SGD(config.learning_rate)
+    spec = training_spec(prepared.base, sequence_length=config.sequence_length)
+    loss_fn = train_loss(model, spec)
+    x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
     if isinstance(x, list):  # multi-input models: a tuple is one nested structure for tf.data, a list is not
         x = tuple(x)
+    if isinstance(y, list):
+        y = tuple(y)
     coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-
-    def dataset_fn() -> Any:
-        return tf.data.Dataset.from_tensors((x, y)).repeat()
-
-    per_worker = coordinator.create_per_worker_dataset(dataset_fn)
-    iterator = iter(per_worker)
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
     @tf.function
     def train_step(it: Any) -> Any:
@@ -172,23 +225,45 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
         return strategy.run(replica_fn, args=(next(it),))
 
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="ralp_step")
-    manager = None
-    resumed_from = None
-    restored_checksum = None
-    if checkpoint_dir:
+    job = Job(config=config, cluster=cluster, prepared=prepared, plan=plan, analysis=analysis, model=model,
+              coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var)
+    if config.checkpoint_dir:
         ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
-        manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=3)
-        if manager.latest_checkpoint:
-            ckpt.restore(manager.latest_checkpoint)
-            resumed_from = int(step_var.numpy())
-            restored_checksum = weights_checksum(model)[1]
-            log.info("resumed from %s (step %d)", manager.latest_checkpoint, resumed_from)
-    total = warmup_steps + steps
-    done = int(step_var.numpy())
-    losses: list[Any] = []
-    meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
-    measured_from = max(done, warmup_steps)
+        job.manager = tf.train.CheckpointManager(ckpt, config.checkpoint_dir, max_to_keep=3)
+        if job.manager.latest_checkpoint:
+            ckpt.restore(job.manager.latest_checkpoint)
+            job.resumed_from = int(step_var.numpy())
+            job.restored_checksum = weights_checksum(model)[1]
+            log.info("resumed from %s (step %d)", job.manager.latest_checkpoint, job.resumed_from)
+    return job
+
+
+@dataclasses.dataclass
+class StepsOutcome:
+    """What :func:`run_steps` measured: the losses of the steps it ran, the measured window's
+    seconds and steps, the step counter at the end, and the bytes the meter counted (or None)."""
+
+    losses: list[float]
+    elapsed: float
+    measured: int
+    done: int
+    delta: dict[Any, float] | None
+
+
+def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | None = None,
+              on_measure: Callable[[str], None] | None = None) -> StepsOutcome:
+    """Schedule ``warmup_steps + steps`` steps (less what a restored checkpoint already did), one
+    closure each, checkpointing every ``checkpoint_every``; measure the last ``steps`` (wall time,
+    and bytes when ``meter`` counts them). A task failure raises ClusterRuntimeError naming the
+    last checkpoint."""
+    import tensorflow as tf
+
+    config, coordinator = job.config, job.coordinator
+    total = config.warmup_steps + config.steps
+    done = int(job.step_var.numpy())
+    measured_from = max(done, config.warmup_steps)
     measured = total - measured_from
+    scheduled: list[Any] = []
     t0 = elapsed = 0.0
     try:
         while done < total:
@@ -200,50 +275,127 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
                     meter.start()
                 t0 = time.perf_counter()
             boundary = measured_from if done < measured_from else total
-            if manager and checkpoint_every:
-                boundary = min(boundary, (done // checkpoint_every + 1) * checkpoint_every)
+            if job.manager and config.checkpoint_every:
+                boundary = min(boundary, (done // config.checkpoint_every + 1) * config.checkpoint_every)
             for i in range(done, boundary):
-                losses.append(coordinator.schedule(train_step, args=(iterator,)))
+                scheduled.append(coordinator.schedule(job.train_step, args=(job.iterator,)))
                 if i == 0:
                     log.info("phase: first step scheduled")
                 if on_step:
                     on_step(i)
             coordinator.join()
             done = boundary
-            if manager:
-                step_var.assign(done)
-                manager.save(checkpoint_number=done)
+            if job.manager:
+                job.step_var.assign(done)
+                _save_checkpoint(job, done)
         elapsed = time.perf_counter() - t0
         if on_measure:
             on_measure("end")
-        values = [float(np.asarray(r.fetch())) for r in losses]
+        losses = [float(np.asarray(r.fetch())) for r in scheduled]
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
             tf.errors.DeadlineExceededError, tf.errors.InternalError) as exc:
-        last = f"step {int(step_var.numpy())} in {checkpoint_dir}" if manager and manager.latest_checkpoint else "none"
+        manager = job.manager
+        last = (f"step {int(job.step_var.numpy())} in {config.checkpoint_dir}"
+                if manager and manager.latest_checkpoint else "none")
         raise ClusterRuntimeError(
             f"training stopped near step {done} because a cluster task failed or became unreachable "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Last checkpoint: {last}. "
             + ("Rerun the same command to resume from it." if manager else
                "Pass a checkpoint directory (--checkpoint-dir) so a rerun can resume.")) from None
     counted = meter is not None and measured > 0  # a resumed run with no steps left measures nothing
-    delta = meter.stop() if counted else {}
-    pred = estimate(prof, cluster, plan)
-    measured = max(measured, 1)
+    return StepsOutcome(losses=losses, elapsed=elapsed, measured=measured, done=done,
+                        delta=meter.stop() if counted else None)
+
+
+#: Words of the error lines that say why a file could not be written.
+_WRITE_FAILURES = ("No space left on device", "Permission denied", "Read-only file system", "Disk quota exceeded",
+                   "No such file or directory")
+
+
+def _save_checkpoint(job: Job, step: int) -> None:
+    """Save checkpoint ``step``; a failure to write it (a full disk, a folder gone) raises
+    ClusterRuntimeError naming the folder and the cause."""
+    import tensorflow as tf
+
+    try:
+        job.manager.save(checkpoint_number=step)
+    except (tf.errors.OpError, OSError) as exc:
+        text = getattr(exc, "message", None) or str(exc)
+        known = [k for k in _WRITE_FAILURES if k in text]
+        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().endswith(":")]
+        cause = known[0] if known else (lines or [type(exc).__name__])[-1][:200]
+        for partial in glob.glob(os.path.join(job.config.checkpoint_dir, f"ckpt-{step}_temp*")):
+            shutil.rmtree(partial, ignore_errors=True)
+        raise ClusterRuntimeError(f"cannot write the checkpoint of step {step} to {job.config.checkpoint_dir}: "
+                                  f"{cause}; free space there or pass another --checkpoint-dir") from None
+
+
+def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
+    """The :class:`RunResult` of ``job`` after ``outcome``, with the cost model's predictions; warns
+    when the measured bytes are far off the prediction."""
+    config = job.config
+    pred = estimate(job.prepared.profile, job.cluster, job.plan)
+    measured = max(outcome.measured, 1)
+    counted = outcome.delta is not None
     bytes_per_step = meter.total(("worker", "ps")) / measured if counted else None
-    suspect = suspect_bytes_warning(f"{base.name} ({plan.policy})", bytes_per_step, pred.bytes_per_step)
+    suspect = suspect_bytes_warning(f"{job.prepared.base.name} ({job.plan.policy})", bytes_per_step,
+                                    pred.bytes_per_step)
     if suspect:
-        warnings.warn(suspect, RuntimeWarning, stacklevel=2)
+        warnings.warn(suspect, RuntimeWarning, stacklevel=3)
+    elapsed = outcome.elapsed
+    policy = config.policy if isinstance(config.policy, str) else job.plan.policy
     return RunResult(
-        policy=plan.policy if not isinstance(policy, str) else policy, steps=measured, batch_size=batch_size,
+        policy=policy, steps=measured, batch_size=config.batch_size,
         steps_per_s=measured / elapsed if elapsed else 0.0,
-        samples_per_s=measured * batch_size / elapsed if elapsed else 0.0,
-        final_loss=values[-1] if values else float("nan"), losses=values, bytes_per_step=bytes_per_step,
-        bytes_between=per_step(delta, measured) if counted else {},
+        samples_per_s=measured * config.batch_size / elapsed if elapsed else 0.0,
+        final_loss=outcome.losses[-1] if outcome.losses else float("nan"), losses=outcome.losses,
+        bytes_per_step=bytes_per_step, bytes_between=per_step(outcome.delta, measured) if counted else {},
         predicted_bytes_per_step=pred.bytes_per_step, predicted_step_s=pred.step_s,
         predicted_link_bytes_per_step=pred.link_bytes_per_step,
-        measured_step_s=elapsed / measured * cluster.num_workers, plan=plan.to_dict(),
-        analysis=analysis.report() if analysis else None, total_steps=done, resumed_from_step=resumed_from,
-        restored_weights_checksum=restored_checksum, final_weights_checksum=weights_checksum(model)[1])
+        measured_step_s=elapsed / measured * job.cluster.num_workers, plan=job.plan, analysis=job.analysis,
+        total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
+        final_weights_checksum=weights_checksum(job.model)[1])
+
+
+def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
+          warmup_steps: int = 3, batch_size: int = 32, learning_rate: float = 0.01, seed: int = 0,
+          endpoints: Sequence[Endpoint] | None = None, cluster: Cluster | None = None, meter: Any = None,
+          on_step: Callable[[int], None] | None = None, coordinator: Any = None,
+          checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+          on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
+          compute_scale: float = 1.0, compression: Any = None, sequence_length: int | None = None,
+          prepared: Prepared | None = None) -> RunResult:
+    """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
+
+    ``policy`` is a policy name of :mod:`ralp_tf.place.policies` ("ralp", "ps", "rl", ...), a Plan,
+    or a placement policy object; ``compression`` (see :mod:`ralp_tf.plan.compression`; ``"auto"``
+    lets the analyzer weigh fp16) goes to the planner. ``cluster`` gives the rates the planner and
+    the predictions use (default: from the strategy). ``sequence_length`` is the length given to
+    inputs of variable length. ``on_step(i)`` is called after scheduling step ``i`` (fault
+    injection, progress); ``on_measure("start")`` / ``on_measure("end")`` when the measured window
+    opens and closes. ``meter`` (anything with :class:`~ralp_tf.run.traffic.TrafficMeter`'s
+    ``start``/``stop``/``total``, e.g. :class:`ralp_tf.run.remote.AgentMeter`) counts the bytes
+    instead of one built from ``endpoints``; with neither, ``bytes_per_step`` is None.
+
+    With ``measure_compute`` the planner and the predictions use each layer's measured
+    forward+backward time on this machine times ``compute_scale`` (e.g. the number of tasks that
+    share the cores during training) instead of FLOP rates.
+
+    With ``checkpoint_dir``, model, optimizer and the step counter are saved every
+    ``checkpoint_every`` steps; a rerun with the same directory restores the latest checkpoint
+    and trains only the remaining steps, so a failure loses at most ``checkpoint_every - 1``
+    steps. A task failure raises ClusterRuntimeError naming the last checkpoint. ``prepared`` (from
+    :func:`prepare_model`) reuses a model already built and profiled outside the strategy.
+    """
+    config = TrainConfig(policy=policy, steps=steps, warmup_steps=warmup_steps, batch_size=batch_size,
+                         learning_rate=learning_rate, seed=seed, checkpoint_dir=checkpoint_dir,
+                         checkpoint_every=checkpoint_every, measure_compute=measure_compute,
+                         compute_scale=compute_scale, compression=compression, sequence_length=sequence_length)
+    builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
+    job = prepare_job(strategy, builder, config, cluster or cluster_of(strategy), coordinator, prepared)
+    meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
+    outcome = run_steps(job, meter=meter, on_step=on_step, on_measure=on_measure)
+    return summarise(job, outcome, meter)
 
 
 def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 2, ps: int = 1, steps: int = 30,
@@ -252,8 +404,11 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
             fault: tuple[str, int, int] | None = None, compression: Any = None,
             on_measure: Callable[[str], None] | None = None,
-            step_callback: Callable[[str, int], None] | None = None) -> dict[str, RunResult]:
-    """Run each policy on one LocalCluster (real task processes) and measure it.
+            step_callback: Callable[[str, int], None] | None = None,
+            sequence_length: int | None = None) -> dict[str, RunResult]:
+    """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
+    and profiled once, before the cluster starts, so a model that cannot be profiled is refused
+    first; each policy's run places a fresh build of it with the same initial weights.
 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
@@ -269,6 +424,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
         rates["bandwidth"] = bandwidth
     if flops is not None:
         rates["flops"] = flops
+    builder = resolve_model(model) if isinstance(model, str) else model
+    prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length))
     results: dict[str, RunResult] = {}
     with LocalCluster(workers=workers, ps=ps, log_dir=log_dir) as lc:
         strategy = lc.strategy()
@@ -289,13 +446,13 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                     step_callback(str(name), i)
 
             try:
-                results[str(name)] = train(strategy, model, policy=policy, steps=steps, batch_size=batch_size,
+                results[str(name)] = train(strategy, builder, policy=policy, steps=steps, batch_size=batch_size,
                                            seed=seed, endpoints=cluster_endpoints(lc), cluster=cluster,
                                            coordinator=coordinator, checkpoint_dir=ckpt,
                                            checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
                                            on_step=on_step if fault or step_callback else None,
-                                           compression=compression,
-                                           on_measure=on_measure)
+                                           compression=compression, on_measure=on_measure,
+                                           sequence_length=sequence_length, prepared=prepared)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None

@@ -61,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tf_keras
     import horovod.tensorflow.keras as hvd
 
-    from ralp_tf.model.builtin import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model.builtin import resolve_model
+
+    from ralp_tf.model.data import output_losses, synthetic_batch
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -72,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
     compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
     opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr), compression=compression)
-    model.compile(optimizer=opt, loss=per_sample_loss(model))
+    model.compile(optimizer=opt, loss=output_losses(model))
     ds = tf.data.Dataset.from_tensors((x, y)).repeat()
     timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
     model.fit(ds, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0,

@@ -114,7 +114,7 @@ def report(strategy: str, rank: int, size: int, args: argparse.Namespace, timer:
     """Emit the ``result`` line of this rank and return it."""
     import numpy as np
 
-    from ralp_tf.model.builtin import per_sample_loss, weights_checksum
+    from ralp_tf.model.data import per_sample_loss, weights_checksum
 
     # Trainable weights only: a ring averages gradients, while BatchNorm's moving statistics stay
     # local to each rank (each sees its own data) unless the model uses synchronized BatchNorm.

@@ -43,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tf = jobs.setup_tf(args)
     import tf_keras
 
-    from ralp_tf.model.builtin import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model.builtin import resolve_model
+
+    from ralp_tf.model.data import output_losses, synthetic_batch
 
     cfg = json.loads(os.environ["TF_CONFIG"])
     rank = int(cfg["task"]["index"])
@@ -55,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = resolve_model(args.model)()
         if not type(model).__module__.startswith("tf_keras"):
             raise SystemExit("mwms_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1)")
-        model.compile(optimizer=tf_keras.optimizers.SGD(args.lr), loss=per_sample_loss(model))
+        model.compile(optimizer=tf_keras.optimizers.SGD(args.lr), loss=output_losses(model))
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
 
     def dataset_fn(ctx: Any) -> Any:

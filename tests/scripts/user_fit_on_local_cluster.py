@@ -21,7 +21,7 @@ with ralp_tf.LocalCluster(workers=1, ps=1) as lc:
     with strategy.scope():
         model = build()
         model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x, y = ralp_tf.model.builtin.synthetic_batch(model, 8)
+    x, y = ralp_tf.model.data.synthetic_batch(model, 8)
     model.fit(keras.utils.experimental.DatasetCreator(lambda ctx: tf.data.Dataset.from_tensors((x, y)).repeat()),
               epochs=1, steps_per_epoch=2, verbose=0)
     print(f"LISTENING {os.getpid()}", flush=True)
