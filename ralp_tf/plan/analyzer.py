@@ -17,9 +17,24 @@ hops between them priced by the cost model); weightless layers follow their prod
 With more than one PS task, each candidate also comes in three more variants: the whole head
 on PS task 0 (one PS compute task, no hops), and both of those with balanced storage
 (:mod:`ralp_tf.plan.storage`) of the worker-computed layers instead of PSS's round-robin; "no split"
-gets a balanced-storage variant too. The analyzer returns the fastest candidate (the first
-listed on a tie, the unvaried candidates first), but keeps "no split" unless the winner is
-predicted to be at least ``min_speedup`` times faster.
+gets a balanced-storage variant too.
+
+Then, where the profile records variable shapes, **partitioned storage** (:func:`partition_storage
+<ralp_tf.plan.storage.partition_storage>`): for "no split" every piece cap of :func:`_caps` (from
+BytePS's 4 MB down by 4x, stopping when a cap prices slower than the one before) over every PS
+task, and with CPU-only PS hosts also over the colocated ones alone; for each cut and head
+variant, the cap and tasks "no split" priced fastest. And for each cut whose PS-side layers with
+weights can all be split, the **head split** over K PS tasks (:mod:`ralp_tf.plan.spread`, each
+pattern, K = 2, 4, 8, ... up to every PS task while a larger K prices faster), with that storage,
+its cap searched again around the "no split" one. A cut is not varied this way when its PS-side
+compute, spread perfectly over every PS host's CPU, already takes longer than the best step
+found (a lower bound, so no faster plan is skipped). Each kind keeps its fastest per cut and
+head variant.
+
+The analyzer returns the fastest candidate (the first listed on a tie, the unvaried candidates
+first), but keeps "no split" unless the winner is predicted to be at least ``min_speedup`` times
+faster. Every candidate's meaning is in its fields (:class:`Candidate`); its label says the same
+in words, as before.
 
 The ring all-reduce (Horovod, MultiWorkerMirroredStrategy) on the worker hosts is priced next to
 it; when the ring is predicted faster than the chosen PSS plan, :meth:`Analysis.report` and
@@ -76,10 +91,7 @@ class Candidate:
     @property
     def label(self) -> str:
         """``"cut before fc1 + embeddings on PS, head on ps:0, balanced storage, ... on the wire"``."""
-        if self.embeddings_on_ps:
-            text = "embeddings on PS" if self.cut == "no split" else f"{self.cut} + embeddings on PS"
-        else:
-            text = self.cut
+        text = _cut_label(self.cut, self.embeddings_on_ps)
         if self.head_on_one:
             text += HEAD_ON_ONE
         if self.split_tasks:
@@ -91,6 +103,12 @@ class Candidate:
         if self.compression:
             text += f", {self.compression} on the wire"
         return text
+
+
+def _cut_label(cut: str, embeddings_on_ps: bool) -> str:
+    if not embeddings_on_ps:
+        return cut
+    return "embeddings on PS" if cut == "no split" else f"{cut} + embeddings on PS"
 
 
 def _size(nbytes: float) -> str:
@@ -245,7 +263,7 @@ class Cut:
 
     @property
     def label(self) -> str:
-        return Candidate(self.cut, self.ps_layers, Plan({}), None, self.embeddings_on_ps).label  # type: ignore[arg-type]
+        return _cut_label(self.cut, self.embeddings_on_ps)
 
 
 def cuts(profile: ModelProfile) -> list[Cut]:
