@@ -34,7 +34,7 @@ head variant.
 The analyzer returns the fastest candidate (the first listed on a tie, the unvaried candidates
 first), but keeps "no split" unless the winner is predicted to be at least ``min_speedup`` times
 faster. Every candidate's meaning is in its fields (:class:`Candidate`); its label says the same
-in words, as before.
+in words.
 
 The ring all-reduce (Horovod, MultiWorkerMirroredStrategy) on the worker hosts is priced next to
 it; when the ring is predicted faster than the chosen PSS plan, :meth:`Analysis.report` and

@@ -48,7 +48,7 @@ def test_data_profiles_carry_the_shapes_of_their_variables() -> None:
 
 @pytest.mark.slow
 def test_cached_profiles_equal_fresh_ones() -> None:
-    """The cache is what the profiler writes today (imports TensorFlow); rewrite it with
+    """The cache is what the profiler writes (imports TensorFlow); rewrite it with
     ``python -m ralp_tf.plan.profiles`` when this fails."""
     from ralp_tf.model import builtin
     from ralp_tf.model.profiler import profile
