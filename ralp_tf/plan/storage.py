@@ -24,14 +24,14 @@ are stored where they compute, so neither is given a storage entry of its own.
 ``K = min(T, n_a, ceil(p_v / c))`` shards (``T`` the PS tasks given, ``n_a`` its entries along
 the split axis); an embedding table is split by the rows one worker step reads,
 ``ceil(b * a_l * k_l / c)``. The split axis is 0 when the variable has at least K rows there,
-else its longest axis (a ``[3, 3, c_in, c_out]`` conv kernel splits by output channels). Smaller
-variables stay whole. Pieces (shards and whole variables) go largest piece first (traffic per piece), each
-variable's shards to distinct tasks, to the least loaded tasks (traffic weights as above, each
-shard its share). A layer whose variables all end up whole on one task is written as that task,
-one whose variables are all split along axis 0 over the same tasks as the layer-wide list;
-anything else per variable (format ``ralp_tf.plan/3``). Without variable shapes nothing is
-partitioned (every variable whole, balanced). The analyzer prices several caps and keeps the
-fastest (:mod:`ralp_tf.plan.analyzer`).
+else its longest axis (a ``[3, 3, c_in, c_out]`` conv kernel splits by channels). Smaller
+variables stay whole. Variables go largest traffic first, each variable's shards to distinct
+tasks, to the least loaded tasks (traffic weights as above, each shard its share). A layer
+whose variables all end up whole on one task is written as that task, one whose variables are
+all split along axis 0 over the same tasks as the layer-wide list; anything else per variable
+(format ``ralp_tf.plan/3``). Without variable shapes nothing is partitioned (every variable
+whole, balanced). The analyzer prices several caps and keeps the fastest
+(:mod:`ralp_tf.plan.analyzer`).
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def partition_storage(profile: ModelProfile, tasks: Sequence[int], placements: P
         if where[l.name] == WORKER and l.var_bytes:
             items += [(w, l.name, i, k, axis) for i, w, k, axis in _pieces(l, profile.batch_size, piece_bytes, len(tasks))]
     placed: dict[str, dict[int, tuple[tuple[int, ...], int]]] = {}
-    for w, name, i, k, axis in sorted(items, key=lambda it: (-it[0] / it[3], profile.index(it[1]), it[2])):
+    for w, name, i, k, axis in sorted(items, key=lambda it: (-it[0], profile.index(it[1]), it[2])):
         chosen = sorted(tasks, key=lambda t: (load[t], t))[:k]
         shape = profile.layer(name).var_shapes[i] if profile.layer(name).var_shapes else (1,)
         sizes = shard_sizes(shape[axis] if shape else 1, k)
