@@ -118,13 +118,14 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     for ``ralp`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
     budget when ``prof`` was measured under it (:func:`compute_scale`)."""
-    from ralp_tf.plan.analyzer import analyze
+    from ralp_tf.place.policies import RalpPolicy
     from ralp_tf.plan.costmodel import estimate, estimate_allreduce
 
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
     cluster = cell_cluster(cell, bandwidth_bps)
-    a = analyze(p, cluster)
+    ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
+    a = ralp.analyze(p, cluster)
     out: dict[str, Any] = {
         "ps": _pss(a.baseline.estimate),
         "ralp": {**_pss(a.chosen.estimate), "label": a.chosen.label, "plan": a.plan},
@@ -136,7 +137,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out["horovod"] = dict(out["allreduce"])
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
     for codec in ("fp16", "bf16"):
-        ac = analyze(p, cluster, compression=codec)
+        ac = ralp.analyze(p, cluster, compression=codec)
         out[f"ralp_{codec}"] = {**_pss(ac.chosen.estimate), "label": ac.chosen.label, "plan": ac.plan}
     if not a.is_split and a.best_split is not None:
         out["rejected"] = {**_pss(a.best_split.estimate), "plan": a.best_split.plan, "label": a.best_split.label}

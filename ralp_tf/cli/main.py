@@ -11,6 +11,7 @@ module                         commands
 :mod:`ralp_tf.cli.soak`        ``soak`` (a long placed run, task resources sampled)
 :mod:`ralp_tf.cli.bench`       ``bench`` (the emulated-network benchmark; namespaces need root)
 :mod:`ralp_tf.cli.faults`      ``chaos`` (training while a seeded schedule of faults plays; needs root)
+:mod:`ralp_tf.cli.project`     ``project``, ``provision`` (scale on paper; CPU-only PS hosts to add)
 =============================  ===============================================================
 
 Each module exposes ``register(subparsers)``, which adds its subcommands with
@@ -35,7 +36,7 @@ from typing import Sequence
 
 import scheduler.cli as scheduler_cli
 from ralp_tf.cli import bench as bench_cli
-from ralp_tf.cli import commands, explain, manifest, server, soak
+from ralp_tf.cli import commands, explain, manifest, project, server, soak
 from ralp_tf.cli import faults as faults_cli
 from ralp_tf.cli.args import run_command
 from ralp_tf.errors import RalpError
@@ -44,7 +45,7 @@ __all__ = ["COMMAND_MODULES", "build_parser", "main", "console_main"]
 
 #: The command modules of ``ralp-tf``, in the order their subcommands are listed.
 COMMAND_MODULES: tuple[ModuleType, ...] = (commands, explain, server, manifest, scheduler_cli, soak, bench_cli,
-                                           faults_cli)
+                                           faults_cli, project)
 
 _SHIM_FLAG = "RALP_TF_CLI_REEXEC"
 

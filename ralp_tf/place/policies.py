@@ -68,23 +68,25 @@ _loaded_entry_points: set[str] = set()
 
 class RalpPolicy:
     """The built-in ``"ralp"`` policy: the analyzer's plan (:func:`ralp_tf.plan.analyzer.analyze`),
-    which splits the model only when the predicted speedup is at least ``min_speedup``."""
+    which splits the model only when the predicted speedup is at least ``min_speedup``;
+    ``partition`` and ``split`` are the analyzer's options of the same names."""
 
-    def __init__(self, *, min_speedup: float = 1.05) -> None:
-        self.min_speedup = min_speedup
+    def __init__(self, *, min_speedup: float = 1.05, partition: bool | None = False, split: bool = False) -> None:
+        self.min_speedup, self.partition, self.split = min_speedup, partition, split
 
     def analyze(self, profile: ModelProfile, cluster: Cluster, compression: Any = None) -> Analysis:
         """The analyzer's decision (``compression`` as in :func:`ralp_tf.plan.analyzer.analyze`); its
         ``plan`` is this policy's plan."""
         from ralp_tf.plan.analyzer import analyze
 
-        return analyze(profile, cluster, min_speedup=self.min_speedup, compression=compression)
+        return analyze(profile, cluster, min_speedup=self.min_speedup, compression=compression,
+                       partition=self.partition, split=self.split)
 
     def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
         return self.analyze(profile, cluster).plan
 
     def __repr__(self) -> str:
-        return f"RalpPolicy(min_speedup={self.min_speedup})"
+        return f"RalpPolicy(min_speedup={self.min_speedup}, partition={self.partition}, split={self.split})"
 
 
 class StockPolicy:

@@ -17,9 +17,24 @@ hops between them priced by the cost model); weightless layers follow their prod
 With more than one PS task, each candidate also comes in three more variants: the whole head
 on PS task 0 (one PS compute task, no hops), and both of those with balanced storage
 (:mod:`ralp_tf.plan.storage`) of the worker-computed layers instead of PSS's round-robin; "no split"
-gets a balanced-storage variant too. The analyzer returns the fastest candidate (the first
-listed on a tie, the unvaried candidates first), but keeps "no split" unless the winner is
-predicted to be at least ``min_speedup`` times faster.
+gets a balanced-storage variant too.
+
+Then, where the profile records variable shapes, **partitioned storage** (:func:`partition_storage
+<ralp_tf.plan.storage.partition_storage>`): for "no split" every piece cap of :func:`_caps` (from
+BytePS's 4 MB down by 4x, stopping when a cap prices slower than the one before) over every PS
+task, and with CPU-only PS hosts also over the colocated ones alone; for each cut and head
+variant, the cap and tasks "no split" priced fastest. And for each cut whose PS-side layers with
+weights can all be split, the **head split** over K PS tasks (:mod:`ralp_tf.plan.spread`, each
+pattern, K = 2, 4, 8, ... up to every PS task while a larger K prices faster), with that storage,
+its cap searched again around the "no split" one. A cut is not varied this way when its PS-side
+compute, spread perfectly over every PS host's CPU, already takes longer than the best step
+found (a lower bound, so no faster plan is skipped). Each kind keeps its fastest per cut and
+head variant.
+
+The analyzer returns the fastest candidate (the first listed on a tie, the unvaried candidates
+first), but keeps "no split" unless the winner is predicted to be at least ``min_speedup`` times
+faster. Every candidate's meaning is in its fields (:class:`Candidate`); its label says the same
+in words.
 
 The ring all-reduce (Horovod, MultiWorkerMirroredStrategy) on the worker hosts is priced next to
 it; when the ring is predicted faster than the chosen PSS plan, :meth:`Analysis.report` and
@@ -28,30 +43,76 @@ it; when the ring is predicted faster than the chosen PSS plan, :meth:`Analysis.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import math
+from typing import Any, Sequence
 
-from ralp_tf.plan.cluster import Cluster
-from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.errors import PlanError
-from ralp_tf.plan.plans import Plan
 from ralp_tf.model.kinds import PS_PLACEABLE_KINDS, RALP_PS_KINDS
-from ralp_tf.model.profiler import ModelProfile
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.compression import AUTO, parse_setting
-from ralp_tf.plan.storage import with_balanced_storage
+from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
+from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.spread import PATTERN_NAMES, PATTERNS, shard_counts, split_head, splittable, task_order
+from ralp_tf.plan.storage import BYTEPS_PIECE_BYTES, partition_storage, with_balanced_storage, with_partitioned_storage
 
-__all__ = ["BALANCED", "HEAD_ON_ONE", "Candidate", "Analysis", "assign_ps_tasks", "plan_for", "candidate_splits",
-           "analyze"]
+__all__ = ["BALANCED", "HEAD_ON_ONE", "STORAGE_KINDS", "MIN_PIECE_BYTES", "Candidate", "Analysis", "Cut",
+           "assign_ps_tasks", "plan_for", "cuts", "candidate_splits", "analyze"]
 
 BALANCED = ", balanced storage"
 HEAD_ON_ONE = ", head on ps:0"
+#: Storage of a candidate's worker-computed layers.
+STORAGE_KINDS = ("round-robin", "balanced", "partitioned")
+#: The smallest piece cap the analyzer tries for partitioned storage (BytePS's 4 MB / 4^5).
+MIN_PIECE_BYTES = 4_000_000 / 4 ** 5
 
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
-    label: str
+    """One plan the analyzer priced, and what it is: ``cut`` (``"no split"``, ``"cut before L"``),
+    ``embeddings_on_ps`` (every embedding layer, and the reshapes after it, on PS tasks too),
+    ``head_on_one`` (the PS-side layers all on PS task 0), ``split_tasks`` (PS-side layers split
+    over that many PS tasks, 0: none), ``storage`` (one of :data:`STORAGE_KINDS`),
+    ``piece_bytes`` (partitioned storage: the largest piece a variable is cut into) and
+    ``compression`` (the setting on the wire, "" for none). ``label`` says the same in words."""
+
+    cut: str
     ps_layers: tuple[str, ...]
     plan: Plan
     estimate: StepEstimate
+    embeddings_on_ps: bool = False
+    head_on_one: bool = False
+    storage: str = "round-robin"
+    compression: str = ""
+    split_tasks: int = 0
+    split_pattern: str = ""
+    piece_bytes: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """``"cut before fc1 + embeddings on PS, head on ps:0, balanced storage, ... on the wire"``."""
+        text = _cut_label(self.cut, self.embeddings_on_ps)
+        if self.head_on_one:
+            text += HEAD_ON_ONE
+        if self.split_tasks:
+            text += f", head split over {self.split_tasks} PS tasks ({self.split_pattern})"
+        if self.storage == "balanced":
+            text += BALANCED
+        elif self.storage == "partitioned":
+            text += f", partitioned storage (pieces <= {_size(self.piece_bytes)})"
+        if self.compression:
+            text += f", {self.compression} on the wire"
+        return text
+
+
+def _cut_label(cut: str, embeddings_on_ps: bool) -> str:
+    if not embeddings_on_ps:
+        return cut
+    return "embeddings on PS" if cut == "no split" else f"{cut} + embeddings on PS"
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 1e6:.2g} MB" if nbytes >= 1e5 else f"{nbytes / 1e3:.3g} KB"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,10 +252,23 @@ def _embedding_group(profile: ModelProfile) -> list[str]:
     return group
 
 
-def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
-    """(label, PS layers) for every candidate split (see the module docstring)."""
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """One candidate split: ``cut`` (``"no split"`` or ``"cut before L"``), whether the embeddings
+    go to PS tasks too, and the PS-side layers (topological order)."""
+
+    cut: str
+    embeddings_on_ps: bool
+    ps_layers: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return _cut_label(self.cut, self.embeddings_on_ps)
+
+
+def cuts(profile: ModelProfile) -> list[Cut]:
+    """Every candidate split (module docstring), "no split" left out."""
     layers = profile.compute_layers
-    out: list[tuple[str, list[str]]] = []
     suffixes: list[tuple[str, list[str]]] = [("no split", [])]
     for i in range(len(layers)):
         suffix = layers[i:]
@@ -205,56 +279,190 @@ def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
             break
         suffixes.append((f"cut before {layers[i].name}", [l.name for l in suffix]))
     emb = _embedding_group(profile)
+    out = []
     for label, names in suffixes:
         if names:
-            out.append((label, names))
+            out.append(Cut(label, False, tuple(names)))
         if emb:
-            merged = [l.name for l in profile.layers if l.name in set(names) | set(emb)]
-            out.append((("embeddings on PS" if not names else f"{label} + embeddings on PS"), merged))
+            out.append(Cut(label, True, tuple(l.name for l in profile.layers if l.name in set(names) | set(emb))))
+    return out
+
+
+def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
+    """(label, PS layers) for every candidate split (:func:`cuts`)."""
+    return [(c.label, list(c.ps_layers)) for c in cuts(profile)]
+
+
+def _priced(cluster: Cluster, profile: ModelProfile, plan: Plan, cut: Cut, **fields: Any) -> Candidate:
+    return Candidate(cut.cut, cut.ps_layers, plan, estimate(profile, cluster, plan), cut.embeddings_on_ps, **fields)
+
+
+def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> list[Candidate]:
+    """Stock PSS, every cut spread by LPT, and with more than one PS task the head on PS 0 and
+    balanced storage (module docstring), in that order."""
+    none = Cut("no split", False, ())
+    out = [_priced(cluster, profile, plan_for(profile, cluster, []), none)]
+    all_cuts = cuts(profile) if cluster.num_ps else []
+    out += [_priced(cluster, profile, plan_for(profile, cluster, list(c.ps_layers)), c) for c in all_cuts]
+    if cluster.num_ps > 1:
+        for c in [none, *all_cuts]:
+            names = list(c.ps_layers)
+            variants = [(False, plan_for(profile, cluster, names))]
+            if names:
+                variants.append((True, plan_for(profile, cluster, names, ps_tasks=1)))
+                out.append(_priced(cluster, profile, variants[1][1], c, head_on_one=True))
+            for one, vplan in variants:
+                plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
+                out.append(_priced(cluster, profile, plan, c, head_on_one=one, storage="balanced"))
+    return out
+
+
+def _lower_bound_s(profile: ModelProfile, cluster: Cluster, ps_layers: Sequence[str]) -> float:
+    """A synchronous step can take no less than the PS-side compute of every worker's step
+    spread perfectly over every PS host's CPU budget (3 f_l b N / sum_h F_h)."""
+    flops = 3.0 * sum(profile.layer(n).flops for n in ps_layers) * profile.batch_size * cluster.num_workers
+    budget = sum(h.cpu_flops for h in cluster.hosts if any(k.startswith("ps:") for k in h.tasks))
+    return flops / budget if budget else 0.0
+
+
+def _storage_sets(cluster: Cluster) -> list[list[int]]:
+    """The PS task sets partitioned storage may use: all; with CPU-only PS hosts also the others."""
+    alone = {k for h in cluster.ps_only_hosts for k in h.tasks}
+    colocated = [k for k in range(cluster.num_ps) if f"ps:{k}" not in alone]
+    return [list(range(cluster.num_ps))] + ([colocated] if alone and colocated else [])
+
+
+def _caps() -> list[float]:
+    """The piece caps partitioned storage tries: BytePS's 4 MB, then down by 4x to MIN_PIECE_BYTES."""
+    caps, cap = [], float(BYTEPS_PIECE_BYTES)
+    while cap >= MIN_PIECE_BYTES:
+        caps.append(cap)
+        cap /= 4
+    return caps
+
+
+def _best_partition(profile: ModelProfile, cluster: Cluster, plan: Plan, cut: Cut, caps: Sequence[float],
+                    task_sets: Sequence[Sequence[int]], **fields: Any) -> Candidate | None:
+    """``plan`` with partitioned storage over each of ``task_sets``, trying ``caps`` from the largest
+    until one prices slower than the one before; the fastest (None when nothing is
+    worker-computed)."""
+    best = None
+    for tasks in task_sets:
+        previous = math.inf
+        for cap in sorted(caps, reverse=True):
+            stored = with_partitioned_storage(plan, profile, cluster, piece_bytes=cap, tasks=tasks)
+            if not stored.storage:
+                return None
+            c = _priced(cluster, profile, stored, cut, storage="partitioned", piece_bytes=cap, **fields)
+            if best is None or c.estimate.step_s < best.estimate.step_s:
+                best = c
+            if c.estimate.step_s > previous:
+                break
+            previous = c.estimate.step_s
+    return best
+
+
+def _best_split(profile: ModelProfile, cluster: Cluster, cut: Cut, storage: Any,
+                refine: tuple[Sequence[float], Sequence[Sequence[int]]] | None) -> Candidate | None:
+    """The head of ``cut`` split over K PS tasks (K of :func:`~ralp_tf.plan.spread.shard_counts`,
+    growing until a K prices slower than the one before, and each pattern), priced with ``storage`` for the worker-computed layers (balanced when
+    None); the fastest, with its partitioned storage searched again over ``refine`` (caps, task
+    sets) when given."""
+    names = list(cut.ps_layers)
+    best: tuple[float, Plan, int, str] | None = None
+    previous = math.inf
+    for k in shard_counts(cluster.num_ps):
+        fastest = math.inf
+        for pattern in PATTERNS:
+            plan = split_head(plan_for(profile, cluster, names, ps_tasks=1), profile, cluster, names,
+                              task_order(cluster)[:k], pattern)
+            plan = (dataclasses.replace(plan, storage=storage) if storage is not None else
+                    with_balanced_storage(plan, profile, cluster, partition=False))
+            step_s = estimate(profile, cluster, plan).step_s
+            fastest = min(fastest, step_s)
+            if best is None or step_s < best[0]:
+                best = (step_s, plan, k, pattern)
+        if fastest > previous:  # more shards stopped paying
+            break
+        previous = fastest
+    if best is None:
+        return None
+    _, plan, k, pattern = best
+    fields = {"split_tasks": k, "split_pattern": PATTERN_NAMES[pattern]}
+    if refine is not None:
+        refined = _best_partition(profile, cluster, dataclasses.replace(plan, storage={}), cut, *refine, **fields)
+        if refined is not None:
+            return refined
+    return _priced(cluster, profile, plan, cut, storage="balanced", **fields)
+
+
+def _spread(profile: ModelProfile, cluster: Cluster, found: Sequence[Candidate], split: bool) -> list[Candidate]:
+    """Partitioned storage (module docstring): for "no split", every cap and task set; for every
+    cut worth it (its lower bound below the best step so far), the cap and task set "no split"
+    priced fastest. Then, for cuts whose weighted PS-side layers can all be split, the head split
+    over K PS tasks (:func:`_best_split`), its storage searched again around that cap."""
+    best_s = min(c.estimate.step_s for c in found)
+    out: list[Candidate] = []
+    shapes = any(l.var_shapes for l in profile.layers if l.var_bytes)
+    caps, sets = _caps(), _storage_sets(cluster)
+    nosplit = Cut("no split", False, ())
+    first = _best_partition(profile, cluster, plan_for(profile, cluster, []), nosplit, caps, sets) if shapes else None
+    if first is not None:
+        out.append(first)
+        best_s = min(best_s, first.estimate.step_s)
+        tasks = sorted(set().union(*[set(t) for t in first.plan.stored_on().values()]))
+        cap, sets = first.piece_bytes, [tasks]
+        caps = [c for c in caps if cap / 4 <= c <= cap * 4]
+    for c in cuts(profile):
+        if _lower_bound_s(profile, cluster, c.ps_layers) >= best_s:
+            continue
+        names = list(c.ps_layers)
+        if first is not None:
+            for one in (False, True):
+                base = plan_for(profile, cluster, names, ps_tasks=1 if one else None)
+                cand = _best_partition(profile, cluster, base, c, [first.piece_bytes], sets, head_on_one=one)
+                if cand is not None:
+                    out.append(cand)
+                    best_s = min(best_s, cand.estimate.step_s)
+        if not (split and splittable(profile, names)):
+            continue
+        storage = (partition_storage(profile, sets[0], plan_for(profile, cluster, names), piece_bytes=first.piece_bytes)
+                   or None) if first is not None else None
+        cand = _best_split(profile, cluster, c, storage, (caps, sets) if first is not None else None)
+        if cand is not None:
+            out.append(cand)
+            best_s = min(best_s, cand.estimate.step_s)
     return out
 
 
 def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
-            partition: bool = False, compression: Any = None) -> Analysis:
-    """Price every candidate split and choose one (see the module docstring).
+            partition: bool | None = None, compression: Any = None, split: bool = True) -> Analysis:
+    """Price every candidate and choose one (see the module docstring).
 
     ``compression``: None (no compression), a setting applied to every candidate (``"fp16"``,
     ``{"activations": "bf16"}``, see :mod:`ralp_tf.plan.compression`), or ``"auto"``: every candidate
     is priced with and without fp16 activations and weights, and the faster kept (int8 and
     top-k are never chosen here).
 
-    ``partition`` lets balanced storage split a layer's variables over several PS tasks (the
-    applier creates them as shards along axis 0, :mod:`ralp_tf.place.sharding`). Off by default: a
-    variable splits into at most as many shards as it has rows, so a 3x3 conv kernel cannot go
-    to more than 3 tasks, and the profile does not record shapes to check it.
+    ``partition``: None (default) adds the partitioned-storage candidates where the profile has
+    variable shapes; False leaves them out; True also lets balanced storage split whole layers
+    over several PS tasks (the layer-wide form). ``split``: whether to price the head split
+    within its layers over K PS tasks.
     """
     if cluster.num_workers == 0:
         raise PlanError("the cluster has no workers")
-    baseline_plan = plan_for(profile, cluster, [], policy="ralp")
-    baseline = Candidate("no split", (), baseline_plan, estimate(profile, cluster, baseline_plan))
-    candidates = [baseline]
-    splits = candidate_splits(profile) if cluster.num_ps else []
-    for label, names in splits:
-        plan = plan_for(profile, cluster, names)
-        candidates.append(Candidate(label, tuple(names), plan, estimate(profile, cluster, plan)))
-    if cluster.num_ps > 1:
-        for label, names in [("no split", []), *splits]:
-            variants = [(label, plan_for(profile, cluster, names))]
-            if names:
-                variants.append((label + HEAD_ON_ONE, plan_for(profile, cluster, names, ps_tasks=1)))
-                candidates.append(Candidate(variants[1][0], tuple(names), variants[1][1],
-                                            estimate(profile, cluster, variants[1][1])))
-            for vlabel, vplan in variants:
-                plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
-                candidates.append(Candidate(vlabel + BALANCED, tuple(names), plan, estimate(profile, cluster, plan)))
+    candidates = _basic(profile, cluster, partition is True)
+    if cluster.num_ps > 1 and partition is not False:
+        candidates += _spread(profile, cluster, candidates, split)
+    baseline = candidates[0]
     if compression is not None:
         auto = compression == "auto"
         setting = AUTO if auto else parse_setting(compression, "analyze(compression=...)")
         compressed = []
         for c in candidates:
             plan = dataclasses.replace(c.plan, compression={"*": setting})
-            compressed.append(Candidate(f"{c.label}, {setting.describe()} on the wire", c.ps_layers, plan,
-                                        estimate(profile, cluster, plan)))
+            compressed.append(dataclasses.replace(c, plan=plan, estimate=estimate(profile, cluster, plan),
+                                                  compression=setting.describe()))
         candidates = candidates + compressed if auto else compressed
         baseline = candidates[0]
     split_candidates = [c for c in candidates if c.ps_layers]

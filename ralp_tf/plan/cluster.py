@@ -18,6 +18,15 @@ machines apart, so each loopback task counts as a host of its own (the way a loc
 emulates separate machines), unless ``hosts=`` says otherwise. A host may also state its CPU
 budget in cores (:attr:`Host.cores`, e.g. a cgroup quota): the cost model then prices the CPU its
 tasks spend handling the bytes they move (:mod:`ralp_tf.plan.costmodel`, *Serving CPU*).
+
+**CPU-only PS hosts.** A host that runs PS tasks and no worker (:attr:`Cluster.ps_only_hosts`) has
+its own link and CPU like any other; :meth:`Cluster.local` adds ``ps_hosts`` of them to either
+layout (hosts ``pshost0``, ``pshost1``, ...), and a ``TF_CONFIG`` whose PS addresses are on
+machines without workers describes them by itself.
+
+**Records.** :class:`TaskRef` names a task of a step's traffic (``"worker"``, the stepping
+worker, or ``"ps:K"``) with typed fields; :class:`Rates` is the one record of the link and FLOP
+rates a command or a decorator gives the cost model.
 """
 from __future__ import annotations
 
@@ -30,8 +39,8 @@ from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
 
-__all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "parse_bandwidth",
-           "format_bandwidth", "address_host", "Task", "Host", "Cluster"]
+__all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
+           "parse_bandwidth", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 DEFAULT_BANDWIDTH_BPS = 1e9
@@ -44,6 +53,8 @@ _ADDRESS = re.compile(r"^(?:\[(?P<ipv6>[0-9a-fA-F:.]+)\]|(?P<name>[A-Za-z0-9_](?
                       r":(?P<port>\d{1,5})$")
 _ADDRESS_FIX = "write 'host:port', e.g. '10.0.0.1:2222', 'worker-0.example.com:2222' or '[::1]:2222'"
 LAYOUTS = ("dedicated", "colocated")
+#: Name prefix of the CPU-only PS hosts :meth:`Cluster.local` adds (``pshost0``, ``pshost1``, ...).
+PS_HOST_PREFIX = "pshost"
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 
@@ -95,6 +106,95 @@ def address_host(address: str) -> str:
                                  f"{_ADDRESS_FIX}")
     loopback = host == "localhost" or host.startswith("127.") or host in ("::1", "0:0:0:0:0:0:0:1")
     return address.lower() if loopback else host
+
+
+class TaskRef(str):
+    """A task of one worker step's traffic and compute: ``TaskRef.worker()`` (``"worker"``, whichever
+    worker runs the step) or ``TaskRef.ps(k)`` (``"ps:K"``).
+
+    A ``str`` equal to that key, so mappings keyed by it (``StepEstimate.bytes_between``, the JSON
+    of ``ralp-tf explain``) read, print and serialise as plain keys; ``job`` and ``index`` are set
+    once, when the reference is made, and read as fields (``index`` is None for the worker)."""
+
+    job: str
+    index: int | None
+
+    def __new__(cls, job: str, index: int | None = None) -> "TaskRef":
+        if job == "worker" and index is None:
+            key = "worker"
+        elif job == "ps" and isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+            key = f"ps:{index}"
+        else:
+            raise ClusterConfigError(f"a task reference is ('worker', None) or ('ps', K) with K >= 0, got "
+                                     f"({job!r}, {index!r})")
+        ref = super().__new__(cls, key)
+        ref.job, ref.index = job, index
+        return ref
+
+    def __getnewargs__(self) -> tuple[str, int | None]:  # type: ignore[override]
+        return self.job, self.index
+
+    @classmethod
+    def worker(cls) -> "TaskRef":
+        return cls("worker")
+
+    @classmethod
+    def ps(cls, index: int) -> "TaskRef":
+        return cls("ps", index)
+
+    @classmethod
+    def parse(cls, key: str) -> "TaskRef":
+        """From ``"worker"`` or ``"ps:K"``; anything else raises ClusterConfigError naming both forms."""
+        if isinstance(key, TaskRef):
+            return key
+        if key == "worker":
+            return cls.worker()
+        job, _, index = str(key).partition(":")
+        if job != "ps" or not index.isdigit():
+            raise ClusterConfigError(f"task reference {key!r} is neither 'worker' nor 'ps:K' (K a PS task index)")
+        return cls.ps(int(index))
+
+    @property
+    def is_ps(self) -> bool:
+        return self.job == "ps"
+
+    @property
+    def is_worker(self) -> bool:
+        return self.job == "worker"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+    """The link and FLOP rates given to the cost model: ``bandwidth`` (one rate, ``"1gbit"``, bits/s
+    or ``"uncapped"``; or ``{job: rate}``) and ``flops`` (FLOP/s, one value or ``{job: value}``).
+    None leaves the default of :meth:`Cluster.from_dict`. Values are checked when the record is
+    made (bad rates raise ClusterConfigError naming the value and the fix); :meth:`kwargs` gives
+    the keyword arguments of :meth:`Cluster.local` / :meth:`Cluster.from_dict` /
+    :meth:`Cluster.with_rates` for the rates that were given."""
+
+    bandwidth: Any = None
+    flops: Any = None
+
+    def __post_init__(self) -> None:
+        if self.bandwidth is not None:
+            _each_rate(self.bandwidth, parse_bandwidth)
+        if self.flops is not None:
+            _each_rate(self.flops, _positive_flops)
+
+    def kwargs(self) -> dict[str, Any]:
+        """``{"bandwidth": ..., "flops": ...}`` for the rates given (absent ones left out)."""
+        return {k: v for k, v in (("bandwidth", self.bandwidth), ("flops", self.flops)) if v is not None}
+
+
+def _positive_flops(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ClusterConfigError(f"a FLOP rate must be a positive number of FLOP/s, e.g. 5e10, got {value!r}")
+    return float(value)
+
+
+def _each_rate(value: Any, convert: Any) -> None:
+    for v in (value.values() if isinstance(value, Mapping) else [value]):
+        convert(v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,7 +348,7 @@ class Cluster:
 
     @classmethod
     def local(cls, workers: int = 2, ps: int = 1, *, chief: bool = False, base_port: int = 0,
-              layout: str = "dedicated", **kwargs: Any) -> "Cluster":
+              layout: str = "dedicated", ps_hosts: int = 0, **kwargs: Any) -> "Cluster":
         """A loopback cluster shape of any size (``workers >= 1``, ``ps >= 0``), its tasks on
         emulated hosts by ``layout``:
 
@@ -261,11 +361,14 @@ class Cluster:
           workers), so a host of its own would add a machine that no strategy it is compared
           with (ring all-reduce on the worker hosts) gets.
 
+        ``ps_hosts`` adds that many CPU-only PS hosts to either layout: PS tasks ``ps .. ps +
+        ps_hosts - 1``, each alone on host ``pshost{j}`` (its own link and CPU, no worker).
+
         Addresses are distinct placeholders until :class:`ralp_tf.LocalCluster` assigns real
         ones: ``127.0.0.1`` with consecutive ports from ``base_port`` (default 20000), moving on
         to the next loopback host (``127.0.0.2``, ...) when the port range ends at 65535, so
         every address is a valid ``host:port`` however many tasks there are."""
-        for name, n, low in (("workers", workers, 1), ("ps", ps, 0)):
+        for name, n, low in (("workers", workers, 1), ("ps", ps, 0), ("ps_hosts", ps_hosts, 0)):
             if isinstance(n, bool) or not isinstance(n, int) or n < low:
                 raise ClusterConfigError(f"{name} must be an integer >= {low}, got {n!r}")
         if isinstance(base_port, bool) or not isinstance(base_port, int) or not 0 <= base_port <= 65535:
@@ -281,12 +384,14 @@ class Cluster:
         if chief:
             jobs["chief"] = [next(port)]
         jobs["worker"] = [next(port) for _ in range(workers)]
-        if ps:
-            jobs["ps"] = [next(port) for _ in range(ps)]
+        if ps or ps_hosts:
+            jobs["ps"] = [next(port) for _ in range(ps + ps_hosts)]
         if layout == "dedicated":
             hosts = {job: [f"{job}{i}" for i in range(len(addrs))] for job, addrs in jobs.items()}
         else:
             hosts = {job: [f"host{i}" for i in range(len(addrs))] for job, addrs in jobs.items()}
+        if ps_hosts:
+            hosts["ps"] = hosts["ps"][:ps] + [f"{PS_HOST_PREFIX}{j}" for j in range(ps_hosts)]
         return cls.from_dict(jobs, hosts=hosts, **kwargs)
 
     # ----------------------------------------------------------------- queries
@@ -339,6 +444,16 @@ class Cluster:
     def num_hosts(self) -> int:
         return len(self.hosts)
 
+    @functools.cached_property
+    def ps_only_hosts(self) -> tuple[Host, ...]:
+        """The CPU-only PS hosts: hosts that run PS tasks and no worker (module docstring)."""
+        return tuple(h for h in self.hosts if any(k.startswith("ps:") for k in h.tasks)
+                     and not any(k.startswith("worker:") for k in h.tasks))
+
+    def host_of(self, ref: TaskRef) -> str:
+        """The host of PS task ``ref`` (a :class:`TaskRef` of job ``ps``)."""
+        return self.task("ps", ref.index).host  # type: ignore[arg-type]
+
     def with_host_cpu(self, cpu_flops: Mapping[str, float] | float) -> "Cluster":
         """A copy with CPU budgets per host (FLOP/s): one value for every host or ``{host: rate}``."""
         budgets = dict(cpu_flops) if isinstance(cpu_flops, Mapping) else {h.name: cpu_flops for h in self.hosts}
@@ -350,10 +465,14 @@ class Cluster:
         return Cluster(self.tasks, self.host_cpu_flops, {**self.host_cores, **given})
 
     def task(self, job: str, index: int) -> Task:
-        for t in self.tasks:
-            if t.job == job and t.index == index:
-                return t
-        raise ClusterConfigError(f"cluster has no task {job}:{index}")
+        found = self._tasks_by_key.get(f"{job}:{index}")
+        if found is None:
+            raise ClusterConfigError(f"cluster has no task {job}:{index}")
+        return found
+
+    @functools.cached_property
+    def _tasks_by_key(self) -> dict[str, Task]:
+        return {t.key: t for t in self.tasks}
 
     @property
     def worker_device(self) -> str:

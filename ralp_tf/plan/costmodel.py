@@ -12,50 +12,11 @@ layer l, ``p_v`` bytes of variable v. ``host(x)`` is the host of task x (:mod:`r
 ``c(l, t) = 3 * f_l * b / F_t`` (backward ~ 2x forward), or the profiler's measured time when
 the profile has one and t is a CPU task.
 
-**Variable storage.** ``home(v)``, the PS task(s) holding variable v of layer l, is: the plan's
-PS task for a layer computed on a PS task; the plan's ``storage`` task for a worker-computed
-layer it names, or, for a layer partitioned over K tasks, ``p_v / K`` on each of them; otherwise
-ParameterServerStrategy's round-robin over PS tasks, in creation order, counting only the
-variables so placed.
-
-**Variable traffic** (per worker step, between the stepping worker and ``home(v)``), for every
-layer l computed on the worker and called ``k_l`` times:
-
-* dense/conv/... variable: ``k_l * p_v`` down (each call reads it; *pull* phase) and ``p_v`` up
-  (the tape sums the calls' gradients on the worker, then pushes one; *push* phase);
-* embedding table: the lookup runs on ``home(v)``, where the table lives, so the table never
-  moves; the gathered rows are an activation *produced on* ``home(v)`` (below; a table
-  partitioned over K tasks produces ``1/K`` of the rows on each). The gradient (IndexedSlices)
-  is built on the worker, so ``min(b * a_l * k_l, p_v) + 4 * b * ids_l * k_l`` goes up (values
-  and int32 indices; push phase). The same holds for an embedding layer the plan computes on a
-  PS task (its table lives there): the gradient still comes to the worker and goes back
-  (measured on ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4 KB priced
-  without it).
-
-**Activation traffic.** Every activation tensor (one per layer call, ``ModelProfile.tensors``)
-is produced at ``src`` (the producer's device; ``home(v)`` for a worker-computed embedding) and
-read by the devices of its consumers (and by the worker's loss for a model output). For each
-distinct reading device ``d``: ``b * a`` crosses ``src -> d`` when ``d != src`` (phase
-``fwd:<producer>``), and, when a gradient flows into the producer (it is floating point with
-trainable parameters at or before it), ``b * a`` crosses back ``d -> g`` (phase
-``bwd:<producer>``), where ``g`` is the device
-computing the producer's gradient (the producer's device; the worker for an embedding),
-when ``d != g``. Hops between two PS tasks computing parts of the head are priced
-the same way.
-
-**Compression** (a Plan's ``compression``, :mod:`ralp_tf.plan.compression`). A worker-computed
-layer's ``weights`` codec scales its variable pull and push by the codec's wire ratio (embedding
-tables excepted), read once per step however often the layer is called (the compressed read is
-reused by its calls); its ``gradients`` codec, when set, prices the push instead
-(:func:`ralp_tf.plan.compression.pushed_bytes`: ``int8`` ``n + 4`` bytes per n-element variable,
-``topk:f`` ``8 ceil(f n)``). A PS-computed layer's ``activations`` codec scales the activations it
-receives from the worker, and their gradients, by that ratio. Outputs returning to the worker
-are not compressed. A gradients codec's encode and decode are charged to the worker's compute:
-``codec_flops / F_worker`` per variable (:func:`ralp_tf.plan.compression.codec_flops`, measured work
-per entry); the fp16/bf16 casts are not charged (one pass over each tensor).
-
-**Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges
-data with (measured gRPC dispatch and framing), half each way (pull and push phases).
+**Bytes of a worker step** (:mod:`ralp_tf.plan.traffic`, whose docstring states them): variable
+pulls and pushes by where each variable (or shard) lives, activations by where each tensor is
+produced and required (split layers included), embedding rows and gradients, compression, and
+the control traffic (``STEP_OVERHEAD_BYTES`` per PS task talked to, ``RPC_CONTROL_BYTES`` per
+further message), each in a *phase*.
 
 **Per host link.** Traffic between two tasks of one host is loopback and free. A *synchronous
 step* is N worker steps, one per worker (N * b samples). A worker step moves its bytes in
@@ -73,9 +34,12 @@ variables spread evenly, each direction of a phase carries ``(N-1)/N`` of it, li
 **Per host CPU.** Tasks on one host share its CPU budget ``F_h`` (default: the highest
 ``F_t`` of its CPU tasks). Per worker step, host h spends
 ``C_h = sum_{PS k on h} ps_k * F_k / F_h + sum_{CPU workers w on h} c_w * F_w / F_h / N``
-seconds, where ``ps_k`` is PS k's compute for one worker step and ``c_w`` a worker step's
-compute on the worker; only hosts with PS compute, or with a known core count (below), are
-limited this way (a worker alone is bounded by its own step time below).
+seconds, where ``ps_k`` is PS k's compute for one worker step (a split layer's shard on k: its
+share of the layer, :mod:`ralp_tf.plan.traffic`) and ``c_w`` a worker step's compute on the
+worker; only hosts with PS compute, or with a known core count (below), are limited this way
+(a worker alone is bounded by its own step time below). CPU-only PS hosts
+(:attr:`ralp_tf.plan.cluster.Cluster.ps_only_hosts`) are hosts like any other: their link and CPU
+are priced by the same formulas.
 
 **Serving CPU.** Moving bytes costs CPU at both ends (gRPC framing, tensor (de)serialisation,
 the PS's optimizer update of what it receives): ``SERVE_CPU_S_PER_BYTE`` core-seconds per byte a
@@ -83,7 +47,8 @@ task sends or receives, loopback included, plus ``PS_STEP_CPU_S`` per worker ste
 task the step exchanges data with (its step dispatch). On a host whose budget in cores ``K_h``
 is known (:attr:`ralp_tf.plan.cluster.Host.cores`), ``C_h`` above also holds
 ``(sum_{PS k on h} (a * bytes_k + d) + sum_{workers w on h} a * bytes_w / N) / K_h``, with
-``bytes_k`` / ``bytes_w`` a worker step's bytes to and from task k / the worker. It enters only
+``bytes_k`` / ``bytes_w`` a worker step's bytes to and from task k / the worker, plus
+``RPC_FIXED_S`` per further message (:mod:`ralp_tf.plan.traffic`) at each end. It enters only
 that CPU bound, not a step's chain: a task serializes while its bytes are on the wire (priced
 below). Measured with one 0.7-core worker and a 1-core PS task on dedicated 1 Gbit/s hosts
 (PS CPU seconds per step against payload bytes, stock PSS): small_cnn b256 6.7 ms / 3.2 MB,
@@ -93,7 +58,8 @@ Where no host states its cores, none of this is priced.
 
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
-(pull, compute and push happen one after another).
+(pull, compute and push happen one after another); a split layer's shards compute at once, so
+it adds its slowest shard, ``max_i s_i c(l, ps_i)``.
 
 **Contention.** A host's CPU also runs other work while a step's chain computes on it: the head
 compute of the other workers' steps on a PS host, and the colocated worker's own compute. With
@@ -119,32 +85,27 @@ import dataclasses
 import math
 from typing import Any, Mapping
 
-from ralp_tf.plan.cluster import Cluster, Task
-from ralp_tf.plan.compression import Compression, codec_flops, pushed_bytes, setting_of, wire_ratio
 from ralp_tf.errors import PlanError
-from ralp_tf.plan.plans import Plan, parse_device
-from ralp_tf.model.profiler import LayerProfile, ModelProfile
+from ralp_tf.model.profiles import LayerProfile, ModelProfile
+from ralp_tf.plan.cluster import Cluster, Task, TaskRef
+from ralp_tf.plan.compression import codec_flops, setting_of, wire_ratio
+from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, transfer_seconds
+from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
+                                  compressed_ratios, resolve_placements, resolve_splits, resolve_storage, split_shares,
+                                  step_traffic,
+                                  variable_homes, variable_traffic_bytes, worker_step_traffic)
 
-__all__ = ["WORKER", "STEP_OVERHEAD_BYTES", "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "MAX_CONTENTION",
-           "StepEstimate", "transfer_seconds", "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes",
-           "ring_allreduce_bytes", "layer_seconds", "resolve_placements", "variable_traffic_bytes",
-           "variable_homes", "compressed_ratios", "worker_step_traffic", "estimate", "serving_seconds",
-           "estimate_allreduce"]
+__all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
+           "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
+           "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
+           "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
+           "worker_step_traffic", "estimate", "serving_seconds", "estimate_allreduce"]
 
-WORKER = "worker"
-PULL, PUSH = "pull", "push"
-#: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
-#: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
-STEP_OVERHEAD_BYTES = 8_000
 #: CPU core-seconds a task spends per byte it sends or receives (module docstring, *Serving CPU*).
 SERVE_CPU_S_PER_BYTE = 1.03e-9
 #: CPU core-seconds a PS task spends per worker step it takes part in (dispatch), same source.
 PS_STEP_CPU_S = 3.3e-3
-#: Cap on the share of a host's CPU that other work takes from a step's chain (rho in the module
-#: docstring), so that a host loaded past its budget prices a long step, not an infinite one.
-MAX_CONTENTION = 0.95
-#: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
-_INDEX_BYTES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,11 +157,6 @@ class StepEstimate:
         return d
 
 
-def transfer_seconds(nbytes: float, bandwidth_bps: float) -> float:
-    """Time to move ``nbytes`` over a link of ``bandwidth_bps`` bits/s (0 on an uncapped link)."""
-    return 8.0 * nbytes / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
-
-
 #: Ethernet + IPv4 + TCP (with timestamps) headers per full 1448-byte segment: wire = payload x 1.0456
 #: (measured on the testbed's veth links with offloads off).
 WIRE_OVERHEAD = 66 / 1448
@@ -229,61 +185,6 @@ def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
     return 3.0 * layer.flops * batch_size / task.flops
 
 
-def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, str]:
-    """Layer -> location key: ``"worker"`` or ``"ps:K"``. Inputs always on the worker."""
-    if isinstance(placements, Plan):
-        placements = placements.placements
-    placements = placements or {}
-    out = {}
-    for l in profile.layers:
-        dev = placements.get(l.name)
-        if dev is None or l.kind == "input":
-            out[l.name] = WORKER
-            continue
-        d = parse_device(dev)
-        out[l.name] = f"ps:{d.task}" if d.is_ps else WORKER
-    unknown = set(placements) - set(out)
-    if unknown:
-        raise PlanError(f"placements name layers not in the profile: {sorted(unknown)}")
-    return out
-
-
-def variable_traffic_bytes(layer: LayerProfile, batch_size: int) -> float:
-    """Bytes one worker step moves between a worker and the PS storing ``layer``'s variables,
-    both directions (module docstring): ``sum_v (k_l + 1) p_v`` for a dense/conv layer; for an
-    embedding, its rows (read) plus the IndexedSlices gradient."""
-    if layer.kind == "embedding":
-        rows = batch_size * layer.output_bytes * layer.calls
-        ids = rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
-        return sum(rows + min(rows, v) + _INDEX_BYTES * ids for v in layer.var_bytes)
-    return sum((layer.calls + 1) * v for v in layer.var_bytes)
-
-
-def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
-                   storage: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, list[tuple[float, int]]]:
-    """Layer -> [(variable bytes, PS index)]: the plan's PS task for PS-computed layers, the
-    ``storage`` task(s) for layers it names (a partitioned variable is one entry per shard of
-    ``p_v / K``), else ParameterServerStrategy's round-robin (creation order = topological
-    order; only round-robin variables advance it)."""
-    storage = storage or {}
-    homes: dict[str, list[tuple[float, int]]] = {}
-    counter = 0
-    for l in profile.layers:
-        loc = where[l.name]
-        if loc.startswith("ps:"):
-            k = int(loc[3:])
-            homes[l.name] = [(v, k) for v in l.var_bytes]
-        elif l.name in storage:
-            tasks = storage[l.name]
-            homes[l.name] = [(v / len(tasks) if len(tasks) > 1 else v, k) for v in l.var_bytes for k in tasks]
-        else:
-            homes[l.name] = []
-            for v in l.var_bytes:
-                homes[l.name].append((v, counter % max(num_ps, 1)))
-                counter += 1
-    return homes
-
-
 def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
     if locations and num_ps == 0:
         raise PlanError(f"plan {what} PS tasks but the cluster has no PS tasks; add a 'ps' job")
@@ -292,133 +193,70 @@ def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
             raise PlanError(f"plan {what} ps task {k} but the cluster has {num_ps} PS task(s)")
 
 
-def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
-                      compression: Mapping[str, Compression]) -> tuple[dict[str, float], dict[str, float]]:
-    """Per layer: the wire ratio of its variables' pull and push (worker-computed, non-embedding
-    layers with a ``weights`` codec) and of the activations it receives from the worker
-    (PS-computed layers with an ``activations`` codec), as :mod:`ralp_tf.place.applier` applies them."""
-    weights, activations = {}, {}
+def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, TaskRef],
+                splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]]
+                ) -> tuple[dict[TaskRef, float], list[dict[str, float]], dict[str, float]]:
+    """Per PS task, its compute seconds per worker step; the chain's PS stages (``{host: seconds}``,
+    a split layer's shards at once); per host, that compute at the host's CPU budget."""
+    hosts = {h.name: h for h in cluster.hosts}
+    ps_s: dict[TaskRef, float] = {}
+    stages: list[dict[str, float]] = []
+    loads: dict[str, float] = collections.defaultdict(float)
     for l in profile.layers:
-        setting = setting_of(compression, l.name)
-        on_ps = where[l.name] != WORKER
-        weights[l.name] = 1.0 if on_ps or l.kind == "embedding" else wire_ratio(setting.weights)
-        activations[l.name] = wire_ratio(setting.activations) if on_ps else 1.0
-    return weights, activations
-
-
-def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
-                        storage: Mapping[str, tuple[int, ...]] | None = None,
-                        compression: Mapping[str, Compression] | None = None
-                        ) -> dict[tuple[str, str, str], float]:
-    """``(src, dst, phase) -> bytes`` moved by one worker step (``"worker"`` is the stepping
-    worker, ``"ps:K"`` a PS task), per the variable, activation and control traffic of the
-    module docstring, each scaled by its compression ratio (:func:`compressed_ratios`)."""
-    weights_ratio, activations_ratio = compressed_ratios(profile, where, compression or {})
-    b = profile.batch_size
-    traffic: dict[tuple[str, str, str], float] = {}
-
-    def add(src: str, dst: str, nbytes: float, phase: str) -> None:
-        if src != dst and nbytes:
-            traffic[(src, dst, phase)] = traffic.get((src, dst, phase), 0.0) + nbytes
-
-    def push_embedding_gradient(l: LayerProfile, ps: str, nbytes: float, share: float) -> None:
-        """The IndexedSlices gradient, built on the worker, to the table's part on ``ps``."""
-        rows = b * l.output_bytes * l.calls * share
-        ids = rows / (4 * (l.output_shape[-1] if l.output_shape else 1))
-        add(WORKER, ps, min(rows, nbytes) + _INDEX_BYTES * ids, PUSH)
-
-    produced_at = {name: [(loc, 1.0)] for name, loc in where.items()}  # where each layer's output appears
-    if num_ps:
-        homes = variable_homes(profile, where, num_ps, storage)
-        for l in profile.layers:
-            if where[l.name] != WORKER:
-                if l.kind == "embedding":  # computed where its table lives; its gradient is still built on the worker
-                    for nbytes, k in homes[l.name]:
-                        push_embedding_gradient(l, f"ps:{k}", nbytes, 1.0)
-                continue
-            share = 1.0 / len((storage or {}).get(l.name, (0,)))
-            for nbytes, k in homes[l.name]:
-                ps = f"ps:{k}"
-                if l.kind == "embedding":
-                    if share == 1.0:
-                        produced_at[l.name] = [(ps, 1.0)]
-                    elif produced_at[l.name][0][0] == WORKER:
-                        produced_at[l.name] = [(ps, share)]
-                    elif (ps, share) not in produced_at[l.name]:
-                        produced_at[l.name].append((ps, share))
-                    push_embedding_gradient(l, ps, nbytes, share)
-                else:
-                    setting = setting_of(compression or {}, l.name)
-                    reads = 1 if setting.weights != "none" or setting.gradients != "none" else l.calls
-                    add(ps, WORKER, nbytes * reads * weights_ratio[l.name], PULL)
-                    add(WORKER, ps, pushed_bytes(setting, nbytes), PUSH)
-    grad_flows = profile.gradient_flows()
-    kinds = {l.name: l.kind for l in profile.layers}
-    for t in profile.activation_tensors():
-        grad_at = WORKER if kinds[t.producer] == "embedding" else where[t.producer]
-        readers = {where[c] for c in t.consumers}
-        if t.is_output:
-            readers.add(WORKER)  # the loss
-        for src, share in produced_at[t.producer]:
-            for dst in readers:
-                ratio = 1.0
-                if src == WORKER and dst != WORKER:  # into PS-computed layers: their activations codec
-                    ratio = min(activations_ratio[c] for c in t.consumers if where[c] == dst)
-                nbytes = b * t.bytes * share * ratio
-                if dst != src:
-                    add(src, dst, nbytes, f"fwd:{t.producer}")
-                if dst != grad_at and grad_flows[t.producer] and kinds[t.producer] != "input":
-                    add(dst, grad_at, nbytes, f"bwd:{t.producer}")
-    for ps_key in {k for (s, d, _) in traffic for k in (s, d) if k != WORKER}:
-        add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
-        add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
-    return traffic
+        loc = where[l.name]
+        if loc == WORKER:
+            continue
+        split = splits.get(l.name)
+        parts = list(zip(split[1], split_shares(l, split[0], len(split[1])))) if split else [(loc, 1.0)]
+        stage: dict[str, float] = collections.defaultdict(float)
+        for ref, share in parts:
+            task = cluster.task("ps", ref.index)  # type: ignore[arg-type]
+            seconds = share * layer_seconds(l, task, profile.batch_size)
+            ps_s[ref] = ps_s.get(ref, 0.0) + seconds
+            stage[task.host] += seconds
+            loads[task.host] += seconds * task.flops / hosts[task.host].cpu_flops
+        stages.append(dict(stage))
+    return ps_s, stages, dict(loads)
 
 
 def estimate(profile: ModelProfile, cluster: Cluster,
              placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
     """Predict bytes (per task pair and per host link) and time per step for ``placements``
-    (None: stock PSS); a Plan's ``storage`` is priced too (see the module docstring)."""
+    (None: stock PSS); a Plan's ``storage`` and ``splits`` are priced too (module docstring)."""
     if cluster.num_workers == 0:
         raise PlanError("the cluster has no workers")
+    plan = placements if isinstance(placements, Plan) else None
     where = resolve_placements(profile, placements)
-    storage = placements.stored_on() if isinstance(placements, Plan) else {}
-    ps_used = {loc for loc in where.values() if loc.startswith("ps:")}
-    _check_ps_indices({int(loc[3:]) for loc in ps_used}, cluster.num_ps, "places layers on")
-    _check_ps_indices({k for tasks in storage.values() for k in tasks}, cluster.num_ps, "stores variables on")
+    splits = resolve_splits(plan)
+    ps_used = {loc for loc in where.values() if loc.is_ps} | {t for _, tasks in splits.values() for t in tasks}
+    _check_ps_indices({int(t.index) for t in ps_used}, cluster.num_ps, "places layers on")  # type: ignore[arg-type]
+    _check_ps_indices({k for tasks in (plan.stored_on() if plan else {}).values() for k in tasks}, cluster.num_ps,
+                      "stores variables on")
     b = profile.batch_size
-    compression = placements.compression if isinstance(placements, Plan) else {}
-    phased = worker_step_traffic(profile, where, cluster.num_ps, storage, compression)
+    compression = plan.compression if plan else {}
+    step = step_traffic(profile, where, cluster.num_ps, resolve_storage(plan), compression, splits)
     traffic: dict[tuple[str, str], float] = {}
-    for (src, dst, _), nbytes in phased.items():
+    for (src, dst, _), nbytes in step.bytes.items():
         traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
-    # Compute.
     worker = cluster.workers[0]
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
-    ps_s: dict[str, float] = {}
-    for l in profile.layers:
-        loc = where[l.name]
-        if loc != WORKER:
-            ps_s[loc] = ps_s.get(loc, 0.0) + layer_seconds(l, cluster.task("ps", int(loc[3:])), b)
+    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits)
     n = cluster.num_workers
-    loads = _host_loads(cluster, phased, traffic)
-    chains = _ChainModel(cluster, worker_s, ps_s, serving_seconds(cluster, traffic))
+    loads = host_loads(cluster, step.bytes)
+    chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages))
     cpu_s = chains.cpu_per_worker_step()
-    fixed: dict[tuple[str, str], float] = {}
-    for host, busy in loads.link_s.items():
-        if busy > 0:
-            fixed[("link", host)] = n / busy
-    for host, per_worker_step in cpu_s.items():
-        fixed[("cpu", host)] = 1.0 / per_worker_step
+    fixed: dict[tuple[str, str], float] = {("link", h): n / busy for h, busy in loads.link_s.items() if busy > 0}
+    fixed.update({("cpu", h): 1.0 / per_worker_step for h, per_worker_step in cpu_s.items()})
 
     def limits_at(sync_step_s: float) -> dict[tuple[str, str], float]:
-        rate = sum(1.0 / t if t > 0 else math.inf
-                   for t in (chains.seconds(w.host, sync_step_s) + loads.comm_by_host[w.host] for w in cluster.workers))
+        chain = chains.seconds_by_host(sync_step_s)
+        rate = sum(count / t if t > 0 else math.inf
+                   for host, count in chains.workers_on.items() for t in [chain[host] + loads.comm_by_host[host]])
         return {("workers", ""): rate, **fixed}
 
-    limits = limits_at(_contended_step(lambda t: n / min(limits_at(t).values())))
+    limits = limits_at(contended_step(lambda t: n / min(limits_at(t).values())))
     what, host = min(limits, key=limits.get)  # type: ignore[arg-type]
     steps_per_s = limits[(what, host)]
     bottleneck = what if not host else f"{host} {what} ({', '.join(cluster.host(host).tasks)})"
@@ -429,86 +267,15 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
-        busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")
+        busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
 
 
-@dataclasses.dataclass
-class _HostLoads:
-    """Per host: bytes out/in and busy seconds per synchronous step; per worker host: one
-    worker's comm seconds per step."""
-
-    bytes_out: dict[str, float]
-    bytes_in: dict[str, float]
-    link_s: dict[str, float]
-    comm_by_host: dict[str, float]
-
-
-def _host_loads(cluster: Cluster, phased: Mapping[tuple[str, str, str], float],
-                traffic: Mapping[tuple[str, str], float]) -> _HostLoads:
-    """Host link loads of N worker steps and each worker's comm time (module docstring).
-
-    Workers are priced by class: a host that runs a PS task is a class of its own; worker hosts
-    without PS tasks that share a link rate behave alike, so one of them stands for all."""
-    hosts = cluster._hosts_by_name
-    ps_host = {f"ps:{t.index}": t.host for t in cluster.ps}
-    ps_hosts = set(ps_host.values())
-    workers_on = collections.Counter(t.host for t in cluster.workers)
-    classes: dict[Any, list[str]] = {}
-    for h in workers_on:
-        classes.setdefault(h if h in ps_hosts else ("no PS", hosts[h].bandwidth_bps), []).append(h)
-    by_phase: dict[str, dict[str, list[float]]] = {}  # hosts with PS tasks
-    plain: list[tuple[list[str], dict[str, list[float]]]] = []  # PS-free worker hosts, per worker
-    comm_by_host: dict[str, float] = {}
-    for members in classes.values():
-        rep = members[0]
-        per_worker: dict[str, dict[str, list[float]]] = {}
-        comm_s = 0.0  # one worker's own transfers, one after another
-        for (src, dst, phase), nbytes in phased.items():
-            hs, hd = (rep if src == WORKER else ps_host[src]), (rep if dst == WORKER else ps_host[dst])
-            if hs != hd:
-                per_worker.setdefault(hs, {}).setdefault(phase, [0.0, 0.0])[0] += nbytes
-                per_worker.setdefault(hd, {}).setdefault(phase, [0.0, 0.0])[1] += nbytes
-        for (src, dst), nbytes in traffic.items():
-            hs, hd = (rep if src == WORKER else ps_host[src]), (rep if dst == WORKER else ps_host[dst])
-            if hs != hd:
-                comm_s += transfer_seconds(nbytes, min(hosts[hs].bandwidth_bps, hosts[hd].bandwidth_bps))
-        in_class = sum(workers_on[h] for h in members)
-        for host, phases in per_worker.items():
-            if host == rep and rep not in ps_hosts:
-                plain.append((members, phases))
-                continue
-            for phase, (out, into) in phases.items():
-                pair = by_phase.setdefault(host, {}).setdefault(phase, [0.0, 0.0])
-                pair[0] += in_class * out
-                pair[1] += in_class * into
-        comm_by_host.update(dict.fromkeys(members, comm_s))
-    bytes_out, bytes_in, link_s = dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0), dict.fromkeys(hosts, 0.0)
-    for members, phases in plain:  # PS-free worker hosts: the same figures for the same worker count
-        by_count: dict[int, list[str]] = {}
-        for h in members:
-            by_count.setdefault(workers_on[h], []).append(h)
-        for count, same in by_count.items():
-            scaled = {phase: [count * out, count * into] for phase, (out, into) in phases.items()}
-            _phase_totals(scaled, hosts[same[0]].bandwidth_bps, same, bytes_out, bytes_in, link_s)
-    for host, phases in by_phase.items():
-        _phase_totals(phases, hosts[host].bandwidth_bps, [host], bytes_out, bytes_in, link_s)
-    return _HostLoads(bytes_out, bytes_in, link_s, comm_by_host)
-
-
-def _phase_totals(phases: Mapping[str, list[float]], bandwidth_bps: float, hosts: list[str],
-                  bytes_out: dict[str, float], bytes_in: dict[str, float], link_s: dict[str, float]) -> None:
-    """Write ``hosts``' bytes out/in and link seconds from their per-phase ``[out, in]`` bytes."""
-    busy = transfer_seconds(sum(max(pair) for pair in phases.values()), bandwidth_bps)
-    out, into = sum(p[0] for p in phases.values()), sum(p[1] for p in phases.values())
-    for h in hosts:
-        bytes_out[h], bytes_in[h], link_s[h] = out, into, busy
-
-
-def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float]) -> dict[str, float]:
+def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
+                    messages: Mapping[str, float] | None = None) -> dict[str, float]:
     """Host -> seconds of its CPU budget spent per synchronous step moving bytes (module
     docstring, *Serving CPU*), for hosts whose core count is known; ``traffic`` is one worker
-    step's ``(src, dst) -> bytes``."""
-    hosts = cluster._hosts_by_name
+    step's ``(src, dst) -> bytes``, ``messages`` its further messages per task."""
+    hosts = {h.name: h for h in cluster.hosts}
     if not any(h.cores for h in hosts.values()):
         return {}
     per_task: dict[str, float] = collections.defaultdict(float)  # core-seconds per worker step
@@ -517,87 +284,17 @@ def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float]) 
         per_task[dst] += SERVE_CPU_S_PER_BYTE * nbytes
     for key in {k for pair in traffic for k in pair if k != WORKER}:
         per_task[key] += PS_STEP_CPU_S
+    for key, count in (messages or {}).items():
+        per_task[key] += RPC_FIXED_S * count
     n = cluster.num_workers
     out: dict[str, float] = collections.defaultdict(float)
     for t in cluster.ps:
         if hosts[t.host].cores:
-            out[t.host] += n * per_task.get(t.key, 0.0) / hosts[t.host].cores
+            out[t.host] += n * per_task.get(f"ps:{t.index}", 0.0) / hosts[t.host].cores  # type: ignore[operator]
     for t in cluster.workers:
         if hosts[t.host].cores:
-            out[t.host] += per_task.get(WORKER, 0.0) / hosts[t.host].cores
+            out[t.host] += per_task.get(WORKER, 0.0) / hosts[t.host].cores  # type: ignore[operator]
     return dict(out)
-
-
-class _ChainModel:
-    """One worker step's compute chain, slowed by the other work sharing each host's CPU
-    (module docstring, *Contention*)."""
-
-    def __init__(self, cluster: Cluster, worker_s: float, ps_s: Mapping[str, float],
-                 serve_s: Mapping[str, float]) -> None:
-        hosts = cluster._hosts_by_name
-        n = cluster.num_workers
-        self.serve = serve_s  # host -> serving seconds per synchronous step (CPU bound only)
-        self.load: dict[str, float] = collections.defaultdict(float)  # CPU s per synchronous step, at F_h
-        self.ps_own: dict[str, float] = collections.defaultdict(float)  # one worker step's PS seconds per host
-        self.ps_own_load: dict[str, float] = collections.defaultdict(float)
-        for key, seconds in ps_s.items():
-            ps = cluster.task("ps", int(key[3:]))
-            share = ps.flops / hosts[ps.host].cpu_flops
-            self.load[ps.host] += n * seconds * share
-            self.ps_own[ps.host] += seconds
-            self.ps_own_load[ps.host] += seconds * share
-        self.worker: dict[str, tuple[float, float]] = {}  # worker host -> (own CPU seconds, at F_h)
-        for w in cluster.workers:
-            if w.gpus:
-                self.worker[w.host] = (0.0, 0.0)
-                continue
-            share = w.flops / hosts[w.host].cpu_flops
-            self.load[w.host] += worker_s * share
-            self.worker[w.host] = (worker_s, worker_s * share)
-        self.gpu_s = {w.host: worker_s for w in cluster.workers if w.gpus}
-        self.num_workers = n
-
-    def cpu_per_worker_step(self) -> dict[str, float]:
-        """``C_h``: host -> CPU seconds per worker step, for hosts with PS compute or priced serving
-        CPU (module docstring)."""
-        hosts = set(self.ps_own) | {h for h, s in self.serve.items() if s > 0}
-        busy = {h: self.load.get(h, 0.0) + self.serve.get(h, 0.0) for h in hosts}
-        return {h: seconds / self.num_workers for h, seconds in busy.items() if seconds > 0}
-
-    def seconds(self, worker_host: str, sync_step_s: float) -> float:
-        """Compute seconds of one step of a worker on ``worker_host`` when a synchronous step
-        takes ``sync_step_s``: each host's part ``/ (1 - rho)``, rho = the host's other work per second."""
-        own_s, own_load = self.worker.get(worker_host, (0.0, 0.0))
-        total = self.gpu_s.get(worker_host, 0.0)
-        for h in set(self.ps_own) | {worker_host}:
-            mine = self.ps_own.get(h, 0.0) + (own_s if h == worker_host else 0.0)
-            if mine <= 0:
-                continue
-            mine_load = self.ps_own_load.get(h, 0.0) + (own_load if h == worker_host else 0.0)
-            rho = (self.load.get(h, 0.0) - mine_load) / sync_step_s if sync_step_s > 0 else 0.0
-            total += mine / (1.0 - min(max(rho, 0.0), MAX_CONTENTION))
-        return total
-
-
-def _contended_step(step_at: Any) -> float:
-    """The synchronous step time ``T`` with ``T = step_at(T)`` (``step_at`` decreases in ``T``:
-    the longer the step, the less the other work per second slows it), by bisection from the
-    uncontended step ``step_at(inf)``."""
-    low = step_at(math.inf)
-    if not math.isfinite(low) or low <= 0:
-        return low
-    high = low
-    for _ in range(60):
-        if step_at(high) <= high:
-            break
-        high *= 2.0
-    for _ in range(50):
-        mid = 0.5 * (low + high)
-        if step_at(mid) > mid:
-            low = mid
-        else:
-            high = mid
-    return high
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none") -> StepEstimate:
@@ -611,7 +308,7 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
     worker = cluster.workers[0]
     p = profile.trainable_param_bytes * wire_ratio(gradient_codec)
     per_worker = ring_allreduce_bytes(n, p)
-    hosts = cluster._hosts_by_name
+    hosts = {h.name: h for h in cluster.hosts}
     out = {h: 0.0 for h in hosts}
     into = {h: 0.0 for h in hosts}
     workers = cluster.workers

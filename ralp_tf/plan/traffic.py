@@ -1,0 +1,461 @@
+r"""A worker step's traffic: the bytes one worker step moves between which tasks, in which phase.
+
+Part of the one cost model (:mod:`ralp_tf.plan.costmodel` prices time and host loads from it).
+Notation as there: ``b`` per-worker batch, ``p_v`` bytes of variable v, ``a`` bytes per sample
+of an activation, ``k_l`` calls of layer l. Tasks are :class:`~ralp_tf.plan.cluster.TaskRef`\ s:
+``"worker"`` (the stepping worker) and ``"ps:K"``.
+
+**Where variables live** (:func:`variable_shards`). The home of variable v of layer l is: the
+plan's PS task for a layer computed on one; the split's shards for a split layer (below); the
+plan's ``storage`` for a worker-computed layer it names (:mod:`ralp_tf.plan.plans`: one task,
+a layer-wide list of K tasks, each variable in ``min(K, rows)`` shards along axis 0, or one
+entry per variable, sharded along any axis); otherwise ParameterServerStrategy's round-robin
+over PS tasks, in creation order, counting only the variables so placed. A shard of ``n_i`` of
+the variable's ``n`` entries along its split axis holds ``p_v * n_i / n`` bytes (``p_v / K``
+each when the profile has no shapes).
+
+**Variable traffic** (between the stepping worker and each shard's task), for every layer l
+computed on the worker:
+
+* dense/conv/... variable: ``k_l * p_v`` down (each call reads it; *pull* phase) and ``p_v`` up
+  (the tape sums the calls' gradients on the worker, then pushes one; *push* phase), split over
+  its shards by their bytes;
+* embedding table: the lookup runs where the table lives, so the table never moves; the
+  gathered rows are an activation *produced on* the table's task (a table sharded by rows
+  produces each shard's share of the rows there). The gradient (IndexedSlices) is built on the
+  worker: ``min(b * a_l * k_l, p_v) + 4 * b * ids_l * k_l`` goes up (values and int32 indices;
+  push phase), each shard its share. The same holds for an embedding the plan computes on PS
+  tasks, split or not: the gradient still comes to the worker and goes back (measured on
+  ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4 KB priced without it).
+
+**Activation traffic.** Every activation tensor (one per layer call, ``ModelProfile.tensors``) has
+a *layout*: pieces ``(task, weight, [lo, hi))``, a ``weight`` share of its rows and the columns
+``[lo, hi)`` of its last axis (as fractions). An unsplit producer's output is whole on its task
+(``home`` for a worker-computed embedding: one piece per table shard, weighted by its share); a
+column-split Dense's output is column-sliced over its shards; a row-split layer's output is
+whole on its assembly task. Each consumer *requires* columns on devices: an unsplit consumer
+the whole tensor on its device (the worker's loss for a model output); a column-split Dense the
+whole tensor on every shard; a row-split Dense columns ``r_i`` on shard i. For each piece and
+each requiring device ``d`` with overlap ``o`` (weight x the columns they share), ``b * a * o``
+crosses ``task -> d`` when ``d != task`` (phase ``fwd:<producer>``), and, when a gradient flows
+into the producer (it is floating point with trainable parameters at or before it), as much
+crosses back ``d -> g`` (phase ``bwd:<producer>``), ``g`` the device computing the producer's
+gradient of that piece (the piece's task; the worker for an embedding), when ``d != g``. Hops
+between PS tasks computing parts of the head are priced the same way.
+
+**Split layers** (:mod:`ralp_tf.plan.plans`, *splits*) also move, per worker step, in phase
+``fwd:<layer>`` / ``bwd:<layer>``: a row-split Dense's partial sums, ``b * a_l`` from every shard
+to the assembly task A, and ``dz`` (as much) back from A to every shard; a row-split
+Embedding's ids, ``4 * b * ids_l * s_i`` from A to shard i, and its rows, ``b * a_l * s_i`` back
+to A (``s_i`` the shard's share of the table). Shard i computes the share ``s_i`` of the layer's
+FLOPs (the additions on A, ``K`` times the output per sample, are not priced).
+
+**Compression** (a Plan's ``compression``, :mod:`ralp_tf.plan.compression`). A worker-computed
+layer's ``weights`` codec scales its variable pull and push by the codec's wire ratio (embedding
+tables excepted), read once per step however often the layer is called; its ``gradients`` codec,
+when set, prices the push instead (:func:`ralp_tf.plan.compression.pushed_bytes`, per shard). A
+PS-computed layer's ``activations`` codec scales the activations it receives from the worker,
+and their gradients, by that ratio. Outputs returning to the worker are not compressed.
+
+**Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges data
+with (measured gRPC dispatch and framing, which covers one message per variable and per
+activation), half each way (pull and push phases). Every further message costs
+``RPC_CONTROL_BYTES`` (request and response framing, tensor metadata), half each way in the
+message's phase: a variable in ``S`` shards adds ``S - 1`` per transfer (each shard carries
+``(S - 1) / S`` of it), and a phase in which a split layer's tensors travel as ``m`` messages adds
+``m - 1``. Each such message also costs ``RPC_FIXED_S`` CPU seconds at both ends
+(:func:`ralp_tf.plan.costmodel.serving_seconds`). Both values are upper bounds derived from
+measurements made for other terms, to be fitted (docs/costmodel.md, *Pieces and RPCs*).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Iterable, Mapping, Sequence
+
+from ralp_tf.errors import PlanError
+from ralp_tf.model.profiles import LayerProfile, ModelProfile
+from ralp_tf.plan.cluster import TaskRef
+from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire_ratio
+from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.plan.shards import VariableStorage, shard_fractions
+
+__all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
+           "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
+           "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic"]
+
+WORKER = TaskRef.worker()
+PULL, PUSH = "pull", "push"
+#: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
+#: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
+STEP_OVERHEAD_BYTES = 8_000
+#: Control bytes of one message beyond those STEP_OVERHEAD_BYTES covers (a further shard, a further
+#: split-layer tensor). Start value, to be fitted: STEP_OVERHEAD_BYTES over the 20 tensor transfers
+#: of the small_cnn step it was measured on (10 variables read and pushed), 400 B, an upper bound.
+RPC_CONTROL_BYTES = 400
+#: CPU core-seconds each end spends on one such message. Start value, to be fitted: PS_STEP_CPU_S
+#: (3.3 ms per worker step on a PS task) over the 32 tensor transfers of the alexnet_cifar step of
+#: that fit, 103 us, an upper bound (it charges the step's dispatch to its transfers).
+RPC_FIXED_S = 3.3e-3 / 32
+#: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
+INDEX_BYTES = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """A part of an activation: the ``weight`` share of its rows, columns ``[lo, hi)`` (fractions
+    of its last axis), on ``task``."""
+
+    task: TaskRef
+    weight: float = 1.0
+    lo: float = 0.0
+    hi: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTraffic:
+    """One worker step: ``bytes`` ``(src, dst, phase) -> bytes`` and ``messages`` task -> the
+    messages beyond those STEP_OVERHEAD_BYTES covers that the task sends or receives."""
+
+    bytes: dict[tuple[TaskRef, TaskRef, str], float]
+    messages: dict[TaskRef, float]
+
+
+def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, TaskRef]:
+    """Layer -> where it computes (a split layer: its assembly task): the worker or a PS task.
+    Inputs always on the worker."""
+    if isinstance(placements, Plan):
+        placements = placements.placements
+    placements = placements or {}
+    out = {}
+    for l in profile.layers:
+        dev = placements.get(l.name)
+        if dev is None or l.kind == "input":
+            out[l.name] = WORKER
+            continue
+        d = parse_device(dev)
+        out[l.name] = TaskRef.ps(d.task) if d.is_ps else WORKER  # type: ignore[arg-type]
+    unknown = set(placements) - set(out)
+    if unknown:
+        raise PlanError(f"placements name layers not in the profile: {sorted(unknown)}")
+    return out
+
+
+def resolve_splits(plan: Plan | Mapping[str, Any] | None) -> dict[str, tuple[str, tuple[TaskRef, ...]]]:
+    """Layer -> (``by``, its shards' tasks) for a Plan's split layers ({} for anything else)."""
+    if not isinstance(plan, Plan):
+        return {}
+    return {layer: (by, tuple(TaskRef.ps(k) for k in tasks)) for layer, (by, tasks) in plan.split_tasks().items()}
+
+
+def resolve_storage(plan: Plan | None) -> dict[str, tuple[int, ...] | VariableStorage]:
+    """Layer -> its ``storage`` for :func:`variable_shards`: PS task indices (one task, or a
+    layer-wide partition) or the per-variable VariableStorage."""
+    if plan is None:
+        return {}
+    tasks = plan.stored_on()
+    return {layer: entry if isinstance(entry, VariableStorage) else tasks[layer] for layer, entry in plan.storage.items()}
+
+
+def _shape_axis(layer: LayerProfile, i: int, axis: int) -> int | None:
+    """Entries of variable i of ``layer`` along ``axis`` (1 for a scalar), None when unknown."""
+    if not layer.var_shapes:
+        return None
+    shape = layer.var_shapes[i]
+    return int(shape[axis]) if len(shape) > axis else 1
+
+
+def _layer_wide(layer: LayerProfile, i: int, tasks: Sequence[int]) -> list[tuple[TaskRef, float]]:
+    """Variable i of a layer stored layer-wide over ``tasks``: ``min(K, rows)`` shards on axis 0."""
+    rows = _shape_axis(layer, i, 0)
+    fractions = shard_fractions(rows, len(tasks))
+    return [(TaskRef.ps(k), f) for k, f in zip(tasks, fractions)]
+
+
+def variable_shards(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: int,
+                    storage: Mapping[str, Any] | None = None,
+                    splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None
+                    ) -> dict[str, list[list[tuple[TaskRef, float]]]]:
+    """Layer -> per variable, its shards ``[(task, share of its bytes)]`` (module docstring).
+    ``storage`` values are PS task indices (one, or a layer-wide partition) or a VariableStorage."""
+    storage, splits = storage or {}, splits or {}
+    homes: dict[str, list[list[tuple[TaskRef, float]]]] = {}
+    counter = 0
+    for l in profile.layers:
+        loc = where[l.name]
+        if l.name in splits:
+            by, tasks = splits[l.name]
+            homes[l.name] = _split_homes(l, by, tasks, loc)
+        elif loc.is_ps:
+            homes[l.name] = [[(loc, 1.0)] for _ in l.var_bytes]
+        elif l.name in storage:
+            entry = storage[l.name]
+            if isinstance(entry, VariableStorage):
+                homes[l.name] = [_entry_shards(l, i, e) for i, e in enumerate(entry.variables)]
+            else:
+                homes[l.name] = [_layer_wide(l, i, tuple(entry)) for i in range(len(l.var_bytes))]
+        else:
+            homes[l.name] = []
+            for _ in l.var_bytes:
+                homes[l.name].append([(TaskRef.ps(counter % max(num_ps, 1)), 1.0)])
+                counter += 1
+    return homes
+
+
+def _entry_shards(layer: LayerProfile, i: int, entry: Any) -> list[tuple[TaskRef, float]]:
+    if isinstance(entry, str):
+        return [(TaskRef.ps(int(parse_device(entry).task)), 1.0)]  # type: ignore[arg-type]
+    fractions = shard_fractions(_shape_axis(layer, i, entry.axis), len(entry.tasks))
+    return [(TaskRef.ps(k), f) for k, f in zip(entry.tasks, fractions)]
+
+
+def _split_homes(layer: LayerProfile, by: str, tasks: tuple[TaskRef, ...],
+                 assembly: TaskRef) -> list[list[tuple[TaskRef, float]]]:
+    """A split layer's variables: the kernel (or table) over its shards; a Dense bias with the
+    columns (by columns) or whole on the assembly task (by rows)."""
+    fractions = split_shares(layer, by, len(tasks))
+    out = [[(t, f) for t, f in zip(tasks, fractions)]]
+    for _ in layer.var_bytes[1:]:
+        out.append([(t, f) for t, f in zip(tasks, fractions)] if by == "columns" else [(assembly, 1.0)])
+    return out
+
+
+def split_shares(layer: LayerProfile, by: str, k: int) -> list[float]:
+    """Each shard's share of a layer split ``by`` columns/rows into ``k`` shards (its kernel's
+    entries along the split axis, :func:`~ralp_tf.plan.shards.shard_sizes`)."""
+    kernel = layer.var_shapes[0] if layer.var_shapes else None
+    n = None if kernel is None else int(kernel[-1] if by == "columns" else kernel[0])
+    return shard_fractions(n, k)
+
+
+def variable_homes(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
+                   storage: Mapping[str, Any] | None = None) -> dict[str, list[tuple[float, int]]]:
+    """Layer -> [(bytes, PS index)], one entry per variable shard (:func:`variable_shards`)."""
+    refs = {name: TaskRef.parse(loc) for name, loc in where.items()}
+    shards = variable_shards(profile, refs, num_ps, storage)
+    return {l.name: [(v * share, int(task.index)) for v, parts in zip(l.var_bytes, shards[l.name])  # type: ignore[arg-type]
+                     for task, share in parts] for l in profile.layers}
+
+
+def variable_traffic_bytes(layer: LayerProfile, batch_size: int) -> float:
+    """Bytes one worker step moves between a worker and the PS storing ``layer``'s variables,
+    both directions (module docstring): ``sum_v (k_l + 1) p_v`` for a dense/conv layer; for an
+    embedding, its rows (read) plus the IndexedSlices gradient."""
+    if layer.kind == "embedding":
+        rows = batch_size * layer.output_bytes * layer.calls
+        ids = rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
+        return sum(rows + min(rows, v) + INDEX_BYTES * ids for v in layer.var_bytes)
+    return sum((layer.calls + 1) * v for v in layer.var_bytes)
+
+
+def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
+                      compression: Mapping[str, Compression]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per layer: the wire ratio of its variables' pull and push (worker-computed, non-embedding
+    layers with a ``weights`` codec) and of the activations it receives from the worker
+    (PS-computed layers with an ``activations`` codec), as :mod:`ralp_tf.place.applier` applies them."""
+    weights, activations = {}, {}
+    for l in profile.layers:
+        setting = setting_of(compression, l.name)
+        on_ps = where[l.name] != WORKER
+        weights[l.name] = 1.0 if on_ps or l.kind == "embedding" else wire_ratio(setting.weights)
+        activations[l.name] = wire_ratio(setting.activations) if on_ps else 1.0
+    return weights, activations
+
+
+class _Builder:
+    """Accumulates ``(src, dst, phase) -> bytes`` and the messages beyond the per-task overhead."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[tuple[TaskRef, TaskRef, str], float] = {}
+        self.messages: dict[TaskRef, float] = collections.defaultdict(float)
+
+    def add(self, src: TaskRef, dst: TaskRef, nbytes: float, phase: str) -> None:
+        if src != dst and nbytes:
+            key = (src, dst, phase)
+            self.bytes[key] = self.bytes.get(key, 0.0) + nbytes
+
+    def extra(self, a: TaskRef, b: TaskRef, count: float, phase: str) -> None:
+        """``count`` further messages between ``a`` and ``b`` in ``phase`` (module docstring)."""
+        if a != b and count > 0:
+            self.add(a, b, count * RPC_CONTROL_BYTES / 2, phase)
+            self.add(b, a, count * RPC_CONTROL_BYTES / 2, phase)
+            self.messages[a] += count
+            self.messages[b] += count
+
+
+def _embedding_ids(layer: LayerProfile, batch_size: int, share: float) -> tuple[float, float]:
+    """(row bytes, ids) one worker step looks up in the ``share`` of ``layer``'s table."""
+    rows = batch_size * layer.output_bytes * layer.calls * share
+    return rows, rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
+
+
+def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
+                      homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
+                      compression: Mapping[str, Compression], weights_ratio: Mapping[str, float],
+                      out: _Builder) -> dict[str, list[Piece]]:
+    """Variable pulls and pushes, embedding gradients; returns the layouts of embedding outputs
+    produced on their tables' tasks (module docstring)."""
+    b = profile.batch_size
+    layouts: dict[str, list[Piece]] = {}
+    for l in profile.layers:
+        on_ps = where[l.name] != WORKER
+        for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
+            extra = (len(shards) - 1) / len(shards)
+            for task, share in shards:
+                if l.kind == "embedding":
+                    rows, ids = _embedding_ids(l, b, share)
+                    out.add(WORKER, task, min(rows, v * share) + INDEX_BYTES * ids, PUSH)
+                    out.extra(WORKER, task, extra, PUSH)
+                    if not on_ps and i == 0:  # the table's shards produce the rows
+                        layouts.setdefault(l.name, []).append(Piece(task, share))
+                        out.extra(task, WORKER, extra, f"fwd:{l.name}")
+                elif not on_ps:
+                    setting = setting_of(compression, l.name)
+                    reads = 1 if setting.weights != "none" or setting.gradients != "none" else l.calls
+                    out.add(task, WORKER, v * share * reads * weights_ratio[l.name], PULL)
+                    out.add(WORKER, task, pushed_bytes(setting, v * share), PUSH)
+                    out.extra(task, WORKER, extra * reads, PULL)
+                    out.extra(WORKER, task, extra, PUSH)
+    return layouts
+
+
+def _requirements(profile: ModelProfile, consumers: Iterable[str], is_output: bool, where: Mapping[str, TaskRef],
+                  splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]]) -> dict[TaskRef, tuple[list[list[float]], list[str]]]:
+    """Requiring device -> (merged column ranges, the consumers requiring there) of one tensor."""
+    needs: dict[TaskRef, tuple[list[list[float]], list[str]]] = {}
+
+    def need(task: TaskRef, lo: float, hi: float, consumer: str | None) -> None:
+        ranges, names = needs.setdefault(task, ([], []))
+        ranges.append([lo, hi])
+        if consumer is not None:
+            names.append(consumer)
+
+    for c in consumers:
+        split = splits.get(c)
+        layer = profile.layer(c)
+        if split is None or layer.kind == "embedding":
+            need(where[c], 0.0, 1.0, c)
+        elif split[0] == "columns":
+            for t in split[1]:
+                need(t, 0.0, 1.0, c)
+        else:
+            lo = 0.0
+            for t, share in zip(split[1], split_shares(layer, "rows", len(split[1]))):
+                need(t, lo, lo + share, c)
+                lo += share
+    if is_output:
+        need(WORKER, 0.0, 1.0, None)
+    for ranges, _ in needs.values():
+        ranges.sort()
+        merged = [ranges[0]]
+        for lo, hi in ranges[1:]:
+            if lo <= merged[-1][1] + 1e-12:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        ranges[:] = merged
+    return needs
+
+
+def _layout(layer: LayerProfile, where: Mapping[str, TaskRef], splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]],
+            produced: Mapping[str, list[Piece]]) -> list[Piece]:
+    """Where ``layer``'s output appears (module docstring, *Activation traffic*)."""
+    if layer.name in produced:
+        return produced[layer.name]
+    split = splits.get(layer.name)
+    if split is None or split[0] == "rows" or layer.kind == "embedding":
+        return [Piece(where[layer.name])]
+    pieces, lo = [], 0.0
+    for t, share in zip(split[1], split_shares(layer, "columns", len(split[1]))):
+        pieces.append(Piece(t, 1.0, lo, lo + share))
+        lo += share
+    return pieces
+
+
+def _split_internal(profile: ModelProfile, where: Mapping[str, TaskRef],
+                    splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]], grad_flows: Mapping[str, bool],
+                    out: _Builder) -> None:
+    """Partial sums of row-split Dense layers, ids and rows of row-split embeddings (module docstring)."""
+    b = profile.batch_size
+    for name, (by, tasks) in splits.items():
+        if by != "rows":
+            continue
+        l, a = profile.layer(name), where[name]
+        for t, share in zip(tasks, split_shares(l, "rows", len(tasks))):
+            if l.kind == "embedding":
+                rows, ids = _embedding_ids(l, b, share)
+                out.add(a, t, INDEX_BYTES * ids, f"fwd:{name}")
+                out.add(t, a, rows, f"fwd:{name}")
+            else:
+                out.add(t, a, b * l.output_bytes, f"fwd:{name}")
+                if grad_flows[name]:
+                    out.add(a, t, b * l.output_bytes, f"bwd:{name}")
+
+
+def _overlap(piece: Piece, ranges: Sequence[Sequence[float]]) -> float:
+    return piece.weight * sum(max(0.0, min(piece.hi, hi) - max(piece.lo, lo)) for lo, hi in ranges)
+
+
+def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: int,
+                 storage: Mapping[str, Any] | None = None, compression: Mapping[str, Compression] | None = None,
+                 splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None) -> StepTraffic:
+    """One worker step's traffic (module docstring): variables, activations, split layers, control."""
+    compression, splits = compression or {}, splits or {}
+    weights_ratio, activations_ratio = compressed_ratios(profile, where, compression)
+    b = profile.batch_size
+    out = _Builder()
+    homes = variable_shards(profile, where, num_ps, storage, splits) if num_ps else {}
+    produced = _variable_traffic(profile, where, homes, compression, weights_ratio, out)
+    grad_flows = profile.gradient_flows()
+    _split_internal(profile, where, splits, grad_flows, out)
+    kinds = {l.name: l.kind for l in profile.layers}
+    for t in profile.activation_tensors():
+        layout = _layout(profile.layer(t.producer), where, splits, produced)
+        needs = _requirements(profile, t.consumers, t.is_output, where, splits)
+        grads = grad_flows[t.producer] and kinds[t.producer] != "input"
+        messages: list[tuple[TaskRef, TaskRef, str]] = []
+        for piece in layout:
+            grad_at = WORKER if kinds[t.producer] == "embedding" else piece.task
+            for dst, (ranges, readers) in needs.items():
+                share = _overlap(piece, ranges)
+                if share <= 0:
+                    continue
+                ratio = 1.0
+                if piece.task == WORKER and dst != WORKER:  # into PS-computed layers: their activations codec
+                    ratio = min(activations_ratio[c] for c in readers)
+                nbytes = b * t.bytes * share * ratio
+                if dst != piece.task:
+                    out.add(piece.task, dst, nbytes, f"fwd:{t.producer}")
+                    messages.append((piece.task, dst, f"fwd:{t.producer}"))
+                if dst != grad_at and grads:
+                    out.add(dst, grad_at, nbytes, f"bwd:{t.producer}")
+                    messages.append((dst, grad_at, f"bwd:{t.producer}"))
+        if t.producer in splits or any(c in splits for c in t.consumers):
+            _split_messages(messages, out)
+    for ps_key in {k for (s, d, _) in out.bytes for k in (s, d) if k != WORKER}:
+        out.add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
+        out.add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
+    return StepTraffic(out.bytes, dict(out.messages))
+
+
+def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:
+    """A phase carried as ``m`` messages of a split layer's tensor costs ``m - 1`` further messages,
+    spread evenly over them (module docstring, *Control traffic*)."""
+    by_phase: dict[str, list[tuple[TaskRef, TaskRef]]] = {}
+    for src, dst, phase in messages:
+        by_phase.setdefault(phase, []).append((src, dst))
+    for phase, pairs in by_phase.items():
+        each = (len(pairs) - 1) / len(pairs)
+        for src, dst in pairs:
+            out.extra(src, dst, each, phase)
+
+
+def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps: int,
+                        storage: Mapping[str, Any] | None = None,
+                        compression: Mapping[str, Compression] | None = None,
+                        splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None
+                        ) -> dict[tuple[str, str, str], float]:
+    """``(src, dst, phase) -> bytes`` moved by one worker step (``"worker"`` is the stepping
+    worker, ``"ps:K"`` a PS task): :func:`step_traffic`'s bytes."""
+    refs = {name: TaskRef.parse(loc) for name, loc in where.items()}
+    return dict(step_traffic(profile, refs, num_ps, storage, compression, splits).bytes)

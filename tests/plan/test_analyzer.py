@@ -1,0 +1,150 @@
+"""The RALP analyzer: its candidates, what they mean as fields, and its choices. No TensorFlow
+(built-in models from their cached profiles)."""
+from __future__ import annotations
+
+import pytest
+
+from plan_helpers import builtin, cnn_with_head
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.plan.analyzer import Candidate, analyze, candidate_splits, cuts
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.costmodel import estimate
+from ralp_tf.plan.plans import PLAN_FORMAT, Plan
+from ralp_tf.plan.profiles import resnet50_profile
+from ralp_tf.plan.projection import projection_cluster
+
+
+@pytest.fixture(scope="module")
+def profiles() -> dict[str, ModelProfile]:
+    return {name: builtin(name) for name in ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")}
+
+
+def test_analyzer_splits_alexnet_and_vgg_at_the_fc_head(profiles: dict[str, ModelProfile]) -> None:
+    for name, bound in (("alexnet_cifar", 15.0), ("vgg16_cifar", 2.28)):
+        a = analyze(profiles[name], Cluster.local(2, 1, bandwidth="1gbit"))
+        assert a.is_split
+        assert set(a.plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
+        ratio = a.baseline.estimate.bytes_per_step / a.chosen.estimate.bytes_per_step
+        assert ratio == pytest.approx(bound, rel=0.03)
+        text = a.report()
+        assert "Decision: split" in text and "MB" in text and "speed-up" in text
+
+
+def test_analyzer_keeps_resnet_on_the_workers(profiles: dict[str, ModelProfile]) -> None:
+    for bw in ("100mbit", "1gbit", "10gbit"):
+        a = analyze(profiles["resnet_cifar"], Cluster.local(2, 1, bandwidth=bw))
+        assert not a.is_split, a.report()
+        assert "Decision: no split" in a.report()
+
+
+def test_no_ps_tasks_means_no_split(profiles: dict[str, ModelProfile]) -> None:
+    a = analyze(profiles["alexnet_cifar"], Cluster.local(2, 0))
+    assert not a.is_split
+
+
+def test_embedding_model_candidates_include_embeddings_on_ps(profiles: dict[str, ModelProfile]) -> None:
+    labels = [label for label, _ in candidate_splits(profiles["ctr_dnn"])]
+    assert "embeddings on PS" in labels
+    assert [c.label for c in cuts(profiles["ctr_dnn"])] == labels
+
+
+def test_slower_network_favours_ralp_more(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["alexnet_cifar"]
+    fast = analyze(p, Cluster.local(2, 1, bandwidth="10gbit")).predicted_speedup
+    slow = analyze(p, Cluster.local(2, 1, bandwidth="100mbit")).predicted_speedup
+    assert slow > fast > 1
+
+
+@pytest.mark.parametrize("bw", ["100mbit", "1gbit", "10gbit"])
+def test_dedicated_two_worker_choices_are_unchanged_by_hosts(profiles: dict[str, ModelProfile], bw: str) -> None:
+    """The choices recorded before hosts existed, on today's layout (2 workers, 1 PS host)."""
+    cluster = Cluster.local(2, 1, bandwidth=bw)
+    for name in ("alexnet_cifar", "vgg16_cifar"):
+        assert set(analyze(profiles[name], cluster).plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
+    assert not analyze(profiles["resnet_cifar"], cluster).is_split
+
+
+def test_analyzer_offers_storage_and_head_variants_and_reports_the_ring() -> None:
+    p = cnn_with_head()
+    colocated = analyze(p, Cluster.local(2, 2, layout="colocated", bandwidth="100mbit"))
+    labels = {c.label for c in colocated.candidates}
+    assert {"no split", "no split, balanced storage", "cut before flat, head on ps:0",
+            "cut before flat, head on ps:0, balanced storage"} <= labels
+    assert colocated.chosen.label.endswith(", balanced storage") and colocated.is_split  # within 1e-5 of each other
+    assert colocated.plan.storage and colocated.plan.to_dict()["format"] == PLAN_FORMAT
+    assert colocated.to_dict()["ring_predicted_faster"] is False and "FASTER" not in colocated.report()
+    only_convs = ModelProfile.from_dict({**p.to_dict(), "layers": p.to_dict()["layers"][:5], "outputs": ["c1"]})
+    ring_wins = analyze(only_convs, Cluster.local(2, 1, bandwidth="100mbit"))
+    assert ring_wins.to_dict()["ring_predicted_faster"] is True and ring_wins.ring_speedup > 1.05
+    assert "The ring all-reduce is predicted FASTER than this plan" in ring_wins.report()
+
+
+# ---------------------------------------------------------------------------- typed candidates
+def test_a_candidates_label_is_made_from_its_fields() -> None:
+    def label(**fields: object) -> str:
+        return Candidate(ps_layers=(), plan=Plan({}), estimate=None, **fields).label  # type: ignore[arg-type]
+
+    assert label(cut="no split") == "no split"
+    assert label(cut="no split", embeddings_on_ps=True) == "embeddings on PS"
+    assert label(cut="cut before fc1", embeddings_on_ps=True, head_on_one=True, storage="balanced") == (
+        "cut before fc1 + embeddings on PS, head on ps:0, balanced storage")
+    assert label(cut="cut before fc1", compression="activations fp16, weights fp16") == (
+        "cut before fc1, activations fp16, weights fp16 on the wire")
+    assert label(cut="cut before fc1", split_tasks=8, split_pattern="by columns", storage="partitioned",
+                 piece_bytes=250e3) == "cut before fc1, head split over 8 PS tasks (by columns), partitioned storage " \
+                                       "(pieces <= 0.25 MB)"
+
+
+def test_to_dict_keeps_its_fields(profiles: dict[str, ModelProfile]) -> None:
+    d = analyze(profiles["alexnet_cifar"], Cluster.local(4, 4, layout="colocated", bandwidth="1gbit")).to_dict()
+    assert set(d) == {"model", "batch_size", "split", "chosen", "predicted_speedup", "baseline", "chosen_estimate",
+                      "allreduce", "plan", "ring_predicted_faster", "ring_speedup", "candidates"}
+    assert all(set(c) == {"label", "ps_layers", "step_s", "bytes_per_step", "samples_per_s", "max_link_bytes",
+                          "storage"} for c in d["candidates"])
+
+
+def test_compressed_candidates_keep_their_meaning(profiles: dict[str, ModelProfile]) -> None:
+    a = analyze(profiles["alexnet_cifar"], Cluster.local(2, 2, bandwidth="1gbit"), compression="auto", split=False,
+                partition=False)
+    compressed = [c for c in a.candidates if c.compression]
+    assert compressed and all(c.label.endswith(" on the wire") for c in compressed)
+    assert len(compressed) == len(a.candidates) // 2
+
+
+# -------------------------------------------------------------- partitioned storage and splits
+def test_partitioned_storage_is_weighed_where_shapes_are_known() -> None:
+    p = resnet50_profile()
+    cluster = projection_cluster(16, 10e9)
+    a = analyze(p, cluster)
+    partitioned = [c for c in a.candidates if c.storage == "partitioned"]
+    assert partitioned and all(c.piece_bytes > 0 and "partitioned storage (pieces <= " in c.label for c in partitioned)
+    assert a.chosen.storage == "partitioned" and a.chosen.estimate.samples_per_s >= 0.95 * a.allreduce.samples_per_s
+    stock = estimate(p, cluster)
+    assert a.chosen.estimate.samples_per_s > 1.5 * stock.samples_per_s  # round-robin: whole kernels on few tasks
+    assert not [c for c in analyze(p, cluster, partition=False).candidates if c.storage == "partitioned"]
+    assert not [c for c in analyze(cnn_with_head(), Cluster.local(4, 4, layout="colocated")).candidates
+                if c.storage == "partitioned"]  # no shapes, no partitioning
+
+
+def test_the_analyzer_chooses_how_many_ps_tasks_compute_the_head(profiles: dict[str, ModelProfile]) -> None:
+    """16 colocated GPU hosts: at 100 Gbit/s the head's CPU is the limit, so the head goes over more
+    PS tasks than at 10 Gbit/s, where the activations sent to every shard are."""
+    p = profiles["alexnet_cifar"]
+    fast, slow = analyze(p, projection_cluster(16, 100e9)), analyze(p, projection_cluster(16, 10e9))
+    assert fast.chosen.split_tasks > slow.chosen.split_tasks >= 2
+    assert fast.plan.splits and fast.plan.to_dict()["format"] == "ralp_tf.plan/3"
+    for a in (fast, slow):
+        assert a.chosen.estimate.samples_per_s >= a.allreduce.samples_per_s
+        a.plan.validate(p, projection_cluster(16, 100e9))
+    one = [c for c in fast.candidates if c.head_on_one and c.storage == "partitioned" and c.cut == fast.chosen.cut]
+    assert one and fast.chosen.estimate.samples_per_s > 3 * one[0].estimate.samples_per_s
+    assert not [c for c in analyze(p, projection_cluster(16, 100e9), split=False).candidates if c.split_tasks]
+
+
+def test_cpu_only_ps_hosts_take_the_split_head_first(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["vgg16_cifar"]
+    a = analyze(p, projection_cluster(16, 100e9, ps_hosts=4))
+    assert a.chosen.split_tasks >= 2
+    first = a.plan.splits[next(iter(a.plan.splits))].devices[0]
+    assert first == "/job:ps/replica:0/task:16/device:CPU:0"  # the first CPU-only PS host's task
+    assert a.chosen.estimate.samples_per_s >= 1.3 * a.allreduce.samples_per_s

@@ -1,0 +1,301 @@
+"""The cost model: bytes per task pair and per host link, compute, CPU, contention, the ring, and
+the terms of partitioned storage, split layers and CPU-only PS hosts. No TensorFlow."""
+from __future__ import annotations
+
+import pytest
+
+from plan_helpers import BATCH, MB, builtin, cnn_with_head, layer, mlp, ps
+from ralp_tf.errors import PlanError
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.plan.analyzer import plan_for
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.costmodel import (PS_STEP_CPU_S, RPC_CONTROL_BYTES, RPC_FIXED_S, SERVE_CPU_S_PER_BYTE,
+                                    STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, layer_seconds,
+                                    ring_allreduce_bytes)
+from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.storage import with_balanced_storage
+
+H = 0.5 * RPC_CONTROL_BYTES / 2  # one direction of half a further message
+
+
+@pytest.fixture(scope="module")
+def profiles() -> dict[str, ModelProfile]:
+    return {name: builtin(name) for name in ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")}
+
+
+def test_stock_ps_moves_every_weight_twice(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["alexnet_cifar"]
+    e = estimate(p, Cluster.local(2, 1))
+    assert e.bytes_per_step == 2 * p.param_bytes + STEP_OVERHEAD_BYTES  # logits stay on the worker
+    assert e.bytes_between[("ps:0", "worker")] == p.param_bytes + STEP_OVERHEAD_BYTES / 2
+
+
+def test_round_robin_over_two_ps(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["alexnet_cifar"]
+    e = estimate(p, Cluster.local(2, 2))
+    assert e.bytes_per_step == 2 * p.param_bytes + 2 * STEP_OVERHEAD_BYTES
+    assert e.bytes_between[("ps:0", "worker")] > 0 and e.bytes_between[("ps:1", "worker")] > 0
+
+
+def test_ralp_alexnet_bound_is_about_15x(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["alexnet_cifar"]
+    c = Cluster.local(2, 1)
+    plan = plan_for(p, c, ["flatten", "fc1", "fc2", "logits"])
+    e = estimate(p, c, plan)
+    conv = sum(l.param_bytes for l in p.layers if l.kind == "conv")
+    assert e.bytes_per_step == 2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4 + STEP_OVERHEAD_BYTES
+    assert 14.5 < 2 * p.param_bytes / e.bytes_per_step < 15.5
+
+
+def test_no_ps_tasks_refuses_a_ps_placement(profiles: dict[str, ModelProfile]) -> None:
+    with pytest.raises(PlanError, match="no PS tasks"):
+        estimate(profiles["alexnet_cifar"], Cluster.local(2, 0), {"fc1": "/job:ps/replica:0/task:0/device:CPU:0"})
+
+
+def test_stock_ps_moves_only_gathered_embedding_rows(profiles: dict[str, ModelProfile]) -> None:
+    stock = estimate(profiles["ctr_dnn"], Cluster.local(2, 1))
+    emb = profiles["ctr_dnn"].layer("emb0")
+    assert stock.bytes_per_step < 2 * profiles["ctr_dnn"].param_bytes / 10
+    assert stock.bytes_between[("ps:0", "worker")] >= 32 * emb.output_bytes
+
+
+def test_allreduce_formula(profiles: dict[str, ModelProfile]) -> None:
+    p = profiles["alexnet_cifar"]
+    e = estimate_allreduce(p, Cluster.local(3, 0, bandwidth="1gbit"))
+    assert e.bytes_per_step == pytest.approx(3 * ring_allreduce_bytes(3, p.trainable_param_bytes))
+    assert ring_allreduce_bytes(1, 100) == 0
+    assert e.comm_s == pytest.approx(8 * 2 * 2 / 3 * p.trainable_param_bytes / 1e9)
+
+
+def test_a_dedicated_ps_link_moves_down_plus_up_per_worker_step(profiles: dict[str, ModelProfile]) -> None:
+    """Measured (benchmarks/README.md, scaling slice): stock PSS on alexnet at 1 Gbit/s stays at
+    ~13.6-13.9 samples/s for 2 and 3 workers; the PS link moves (down + up) per worker step."""
+    p = profiles["alexnet_cifar"]
+    for n in (2, 3):
+        e = estimate(p, Cluster.local(n, 1, bandwidth="1gbit"))
+        down, up = e.bytes_between[("ps:0", "worker")], e.bytes_between[("worker", "ps:0")]
+        assert e.samples_per_s == pytest.approx(1e9 / (8 * (down + up)) * p.batch_size)
+        assert 12.5 < e.samples_per_s < 15
+
+
+def test_serving_cpu_is_priced_where_a_host_states_its_cores(profiles: dict[str, ModelProfile]) -> None:
+    """A PS host with a known core budget spends SERVE_CPU_S_PER_BYTE per byte it moves plus
+    PS_STEP_CPU_S per worker step; at 0.1 core that bounds stock PSS (measured: small_cnn with a
+    0.1-core PS ran 3708 samples/s where the model without the term said 5522)."""
+    p = profiles["alexnet_cifar"]
+    plain = Cluster.local(1, 1, bandwidth="10gbit")
+    e0 = estimate(p, plain)
+    roomy = estimate(p, plain.with_host_cores({"worker0": 8}))  # a worker's serving CPU: a bound that does not bind here
+    assert roomy.step_s == pytest.approx(e0.step_s) and roomy.host_cpu_s["worker0"] > 0
+    assert "ps0" not in e0.host_cpu_s  # no core count: serving is not priced
+    e = estimate(p, plain.with_host_cores({"ps0": 0.1}))
+    moved = e.bytes_per_step  # one worker: its step's bytes to and from ps:0
+    serve = (SERVE_CPU_S_PER_BYTE * moved + PS_STEP_CPU_S) / 0.1
+    assert e.host_cpu_s["ps0"] == pytest.approx(serve)
+    assert e.bottleneck.startswith("ps0 cpu") and e.step_s == pytest.approx(max(serve, e0.step_s))
+    assert e.bytes_per_step == e0.bytes_per_step  # bytes do not change
+    two = estimate(p, Cluster.local(2, 1, bandwidth="10gbit").with_host_cores({"ps0": 0.1}))
+    assert two.host_cpu_s["ps0"] == pytest.approx(2 * serve)  # it serves every worker's step
+    with pytest.raises(Exception, match="core count of host 'ps0' must be a positive number"):
+        plain.with_host_cores({"ps0": 0})
+    with pytest.raises(Exception, match="runs no task"):
+        plain.with_host_cores({"ps9": 1})
+
+
+# ------------------------------------------------------------------------- per-host-link bytes
+def test_dedicated_ps_link_carries_every_workers_bytes() -> None:
+    p = cnn_with_head()
+    e = estimate(p, Cluster.local(2, 1, bandwidth="1gbit"))
+    per_worker_down = e.bytes_between[("ps:0", "worker")]
+    assert e.link_bytes_out["ps0"] == 2 * per_worker_down and e.link_bytes_in["worker0"] == per_worker_down
+    # Two phases of two workers each, one after another: 8 * 2 * (down + up) / B.
+    up = e.bytes_between[("worker", "ps:0")]
+    assert e.link_s["ps0"] == pytest.approx(8 * 2 * (per_worker_down + up) / 1e9)
+    assert e.busiest_link == "ps0" and e.bottleneck.startswith("ps0 link")
+
+
+def test_colocated_traffic_between_tasks_of_one_host_is_free() -> None:
+    p = cnn_with_head()
+    cluster = Cluster.local(1, 1, layout="colocated", bandwidth="100mbit")
+    e = estimate(p, cluster)
+    assert e.bytes_per_step > 20 * MB  # the worker still exchanges every weight with its PS task...
+    assert e.max_link_bytes == 0 and e.comm_s == 0  # ...over loopback
+
+
+def test_sharded_colocated_ralp_moves_a_ring_share_of_the_conv_bytes() -> None:
+    """N colocated hosts, conv variables balanced over N PS tasks, head on PS 0: each host link
+    carries about 2 (N-1)/N of the conv bytes, like a ring of the conv weights only."""
+    p = cnn_with_head()
+    conv = 10 * MB
+    for n in (2, 4):
+        cluster = Cluster.local(n, n, layout="colocated", bandwidth="100mbit")
+        plan = with_balanced_storage(plan_for(p, cluster, ["flat", "fc"], ps_tasks=1), p, cluster)
+        e = estimate(p, cluster, plan)
+        ring = estimate_allreduce(p, cluster)
+        per_link = 2 * (n - 1) / n * conv
+        busiest_worker_host = max(e.link_bytes_out[f"host{i}"] for i in range(1, n))
+        assert busiest_worker_host == pytest.approx(per_link, rel=0.05)  # shards within a quarter share
+        assert ring.link_bytes_out["host1"] == ring_allreduce_bytes(n, p.trainable_param_bytes)
+        assert e.samples_per_s > 1.7 * ring.samples_per_s
+
+
+def test_head_spread_over_ps_tasks_pays_for_activation_hops() -> None:
+    layers = [layer("x", "input", [], 4096, []), layer("fc1", "dense", [8 * MB], 4096, ["x"]),
+              layer("fc2", "dense", [8 * MB], 40, ["fc1"])]
+    p = ModelProfile.from_dict({"model_name": "mlp", "batch_size": BATCH, "outputs": ["fc2"], "layers": layers})
+    cluster = Cluster.local(2, 2, bandwidth="1gbit")
+    spread = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2"]))
+    assert spread.bytes_between[("ps:0", "ps:1")] == BATCH * 4096  # fc1's output to fc2's task
+    assert spread.bytes_between[("ps:1", "ps:0")] == BATCH * 4096  # and its gradient back
+    # Per synchronous step (2 worker steps), ps0 sends the hop and its control bytes; ps1 receives the hop.
+    assert spread.link_bytes_out["ps0"] == 2 * (BATCH * 4096 + STEP_OVERHEAD_BYTES / 2)
+    assert spread.link_bytes_in["ps1"] == 2 * (BATCH * 4096 + STEP_OVERHEAD_BYTES / 2 + BATCH * 40)  # + logits' grad
+    one_task = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2"], ps_tasks=1))
+    assert ("ps:0", "ps:1") not in one_task.bytes_between
+
+
+def test_ring_loads_only_worker_hosts() -> None:
+    p = cnn_with_head()
+    e = estimate_allreduce(p, Cluster.local(3, 3, layout="colocated", bandwidth="1gbit"))
+    assert set(v for v in e.link_bytes_out.values()) == {ring_allreduce_bytes(3, p.trainable_param_bytes)}
+    dedicated = estimate_allreduce(p, Cluster.local(3, 1, bandwidth="1gbit"))
+    assert dedicated.link_bytes_out["ps0"] == 0 and dedicated.link_bytes_in["ps0"] == 0
+
+
+def test_a_ps_host_shared_by_several_chains_slows_each_by_processor_sharing() -> None:
+    """Dedicated PS computing the head for 2 workers: while it computes one worker's head the other's
+    may arrive, so each chain's head part is x_h / (1 - rho), rho = the other worker's head work per
+    second of step; the step T is the fixed point T = c + x_h / (1 - x_h / T) + comm. One worker: no
+    other work, the plain sum."""
+    p = cnn_with_head()
+    head = Plan({"fc": "/job:ps/replica:0/task:0/device:CPU:0"})
+    one = estimate(p, Cluster.local(1, 1, bandwidth="100gbit"), head)
+    c, h = one.worker_compute_s, one.ps_compute_s["ps:0"]
+    assert one.step_s == pytest.approx(c + h + one.comm_s, rel=1e-9)
+    two = estimate(p, Cluster.local(2, 1, bandwidth="100gbit"), head)
+    t = two.step_s  # one step per worker per synchronous step: T = t_w
+    assert two.bottleneck == "workers" and t > c + h + two.comm_s
+    assert t == pytest.approx(c + h / (1 - h / t) + two.comm_s, rel=1e-6)
+
+
+def test_host_cpu_budget_limits_a_computing_ps() -> None:
+    p = cnn_with_head()
+    cluster = Cluster.local(2, 2, layout="colocated", bandwidth="uncapped")
+    plan = plan_for(p, cluster, ["flat", "fc"], ps_tasks=1)
+    fast = estimate(p, cluster, plan)
+    slow = estimate(p, cluster.with_host_cpu({"host0": 1e6}), plan)
+    assert slow.bottleneck.startswith("host0 cpu") and slow.samples_per_s < fast.samples_per_s / 100
+    assert slow.host_cpu_s["host0"] > fast.host_cpu_s["host0"]
+
+
+def test_storage_moves_variables_in_the_estimate() -> None:
+    p = cnn_with_head()
+    cluster = Cluster.local(2, 2, bandwidth="1gbit")
+    on_one = Plan({}, storage={name: cluster.ps_device(1) for name in ("c4", "c3", "c2", "c1", "fc")})
+    e = estimate(p, cluster, on_one)
+    assert ("ps:0", "worker") not in e.bytes_between
+    assert e.bytes_between[("ps:1", "worker")] == 20 * MB + STEP_OVERHEAD_BYTES / 2
+
+
+# -------------------------------------------------------------------- pieces and split layers
+def test_sharded_variables_move_their_share_plus_control_per_further_piece() -> None:
+    """alexnet's conv1 kernel [3, 3, 3, 64] sharded by output channels over 2 tasks: 3456 bytes
+    each way on each; every further piece costs RPC_CONTROL_BYTES, half each way, spread over the
+    shards."""
+    p = builtin("alexnet_cifar")
+    kernel, bias = p.layer("conv1").var_bytes
+    assert kernel == 6912
+    plan = Plan({}, storage={"conv1": {"variables": [{"axis": 3, "shards": [ps(0), ps(1)]}, ps(1)]}})
+    e = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), plan)
+    whole = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), Plan({}, storage={"conv1": ps(1)}))
+    # conv1's pull and push to ps:0: its shard each way plus half a message of control each way per transfer
+    assert e.bytes_between[("ps:0", "worker")] - whole.bytes_between[("ps:0", "worker")] == kernel / 2 + 2 * H
+    assert e.bytes_between[("worker", "ps:0")] - whole.bytes_between[("worker", "ps:0")] == kernel / 2 + 2 * H
+    assert e.bytes_between[("ps:1", "worker")] - whole.bytes_between[("ps:1", "worker")] == -kernel / 2 + 2 * H
+
+
+def test_a_layer_wide_partition_takes_fewer_shards_for_short_variables() -> None:
+    """The /2 list form: each variable in min(K, rows) shards along axis 0 on the first tasks."""
+    from ralp_tf.plan.costmodel import variable_homes
+
+    p = mlp((3, 8, 2))  # fc1: kernel [3, 8], bias [8]
+    homes = variable_homes(p, {"x": "worker", "fc1": "worker", "fc2": "worker"}, 4, {"fc1": (0, 1, 2, 3)})
+    assert homes["fc1"] == [(32.0, 0), (32.0, 1), (32.0, 2), (8.0, 0), (8.0, 1), (8.0, 2), (8.0, 3)]
+
+
+def _two_way_head(fc2_by: str) -> tuple[ModelProfile, Cluster, Plan]:
+    """An MLP whose fc1 is split by columns and fc2 ``fc2_by`` over ps:0 and ps:1, fc3 on ps:0."""
+    plan = Plan({"fc1": ps(0), "fc2": ps(0), "fc3": ps(0)},
+                splits={"fc1": {"by": "columns", "shards": [ps(0), ps(1)]},
+                        "fc2": {"by": fc2_by, "shards": [ps(0), ps(1)]}})
+    return mlp((1024, 4096, 4096, 10)), Cluster.local(1, 2, bandwidth="1gbit"), plan
+
+
+def test_columns_then_rows_split_prices_its_messages_and_its_shards() -> None:
+    """fc1 by columns and fc2 by rows over ps:0 and ps:1 (fc3 on ps:0): the worker sends x to both
+    shards, fc1's slices stay where fc2 reads them, fc2's partial sum goes ps:1 -> ps:0 and its
+    gradient back; each shard computes half of each split layer, and the chain waits for the
+    slower shard only."""
+    p, cluster, plan = _two_way_head("rows")
+    e = estimate(p, cluster, plan)
+    x = BATCH * 4096
+    assert e.bytes_between[("worker", "ps:1")] == x + H + STEP_OVERHEAD_BYTES / 2
+    assert e.bytes_between[("worker", "ps:0")] == x + H + STEP_OVERHEAD_BYTES / 2 + BATCH * 40  # + the logits' gradient
+    assert e.bytes_between[("ps:1", "ps:0")] == e.bytes_between[("ps:0", "ps:1")] == BATCH * 4 * 4096
+    c = [layer_seconds(p.layer(n), cluster.ps[0], BATCH) for n in ("fc1", "fc2", "fc3")]
+    assert e.ps_compute_s["ps:1"] == pytest.approx(0.5 * (c[0] + c[1]))
+    assert e.ps_compute_s["ps:0"] == pytest.approx(0.5 * (c[0] + c[1]) + c[2])
+    assert e.step_s == pytest.approx(e.worker_compute_s + 0.5 * c[0] + 0.5 * c[1] + c[2] + e.comm_s, rel=1e-9)
+    unsplit = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2", "fc3"], ps_tasks=1))
+    assert e.step_s < unsplit.step_s
+
+
+def test_columns_everywhere_gathers_slices_for_the_next_layer() -> None:
+    """fc1 and fc2 both by columns: fc2's every shard needs fc1's whole output, so each shard sends
+    its slice to the other (an all-gather), and in backward each sends the other's slice of its
+    partial input gradient."""
+    p, cluster, plan = _two_way_head("columns")
+    e = estimate(p, cluster, plan)
+    half = BATCH * 4 * 4096 / 2
+    # fwd: slice to the other shard; bwd: the other shard's gradient slice; plus fc2's slice to fc3 on ps:0 (and back)
+    assert e.bytes_between[("ps:1", "ps:0")] == pytest.approx(half + half + half + 4 * H)
+    assert e.bytes_between[("ps:0", "ps:1")] == pytest.approx(half + half + half + 4 * H)
+
+
+def test_an_embedding_split_by_rows_is_looked_up_on_its_shards() -> None:
+    """ids to the assembly task, each shard its ids and its rows back; the IndexedSlices gradient
+    from the worker to each shard, its share."""
+    layers = [layer("ids", "input", [], 4, []),
+              layer("emb", "embedding", [64_000], 64, ["ids"], shapes=[(1000, 16)], class_name="Embedding"),
+              layer("fc", "dense", [64, 4], 4, ["emb"], shapes=[(16, 1), (1,)], class_name="Dense")]
+    p = ModelProfile.from_dict({"model_name": "e", "batch_size": BATCH, "outputs": ["fc"], "layers": layers})
+    plan = Plan({"emb": ps(0), "fc": ps(0)}, splits={"emb": {"by": "rows", "shards": [ps(0), ps(1)]}})
+    e = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), plan)
+    rows, ids = BATCH * 64 / 2, BATCH * 64 / 2 / (4 * 16)
+    assert e.bytes_between[("ps:1", "ps:0")] == rows and e.bytes_between[("ps:0", "ps:1")] == 4 * ids
+    assert e.bytes_between[("worker", "ps:1")] == rows + 4 * ids + H + STEP_OVERHEAD_BYTES / 2  # one push, half a message
+
+
+def test_cpu_only_ps_hosts_carry_what_they_store_and_nothing_else() -> None:
+    p = cnn_with_head()
+    cluster = Cluster.local(2, 2, layout="colocated", ps_hosts=1, bandwidth="1gbit")
+    plan = Plan({}, storage={name: ps(2) for name in ("c4", "c3", "c2", "c1", "fc")})
+    e = estimate(p, cluster, plan)
+    per_worker = e.bytes_between[("ps:2", "worker")]
+    assert e.link_bytes_out["pshost0"] == 2 * per_worker and e.link_bytes_in["host0"] == per_worker
+    assert e.busiest_link == "pshost0"
+    ring = estimate_allreduce(p, cluster)
+    assert ring.link_bytes_out["pshost0"] == 0  # the ring runs on the worker hosts only
+
+
+def test_further_messages_cost_rpc_cpu_where_cores_are_known() -> None:
+    p = builtin("alexnet_cifar")
+    cluster = Cluster.local(1, 2, bandwidth="10gbit").with_host_cores({"ps0": 1, "ps1": 1})
+    whole = estimate(p, cluster, Plan({}, storage={"conv1": ps(1)}))
+    sharded = estimate(p, cluster, Plan({}, storage={"conv1": {"variables": [{"axis": 3, "shards": [ps(0), ps(1)]},
+                                                                             ps(1)]}}))
+    moved = sharded.bytes_between[("ps:0", "worker")] + sharded.bytes_between[("worker", "ps:0")] - (
+        whole.bytes_between[("ps:0", "worker")] + whole.bytes_between[("worker", "ps:0")])
+    # ps:0 takes part in 2 transfers of half a further message each (pull and push)
+    assert sharded.host_cpu_s["ps0"] - whole.host_cpu_s["ps0"] == pytest.approx(
+        SERVE_CPU_S_PER_BYTE * moved + RPC_FIXED_S * 1.0)

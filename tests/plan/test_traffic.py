@@ -1,0 +1,47 @@
+"""A worker step's traffic: shards of variables, layouts of activations, phases, compatibility
+of the string-keyed API."""
+from __future__ import annotations
+
+import pytest
+
+from plan_helpers import BATCH, builtin, mlp, ps
+from ralp_tf.plan.cluster import TaskRef
+from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.traffic import (PULL, PUSH, RPC_CONTROL_BYTES, STEP_OVERHEAD_BYTES, WORKER, resolve_placements,
+                                  resolve_splits, resolve_storage, variable_shards, worker_step_traffic)
+
+
+def test_placements_resolve_to_task_refs() -> None:
+    where = resolve_placements(mlp(), Plan({"fc2": ps(3)}))
+    assert where["fc2"] == "ps:3" and where["fc2"].index == 3 and where["fc1"] is WORKER or where["fc1"] == WORKER
+    assert isinstance(where["fc2"], TaskRef) and where["x"] == "worker"
+
+
+def test_variable_shards_follow_every_storage_form() -> None:
+    p = builtin("alexnet_cifar")
+    plan = Plan({}, storage={"conv1": {"variables": [{"axis": 3, "shards": [ps(0), ps(1), ps(2)]}, ps(2)]},
+                             "conv2": [ps(0), ps(1)], "conv3": ps(1)})
+    homes = variable_shards(p, resolve_placements(p, plan), 4, resolve_storage(plan))
+    assert homes["conv1"] == [[(TaskRef.ps(0), 22 / 64), (TaskRef.ps(1), 21 / 64), (TaskRef.ps(2), 21 / 64)],
+                              [(TaskRef.ps(2), 1.0)]]
+    assert homes["conv2"][0] == [(TaskRef.ps(0), 2 / 3), (TaskRef.ps(1), 1 / 3)]  # 3 rows over 2 tasks
+    assert homes["conv3"] == [[(TaskRef.ps(1), 1.0)], [(TaskRef.ps(1), 1.0)]]
+    assert homes["conv4"] == [[(TaskRef.ps(0), 1.0)], [(TaskRef.ps(1), 1.0)]]  # round-robin, storage layers skipped
+
+
+def test_worker_step_traffic_keeps_its_string_keyed_form() -> None:
+    p = mlp((64, 32, 4))
+    traffic = worker_step_traffic(p, {"x": "worker", "fc1": "worker", "fc2": "ps:0"}, 1)
+    assert traffic[("ps:0", "worker", PULL)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2
+    assert traffic[("worker", "ps:0", PUSH)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2
+    assert traffic[("worker", "ps:0", "fwd:fc1")] == BATCH * 32 * 4 and traffic[("ps:0", "worker", "fwd:fc2")] == BATCH * 16
+
+
+def test_split_messages_beyond_the_first_cost_control_bytes() -> None:
+    p = mlp((64, 32, 4))
+    plan = Plan({"fc1": ps(0)}, splits={"fc1": {"by": "columns", "shards": [ps(0), ps(1), ps(2), ps(3)]}})
+    traffic = worker_step_traffic(p, resolve_placements(p, plan), 4, {}, {}, resolve_splits(plan))
+    x = BATCH * 64 * 4
+    # x goes to 4 shards: 4 messages, 3 further ones, 3/4 of one each, half each way
+    for k in range(4):
+        assert traffic[("worker", f"ps:{k}", "fwd:x")] == pytest.approx(x + 0.75 * RPC_CONTROL_BYTES / 2)
