@@ -1,14 +1,15 @@
 """The exceptions ralp_tf raises for bad input. Every message names the problem and the fix."""
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
 from typing import Any
 
 __all__ = ["RalpError", "ValidationError", "PlanError", "ClusterConfigError", "PlacementMismatchError", "ModelError",
-           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "check_int", "writable_dir", "writable_file",
-           "max_json_bytes", "parse_json", "read_json_file"]
+           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "ExitCode", "exit_code_for", "check_int",
+           "writable_dir", "writable_file", "max_json_bytes", "parse_json", "read_json_file"]
 
 
 class RalpError(Exception):
@@ -46,6 +47,28 @@ class ClusterRuntimeError(RalpError, RuntimeError):
 class CommandFailed(RalpError):
     """A command's input was valid but the request cannot be carried out (e.g. no schedule meets
     the constraints, a port is taken): command-line exit status 3."""
+
+
+class ExitCode(enum.IntEnum):
+    """The exit statuses of every ralp_tf command (the table of :mod:`ralp_tf.cli.args`)."""
+
+    OK = 0
+    FAILURE = 1
+    BAD_INPUT = 2
+    NOT_DONE = 3
+    INTERRUPTED = 130
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    """The exit status a command ends with when it raised ``exc``: 3 when a cluster task failed or
+    the request could not be carried out, 2 for bad input, 130 for Ctrl-C, 1 for anything else."""
+    if isinstance(exc, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    if isinstance(exc, (ClusterRuntimeError, CommandFailed)):
+        return ExitCode.NOT_DONE
+    if isinstance(exc, RalpError):
+        return ExitCode.BAD_INPUT
+    return ExitCode.FAILURE
 
 
 def check_int(value: Any, name: str, *, minimum: int = 1, error: type[ValidationError] = ValidationError,

@@ -22,36 +22,14 @@ Errors print one line, ``<prog>: error: <message>``, on stderr.
 from __future__ import annotations
 
 import argparse
-import enum
 import sys
 from typing import Any, Callable
 
-from ralp_tf.errors import ClusterRuntimeError, CommandFailed, RalpError, ValidationError, parse_json
+from ralp_tf.errors import ExitCode, RalpError, ValidationError, exit_code_for, parse_json
 
 __all__ = ["ExitCode", "exit_code_for", "run_command", "int_at_least", "positive_int", "non_negative_int",
            "bandwidth", "fault_spec", "policy_option", "add_cluster_args", "cluster_rates", "add_policy_args",
            "policy_options"]
-
-
-class ExitCode(enum.IntEnum):
-    """The exit statuses of every ralp_tf command (table in the module docstring)."""
-
-    OK = 0
-    FAILURE = 1
-    BAD_INPUT = 2
-    NOT_DONE = 3
-    INTERRUPTED = 130
-
-
-def exit_code_for(exc: BaseException) -> ExitCode:
-    """The exit code of a command that raised ``exc`` (the table in the module docstring)."""
-    if isinstance(exc, KeyboardInterrupt):
-        return ExitCode.INTERRUPTED
-    if isinstance(exc, (ClusterRuntimeError, CommandFailed)):
-        return ExitCode.NOT_DONE
-    if isinstance(exc, RalpError):
-        return ExitCode.BAD_INPUT
-    return ExitCode.FAILURE
 
 
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,

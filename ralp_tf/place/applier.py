@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, Protocol
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.model import keras_compat
 from ralp_tf.model.graph import ModelGraph, is_container, walk
+from ralp_tf.model.data import TrainingSpec, training_spec
 from ralp_tf.model.kinds import ps_refusal
 from ralp_tf.model.profiler import check_tf_keras_model, profile
 from ralp_tf.model.profiles import ModelProfile
@@ -225,13 +226,18 @@ def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_pat
 
 @dataclasses.dataclass
 class Prepared:
-    """A model built outside the strategy (``base``), its profile, and the order its variables were
-    created in (:class:`~ralp_tf.place.colocation.CreationOrder`): what placing it again needs."""
+    """A model built outside the strategy (``base``), its profile, the order its variables were
+    created in (:class:`~ralp_tf.place.colocation.CreationOrder`), its initial weights as arrays
+    and what training feeds it (:class:`~ralp_tf.model.data.TrainingSpec`): what placing and
+    training it again needs. The arrays and the spec stay usable after this process connects to a
+    cluster, when ``base``'s own variables (on ``/job:localhost``) no longer are."""
 
     base: Any
     profile: ModelProfile
     order: CreationOrder
     graph: ModelGraph
+    weights: list[Any]
+    spec: TrainingSpec
 
 
 def prepare(build: Callable[[], Any], batch_size: int = 32, *, input_shape: Any = None,
@@ -250,7 +256,8 @@ def prepare(build: Callable[[], Any], batch_size: int = 32, *, input_shape: Any 
             return model, prof, graph
 
         (model, prof, graph), created = record_creations(built)
-        return Prepared(base=model, profile=prof, order=unit_of_variables(graph, created), graph=graph)
+        return Prepared(base=model, profile=prof, order=unit_of_variables(graph, created), graph=graph,
+                        weights=model.get_weights(), spec=training_spec(model, input_shape, sequence_length))
 
     return outside_strategy(run)
 
@@ -273,7 +280,7 @@ def place_from_builder(build: Callable[[], Any], prepared: Prepared, plan: Plan,
             if not keras_compat.is_graph_network(model):
                 _build_by_tracing(model, input_shape, sequence_length)
         prepared.order.check(created)
-        copy_weights_into(model, prepared.base.get_weights())
+        copy_weights_into(model, prepared.weights)
     return _finish(model, plan, cluster, homes, prepared.graph.paths, verify=verify, input_shape=input_shape,
                    sequence_length=sequence_length)
 

@@ -23,10 +23,19 @@ computed on the worker:
 * embedding table: the lookup runs where the table lives, so the table never moves; the
   gathered rows are an activation *produced on* the table's task (a table sharded by rows
   produces each shard's share of the rows there). The gradient (IndexedSlices) is built on the
-  worker: ``min(b * a_l * k_l, p_v) + 4 * b * ids_l * k_l`` goes up (values and int32 indices;
-  push phase), each shard its share. The same holds for an embedding the plan computes on PS
-  tasks, split or not: the gradient still comes to the worker and goes back (measured on
-  ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4 KB priced without it).
+  worker, where the optimizer sums its repeated ids (``Unique`` and ``UnsortedSegmentSum``,
+  placed on the worker), so ``u * (r + 4)`` goes up (rows of ``r`` bytes and int32 indices; push
+  phase), ``u`` the distinct ids among the step's ``n`` lookups in a table of ``R`` rows,
+  :func:`distinct_rows` ``= R (1 - (1 - 1/R)^n)``; each shard its share. The same holds for an
+  embedding the plan computes on PS tasks, split or not: the gradient still comes to the worker
+  and goes back (measured on ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4
+  KB priced without it). A profile without shapes prices ``min(b a_l k_l, p_v) + 4 b ids_l k_l``;
+* any other variable whose rows a layer's calls look up (the profile's ``gathered``: a composite
+  layer holding a token and a position embedding) is priced alike, and its looked-up rows,
+  ``n * r``, come down to the worker: in the forward phase when the layer is computed on the
+  worker, as the gradient's values in the backward phase when it is computed on a PS task
+  (measured: a token + position embedding layer on the PS, batch 16 x 200 ids into 20,000 x 32:
+  450 KB down and 434 KB up per step, against 410 and 399 priced plus the control bytes).
 
 **Activation traffic.** Every activation tensor (one per layer call, ``ModelProfile.tensors``) has
 a *layout*: pieces ``(task, weight, [lo, hi))``, a ``weight`` share of its rows and the columns
@@ -71,6 +80,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from ralp_tf.errors import PlanError
@@ -80,7 +90,7 @@ from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire
 from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.plan.shards import VariableStorage, shard_fractions
 
-__all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
+__all__ = ["distinct_rows", "gathered_rows", "WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
            "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic"]
 
@@ -289,6 +299,32 @@ def _embedding_ids(layer: LayerProfile, batch_size: int, share: float) -> tuple[
     return rows, rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
 
 
+def distinct_rows(draws: float, rows: float) -> float:
+    """Distinct rows among ``draws`` ids drawn uniformly from a table of ``rows`` rows:
+    ``rows (1 - (1 - 1/rows)^draws)`` (the optimizer sums a gradient's repeated ids into one row
+    each before it pushes them)."""
+    if rows <= 1 or draws <= 0:
+        return min(draws, max(rows, 0.0))
+    return rows * -math.expm1(draws * math.log1p(-1.0 / rows))
+
+
+def gathered_rows(layer: LayerProfile, index: int, batch_size: int, share: float) -> tuple[float, float, float] | None:
+    """``(ids, distinct ids, bytes per row)`` one worker step looks up in the ``share`` of variable
+    ``index`` of ``layer`` (its profile's ``gathered``: ids per sample from the data, ids per batch
+    computed in the call, e.g. positions, all distinct), or None when the layer reads it whole or
+    the profile has no shapes."""
+    if not layer.gathered or not layer.var_shapes or index >= len(layer.gathered):
+        return None
+    per_sample, per_batch = layer.gathered[index]
+    shape = layer.var_shapes[index]
+    if not (per_sample or per_batch) or not shape or not shape[0]:
+        return None
+    rows = shape[0] * share
+    ids = (batch_size * per_sample + per_batch) * share
+    distinct = distinct_rows(batch_size * per_sample * share, rows) + min(per_batch * share, rows)
+    return ids, min(distinct, rows), layer.var_bytes[index] / shape[0]
+
+
 def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                       homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
                       compression: Mapping[str, Compression], weights_ratio: Mapping[str, float],
@@ -302,11 +338,19 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
         for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
             extra = (len(shards) - 1) / len(shards)
             for task, share in shards:
-                if l.kind == "embedding":
-                    rows, ids = _embedding_ids(l, b, share)
-                    out.add(WORKER, task, min(rows, v * share) + INDEX_BYTES * ids, PUSH)
+                gathered = gathered_rows(l, i, b, share)
+                if l.kind == "embedding" or gathered is not None:
+                    if gathered is not None:
+                        ids, distinct, row = gathered
+                        push = distinct * (row + INDEX_BYTES)
+                    else:
+                        rows, ids = _embedding_ids(l, b, share)
+                        push = min(rows, v * share) + INDEX_BYTES * ids
+                    out.add(WORKER, task, push, PUSH)
                     out.extra(WORKER, task, extra, PUSH)
-                    if not on_ps and i == 0:  # the table's shards produce the rows
+                    if l.kind != "embedding":  # rows looked up inside a layer's call (a composite layer)
+                        out.add(task, WORKER, ids * row, f"bwd:{l.name}" if on_ps else f"fwd:{l.name}")
+                    elif not on_ps and i == 0:  # the table's shards produce the rows
                         layouts.setdefault(l.name, []).append(Piece(task, share))
                         out.extra(task, WORKER, extra, f"fwd:{l.name}")
                 elif not on_ps:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ralp_tf.errors import ClusterRuntimeError, check_int
 from ralp_tf.model.builtin import resolve_model
-from ralp_tf.model.data import per_sample_loss, synthetic_batch, training_spec, weights_checksum
+from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksum
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.plan.analyzer import Analysis
@@ -202,7 +202,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     plan = model.ralp_plan
     with strategy.scope():
         optimizer = tf_keras.optimizers.SGD(config.learning_rate)
-    spec = training_spec(prepared.base, sequence_length=config.sequence_length)
+    spec = prepared.spec
     loss_fn = train_loss(model, spec)
     x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
     if isinstance(x, list):  # multi-input models: a tuple is one nested structure for tf.data, a list is not
@@ -405,7 +405,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             fault: tuple[str, int, int] | None = None, compression: Any = None,
             on_measure: Callable[[str], None] | None = None,
             step_callback: Callable[[str, int], None] | None = None,
-            sequence_length: int | None = None) -> dict[str, RunResult]:
+            sequence_length: int | None = None, prepared: Prepared | None = None) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, before the cluster starts, so a model that cannot be profiled is refused
     first; each policy's run places a fresh build of it with the same initial weights.
@@ -413,6 +413,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
     ``step_callback(policy name, step)`` is called after scheduling each step (progress).
+    ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
+    model already built and profiled.
     """
     import tensorflow as tf
 
@@ -425,7 +427,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     if flops is not None:
         rates["flops"] = flops
     builder = resolve_model(model) if isinstance(model, str) else model
-    prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length))
+    prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
+                                                              sequence_length=sequence_length))
     results: dict[str, RunResult] = {}
     with LocalCluster(workers=workers, ps=ps, log_dir=log_dir) as lc:
         strategy = lc.strategy()
