@@ -481,13 +481,20 @@ def test_models_are_built_ins_or_references():
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_compression_accuracy_study_runs_every_setting():
-    from ralp_tf.bench.accuracy import SETTINGS, run
+def test_compression_accuracy_study_runs_every_setting(tmp_path):
+    """In a process of its own: its LocalCluster would otherwise take this process's eager context
+    from the in-process cluster the other tests share."""
+    from ralp_tf.bench.accuracy import SETTINGS
 
-    rows = run(steps=5, batch_size=8)
-    assert [r.setting for r in rows] == list(SETTINGS)
-    assert all(math.isfinite(r.final_loss) and 0.0 <= r.accuracy <= 1.0 for r in rows)
-    assert rows[0].loss_vs_none == 0.0 and rows[0].accuracy_points_vs_none == 0.0
+    out = tmp_path / "accuracy.json"
+    proc = subprocess.run([sys.executable, "-m", "ralp_tf.cli.accuracy", "--steps", "5", "--batch-size", "8",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["setting"] for r in rows] == list(SETTINGS)
+    assert all(math.isfinite(r["final_loss"]) and 0.0 <= r["accuracy"] <= 1.0 for r in rows)
+    assert rows[0]["loss_vs_none"] == 0.0 and rows[0]["accuracy_points_vs_none"] == 0.0
 
 
 def test_every_strategy_has_a_plot_colour_and_label() -> None:
