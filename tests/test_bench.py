@@ -380,7 +380,7 @@ def test_killed_bench_leaves_nothing(sig, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# layouts and per-host CPU budgets (issue 10)
+# layouts and per-host CPU budgets
 
 
 def _config(argv: list[str]) -> "bench.BenchConfig":

@@ -326,6 +326,40 @@ class Bench:
         wire = getattr(tb, "bytes_kind", "") == "wire"
         to_kind: Callable[[float | None], float | None] = (
             (lambda b: wire_bytes(b) if b is not None else None) if wire else (lambda b: b))
+        pred, plans, skipped = self._plan_strategies(cell, entry, prof, eff_bps, strategies)
+        active = [s for s in strategies if s not in skipped]
+        for s in strategies:  # the configured order, in the document and in --json
+            entry.strategies[s] = StrategySummary()
+        for s, why in skipped.items():
+            entry.strategies[s] = StrategySummary.skipped(why)
+            for rep in range(cfg.repeats):
+                self.progress.drop_run((cell.key, s, rep))
+            self.progress.warn(f"{head}: {s} skipped: {why}")
+        schedule: dict[str, tuple[int, int]] = {}
+        for s in active:
+            pred_step_s = pred.get(s, {}).get("step_s")
+            schedule[s] = choose_steps(cfg, pred_step_s)
+            for rep in range(cfg.repeats):
+                self.progress.plan_run((cell.key, s, rep), schedule[s][1], schedule[s][0], pred_step_s)
+            entry.strategies[s] = StrategySummary(steps=schedule[s][0], warmup=schedule[s][1])
+        for rep in range(cfg.repeats):
+            for s in active:
+                entry.strategies[s].runs.append(self._repetition(s, rep, tb, cell, schedule[s], pred.get(s),
+                                                                 plans.get(s), head, to_kind))
+                self.save()
+        for s in active:
+            entry.strategies[s].summarize(cfg.repeats)
+        ok = [s for s in active if entry.strategies[s].status == "ok"]
+        entry.status = "ok" if len(ok) == len(active) else ("partial" if ok else "failed")
+        base = entry.strategies["ps"].samples_per_s if "ps" in entry.strategies else None
+        for st in entry.strategies.values():
+            if base and st.samples_per_s:
+                st.speedup_vs_ps = st.samples_per_s / base
+
+    def _plan_strategies(self, cell: Cell, entry: CellRecord, prof: Any, eff_bps: float, strategies: list[str]
+                         ) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+        """The cost model's predictions per strategy, the plan file of each planned strategy, and
+        the strategies that cannot run here with why."""
         sched_plan = None
         skipped: dict[str, str] = {}
         plans: dict[str, str] = {}
@@ -353,63 +387,40 @@ class Bench:
             ok, why = horovod_available()
             if not ok:
                 skipped.update({s: why for s in hvd_strategies})
-        active = [s for s in strategies if s not in skipped]
-        for s in strategies:  # the configured order, in the document and in --json
-            entry.strategies[s] = StrategySummary()
-        for s, why in skipped.items():
-            entry.strategies[s] = StrategySummary.skipped(why)
-            for rep in range(cfg.repeats):
-                self.progress.drop_run((cell.key, s, rep))
-            self.progress.warn(f"{head}: {s} skipped: {why}")
-        schedule: dict[str, tuple[int, int]] = {}
-        for s in active:
-            pred_step_s = pred.get(s, {}).get("step_s")
-            schedule[s] = choose_steps(cfg, pred_step_s)
-            for rep in range(cfg.repeats):
-                self.progress.plan_run((cell.key, s, rep), schedule[s][1], schedule[s][0], pred_step_s)
-            entry.strategies[s] = StrategySummary(steps=schedule[s][0], warmup=schedule[s][1])
-        for rep in range(cfg.repeats):
-            for s in active:
-                steps, warmup = schedule[s]
-                self.progress.say(f"{head} | {s} rep {rep + 1}/{cfg.repeats} ({warmup}+{steps} global steps)")
-                t_run = time.monotonic()
-                rec = self._run_one(s, tb, cell, steps, warmup, plans.get(s), pred.get(s, {}).get("step_s"))
-                crash = rec.launcher.get("crash_signal")
-                if not rec.valid and crash:
-                    # A process TF crashed (signal 11, 6, ...) measured nothing: run the repetition again,
-                    # once, and keep the crash in the record.
-                    self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
-                                       f"({_signal_name(crash)}); running the repetition again")
-                    first = {"invalid_reason": rec.invalid_reason, "log_tail": rec.log_tail, "crash_signal": crash}
-                    rec = self._run_one(s, tb, cell, steps, warmup, plans.get(s), pred.get(s, {}).get("step_s"))
-                    rec.launcher["crashed_attempt"] = first
-                rec.wall_s = time.monotonic() - t_run
-                rec.repetition = rep + 1
-                if s in RING_STRATEGIES:
-                    r = pred.get(s)
-                    rec.predicted_step_s = r["step_s"] if r else None
-                    rec.predicted_payload_bytes_per_step = r["payload_bytes_per_step"] if r else None
-                else:
-                    rec.predicted_payload_bytes_per_step = rec.predicted_bytes_per_step
-                rec.predicted_bytes_per_step = to_kind(rec.predicted_payload_bytes_per_step)
-                rec.bytes_kind = getattr(tb, "bytes_kind", None)
-                entry.strategies[s].runs.append(rec)
-                timed = (rec.measured_step_s * steps) if rec.measured_step_s else None
-                self.progress.done_run((cell.key, s, rep), rec.wall_s, timed,
-                                       steps * (pred.get(s, {}).get("step_s") or 0.0), steps, warmup)
-                self.progress.say(f"{head} | {s} rep {rep + 1}: {_run_line(rec)} ({rec.wall_s:.0f} s)")
-                suspect = suspect_bytes_warning(f"{head} | {s}", rec.bytes_per_step, rec.predicted_bytes_per_step)
-                if suspect:
-                    self.progress.warn(f"warning: {suspect}")
-                self.save()
-        for s in active:
-            entry.strategies[s].summarize(cfg.repeats)
-        ok = [s for s in active if entry.strategies[s].status == "ok"]
-        entry.status = "ok" if len(ok) == len(active) else ("partial" if ok else "failed")
-        base = entry.strategies["ps"].samples_per_s if "ps" in entry.strategies else None
-        for st in entry.strategies.values():
-            if base and st.samples_per_s:
-                st.speedup_vs_ps = st.samples_per_s / base
+        return pred, plans, skipped
+
+    def _repetition(self, s: str, rep: int, tb: Any, cell: Cell, schedule: tuple[int, int], pred: dict[str, Any] | None,
+                    plan_path: str | None, head: str, to_kind: Callable[[float | None], float | None]) -> RunRecord:
+        """Repetition ``rep`` of strategy ``s``, with its predictions attached; a repetition whose
+        process TF crashed (signal 11, 6, ...) measured nothing and runs again, once, the crash kept."""
+        steps, warmup = schedule
+        pred_step_s = (pred or {}).get("step_s")
+        self.progress.say(f"{head} | {s} rep {rep + 1}/{self.cfg.repeats} ({warmup}+{steps} global steps)")
+        t_run = time.monotonic()
+        rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s)
+        crash = rec.launcher.get("crash_signal")
+        if not rec.valid and crash:
+            self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
+                               f"({_signal_name(crash)}); running the repetition again")
+            first = {"invalid_reason": rec.invalid_reason, "log_tail": rec.log_tail, "crash_signal": crash}
+            rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s)
+            rec.launcher["crashed_attempt"] = first
+        rec.wall_s = time.monotonic() - t_run
+        rec.repetition = rep + 1
+        if s in RING_STRATEGIES:
+            rec.predicted_step_s = pred["step_s"] if pred else None
+            rec.predicted_payload_bytes_per_step = pred["payload_bytes_per_step"] if pred else None
+        else:
+            rec.predicted_payload_bytes_per_step = rec.predicted_bytes_per_step
+        rec.predicted_bytes_per_step = to_kind(rec.predicted_payload_bytes_per_step)
+        rec.bytes_kind = getattr(tb, "bytes_kind", None)
+        timed = (rec.measured_step_s * steps) if rec.measured_step_s else None
+        self.progress.done_run((cell.key, s, rep), rec.wall_s, timed, steps * (pred_step_s or 0.0), steps, warmup)
+        self.progress.say(f"{head} | {s} rep {rep + 1}: {_run_line(rec)} ({rec.wall_s:.0f} s)")
+        suspect = suspect_bytes_warning(f"{head} | {s}", rec.bytes_per_step, rec.predicted_bytes_per_step)
+        if suspect:
+            self.progress.warn(f"warning: {suspect}")
+        return rec
 
     def _run_one(self, strategy: str, tb: Any, cell: Cell, steps: int, warmup: int, plan_path: str | None,
                  pred_step_s: float | None) -> RunRecord:

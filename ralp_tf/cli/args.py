@@ -141,12 +141,9 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
 def cluster_rates(args: argparse.Namespace) -> dict[str, Any]:
     """The ``bandwidth``/``flops`` keyword arguments of :meth:`ralp_tf.plan.cluster.Cluster.local` given
     on the command line (absent ones left out, so the defaults apply)."""
-    rates: dict[str, Any] = {}
-    if getattr(args, "bandwidth", None) is not None:
-        rates["bandwidth"] = args.bandwidth
-    if getattr(args, "flops", None) is not None:
-        rates["flops"] = args.flops
-    return rates
+    from ralp_tf.plan.cluster import Rates
+
+    return Rates(getattr(args, "bandwidth", None), getattr(args, "flops", None)).kwargs()
 
 
 def add_policy_args(parser: argparse.ArgumentParser, *, default: str = "ralp", plan_files: bool = True) -> None:

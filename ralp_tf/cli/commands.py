@@ -6,7 +6,7 @@ scheduler solver such as ``rl`` or ``exact``) with repeatable ``--policy-option 
 ``run`` also takes a plan JSON file.
 
 ``plan --json`` prints, for ``ralp``, the analyzer's decision (``Analysis.to_dict()``) plus
-``"profile"``, as before; for any other policy ``{"model", "batch_size", "policy", "plan",
+``"profile"``; for any other policy ``{"model", "batch_size", "policy", "plan",
 "estimate", "baseline", "profile"}`` (the plan, and the cost model's estimate of it and of stock
 PSS). ``run --json`` prints ``{"baseline" | <policy>: {bytes_per_step, ..., "plan"}}``.
 """

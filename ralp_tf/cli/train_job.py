@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ralp_tf.errors import RalpError
     from ralp_tf.place.policies import policy_from_spec
-    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.plan.cluster import Cluster, Rates
     from ralp_tf.run.training import train
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.train_job")
@@ -58,12 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         spec = json.loads(args.cluster)
-        rates: dict[str, Any] = {}
-        if args.bandwidth:
-            rates["bandwidth"] = args.bandwidth
-        if args.flops:
-            rates["flops"] = args.flops
-        cluster = Cluster.from_dict(spec, **rates)
+        cluster = Cluster.from_dict(spec, **Rates(args.bandwidth or None, args.flops or None).kwargs())
         policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
         strategy = tf.distribute.ParameterServerStrategy(resolver)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-__all__ = ["FaultRecord", "SupervisedReport", "leftovers"]
+__all__ = ["measure_recovery", "rates_per_worker_count", "FaultRecord", "SupervisedReport", "leftovers"]
 
 
 @dataclasses.dataclass
@@ -101,3 +101,53 @@ def leftovers(pids: Sequence[int], prefix: str | None = None) -> dict[str, list[
         out["namespaces"] = [n for n in list_netns() if n.startswith(prefix + "-")]
         out["cpu_groups"] = stale_groups(prefix)
     return out
+
+
+def measure_recovery(rec: FaultRecord, progress: Sequence[tuple[float, int, Any, int]],
+                     t0: float | None) -> None:
+    """Fill ``rec.recovery_s`` and ``rec.steps_during`` from a supervised run's progress log
+    (``(unix time, steps done, loss, coordinator run)`` per completed step; ``t0`` the run's start):
+    a PS failure recovers at the first step of the next coordinator run; a worker that joins costs
+    the time from the last step on N workers to the first on N + 1; any other fault recovers at
+    the first step completed after it ended."""
+    if t0 is None:
+        return
+    prog = [(t - t0, d, r) for t, d, _, r in progress]
+    if rec.target and rec.target.startswith("ps") and rec.kind in ("kill", "died"):
+        after = [t for t, _, r in prog if r > rec.coordinator_run]
+        if after:
+            rec.recovery_s = after[0] - rec.start_s
+    elif rec.kind == "add_worker":
+        before = [t for t, _, _ in prog if t <= rec.start_s]
+        after = [t for t, _, _ in prog if t > rec.start_s]
+        if before and after:
+            rec.recovery_s = after[0] - before[-1]
+    elif rec.end_s is not None:
+        at_end = max((d for t, d, _ in prog if t <= rec.end_s), default=0)
+        after = [t for t, d, _ in prog if t > rec.end_s and d > at_end]
+        if after:
+            rec.recovery_s = after[0] - rec.end_s
+    if rec.end_s is not None:
+        rec.steps_during = max((d for t, d, _ in prog if t <= rec.end_s), default=0) - \
+            max((d for t, d, _ in prog if t <= rec.start_s), default=0)
+
+
+def rates_per_worker_count(progress: Sequence[tuple[float, int, Any, int]],
+                           worker_count_at: Sequence[tuple[float, int]], ahead_at: dict[int, float],
+                           checkpoint_every: int, batch_size: int) -> dict[str, float]:
+    """Samples/s per worker count: steps completed while each coordinator run lasted (runs start at
+    the unix times of ``worker_count_at``, with the worker count then), skipping each run's first
+    3 steps (tracing), times ``batch_size``. A run during which the next worker and coordinator
+    were started ahead of a join (``ahead_at[run]``) ends its window there: their start is not the
+    N-worker rate. A window shorter than a checkpoint interval (steps come in bursts) is skipped."""
+    out: dict[str, list[float]] = {}
+    bounds = list(worker_count_at) + [(float("inf"), 0)]
+    for run, ((t_a, n), (t_b, _)) in enumerate(zip(bounds, bounds[1:]), 1):
+        t_b = min(t_b, ahead_at.get(run, t_b))
+        pts = [(t, d) for t, d, _, _ in progress if t_a <= t < t_b]
+        if len(pts) < 5:
+            continue
+        (t1, d1), (t2, d2) = pts[3], pts[-1]
+        if t2 > t1 and d2 - d1 >= min(checkpoint_every, 10):
+            out.setdefault(f"{n} workers", []).append((d2 - d1) * batch_size / (t2 - t1))
+    return {k: max(v) for k, v in out.items()}

@@ -45,6 +45,7 @@ then redone from a checkpoint); ``steps_during`` (steps completed while it laste
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import queue
@@ -58,7 +59,8 @@ from typing import Any
 
 from ralp_tf.errors import ClusterRuntimeError
 from ralp_tf.faults.plan import FaultEvent, FaultPlan
-from ralp_tf.faults.report import FaultRecord, SupervisedReport, leftovers
+from ralp_tf.faults.report import (FaultRecord, SupervisedReport, leftovers, measure_recovery,
+                                   rates_per_worker_count)
 from ralp_tf.faults.restart import RestartPolicy
 
 __all__ = ["Supervisor", "FaultRecord", "SupervisedReport", "leftovers"]
@@ -99,6 +101,23 @@ class _Chief:
 
     def drained(self) -> None:
         self._thread.join(timeout=10)
+
+
+@dataclasses.dataclass
+class _LoopState:
+    """What :meth:`Supervisor._loop` tracks between polls."""
+
+    pending: list[FaultEvent]
+    chief: _Chief | None
+    last_chief: _Chief | None = None
+    #: link faults in play: (record, ends at unix time, host)
+    active: list[tuple[FaultRecord, float, str]] = dataclasses.field(default_factory=list)
+    #: task -> (restart at unix time, backoff)
+    restarting: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    failed_tasks: dict[str, FaultRecord] = dataclasses.field(default_factory=dict)
+    chief_due: float | None = None
+    ps_down_record: FaultRecord | None = None
+    done_before_failure: int = 0
 
 
 class Supervisor:
@@ -316,7 +335,7 @@ class Supervisor:
         if self.own_ckpt:  # a temporary checkpoint folder goes once the run succeeded (kept on failure)
             shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
         for rec in self.records:
-            self._measure(rec)
+            measure_recovery(rec, self.progress, self.t0)
         final_loss = self.progress[-1][2] if self.progress else None
         if result.get("final_loss") is not None:
             final_loss = result["final_loss"]
@@ -324,148 +343,176 @@ class Supervisor:
             model=self.model, policy=self.policy, steps_requested=self.steps, steps_completed=self.done,
             final_loss=final_loss, wall_s=time.time() - started, faults=self.records,
             restarts=dict(self.restart.counts) if self.restart else {}, coordinator_runs=self.chief_runs,
-            steps_lost=self.steps_lost, samples_per_s=self._rates(), batch_size=self.batch_size,
+            steps_lost=self.steps_lost,
+            samples_per_s=rates_per_worker_count(self.progress, self.worker_count_at, self.ahead_at,
+                                                 self.checkpoint_every, self.batch_size), batch_size=self.batch_size,
             stopped_by_time=chief.finished_kind == "stopped", log_dir=self.log_dir)
 
     def _loop(self, lc: Any, links: Any, stop_file: str, started: float) -> _Chief:
-        pending = list(self.plan.events)
-        active: list[tuple[FaultRecord, float, str]] = []   # (record, ends at unix time, host)
-        restarting: dict[str, tuple[float, float]] = {}  # task -> (restart at unix time, backoff)
-        failed_tasks: dict[str, FaultRecord] = {}
-        chief: _Chief | None = self._start_chief(lc, stop_file)
-        chief_due: float | None = None
-        last_chief = chief
-        ps_down_record: FaultRecord | None = None
-        done_before_failure = 0
+        """Poll until the run ends: play due faults, heal ended link faults, restart dead tasks,
+        follow the coordinator (resume or join when it ends), start a joining worker ahead, and
+        ask for stops; return the coordinator that finished the run."""
+        state = _LoopState(pending=list(self.plan.events), chief=self._start_chief(lc, stop_file))
+        state.last_chief = state.chief
         while True:
             now = time.time()
             if now - started > self.timeout_s:
                 raise ClusterRuntimeError(f"the supervised run did not finish within {self.timeout_s:.0f} s (safety "
                                           f"cap); {self.done} of {self.steps} steps done, last checkpoint step "
                                           f"{self._checkpointed()} in {self.checkpoint_dir}")
-            self._drain(last_chief)
-            # -- fire planned faults
-            for ev in list(pending):
-                if ev.kind == "add_worker":
-                    pending.remove(ev)  # handled at the segment end
-                    continue
-                due = (ev.at_step is not None and self.done >= ev.at_step) or \
-                      (ev.at_s is not None and self.t0 is not None and now - self.t0 >= ev.at_s)
-                if not due:
-                    continue
-                pending.remove(ev)
-                if ev.kind == "kill":
-                    job, index = _split(ev.target)
-                    t = lc.task(job, index)
-                    if not t.alive() or ev.target in restarting:
-                        self._record(ev, "kill", ev.target, note="skipped: task already down")
-                        continue
-                    rec = self._record(ev, "kill", ev.target)
-                    lc.kill(job, index)
-                    failed_tasks[ev.target] = rec
-                elif ev.kind == "link_down":
-                    rec = self._record(ev, ev.kind, ev.target)
-                    host = links.down(ev.target)
-                    active.append((rec, now + float(ev.for_s), host))
-                elif ev.kind == "throttle":
-                    rate = ev.rate if ev.rate is not None else self.tb.bandwidth_bps * float(ev.rate_fraction)
-                    rec = self._record(ev, ev.kind, ev.target)
-                    host = links.throttle(ev.target, rate)
-                    active.append((rec, now + float(ev.for_s), host))
-            # -- end link faults that are over
-            for item in list(active):
-                rec, ends, host = item
-                if now >= ends:
-                    (links.up if rec.kind == "link_down" else links.restore)(host)
-                    rec.end_s = self._now()
-                    active.remove(item)
-                    if rec.kind == "link_down":
-                        self._fence(lc, host, rec)
-            # -- dead tasks
-            for t in list(lc.tasks):
-                name = f"{t.job}{t.index}"
-                if t.alive() or name in restarting:
-                    continue
-                rec = failed_tasks.get(name)
-                if rec is None:
-                    rec = failed_tasks[name] = self._record(None, "died", name, note=f"unplanned, exit {t.proc.returncode}")
-                if t.job == "ps":
-                    ps_down_record = rec
-                if self.restart is None:
-                    if t.job == "worker" and rec.end_s is None:
-                        rec.end_s, rec.note = rec.start_s, (rec.note + "; not restarted").lstrip("; ")
-                    continue
-                delay = self.restart.next_delay(name, t.proc.returncode)
-                restarting[name] = (time.time() + delay, delay)
-            for name, (due, delay) in list(restarting.items()):
-                if time.time() >= due:
-                    # On this thread: a task dies with the thread that started it (PR_SET_PDEATHSIG).
-                    new = lc.restart(*_split(name))
-                    self.pids.append(new.pid)
-                    rec = failed_tasks.pop(name)
-                    rec.end_s = self._now()
-                    rec.note = (rec.note + f"; restarted after {delay:g} s backoff").lstrip("; ")
-                    del restarting[name]
-            # -- the coordinator
-            if chief is not None and chief.proc.poll() is not None:
-                chief.drained()
-                self._drain(chief)
-                rc = chief.proc.returncode
-                if rc == 0 and chief.finished_kind == "stopped" and not self._add_requested.is_set():
-                    return chief
-                if rc == 0 and chief.finished_kind in ("result", "stopped"):
-                    reached = self._checkpointed()
-                    self.done = max(self.done, reached)
-                    if reached >= self.steps:
-                        return chief
-                    self._add_requested.clear()
-                    self._join(lc, reached)
-                    chief = last_chief = self._take_over(lc, stop_file, reached)
-                    continue
-                self._drop(self._ahead)  # it failed: a coordinator started ahead resumes no more than a fresh one
-                self._ahead = None
-                ps_failed = ps_down_record is not None or any(t.job == "ps" and not t.alive() for t in lc.tasks)
-                if self.restart is None or not ps_failed:
-                    why = "\n".join(list(chief.tail)[-12:])
-                    dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
-                    raise ClusterRuntimeError(
-                        f"the coordinator exited with status {rc} near step {self.done}"
-                        + (f"; dead task(s): {', '.join(dead)}" if dead else "")
-                        + (". Pass --restart-failed to restart failed tasks and resume from the last checkpoint"
-                           if self.restart is None else "")
-                        + f". Last checkpoint: step {self._checkpointed()} in {self.checkpoint_dir}. "
-                          f"Its output ends:\n{why}")
-                done_before_failure = self.done
-                chief_due = time.time() + self.restart.next_delay("chief", rc)
-                chief = None
-            if chief is None and chief_due is not None and time.time() >= chief_due and not restarting \
-                    and all(t.alive() for t in lc.tasks):
-                resumed = self._checkpointed()
-                lost = max(done_before_failure - resumed, 0)
-                self.steps_lost += lost
-                if ps_down_record is not None:
-                    ps_down_record.steps_lost += lost
-                    ps_down_record.note = (ps_down_record.note + f"; resumed from checkpoint step {resumed}").lstrip("; ")
-                    ps_down_record = None
-                self.done = resumed
-                chief = last_chief = self._start_chief(lc, stop_file)
-                chief_due = None
-            # -- a worker that joins at the end of this coordinator's run: start it ahead
-            if chief is not None and self._spare is None and self._spare_due(chief):
-                new = lc.add_worker(wait=False)
-                self.pids.append(new.pid)
-                self._spare = (new.index, time.time())
-                self.ahead_at[self.chief_runs] = self._spare[1]
-                self._ahead, self._ahead_for = self._start_chief(lc, stop_file, ahead_of=chief.target), chief.target
-            # -- a worker asked for (request_add_worker): stop at the next checkpoint
-            if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
-                open(stop_file, "w").close()
-            # -- the time bound (chaos)
-            if self.stop_after_s is not None and self.t0 is not None and now - self.t0 >= self.stop_after_s \
-                    and not pending and not active and not restarting and chief is not None \
-                    and not os.path.exists(stop_file):
-                open(stop_file, "w").close()
+            self._drain(state.last_chief)
+            self._fire_faults(lc, links, state, now)
+            self._end_link_faults(lc, links, state, now)
+            self._tend_tasks(lc, state)
+            finished = self._follow_chief(lc, stop_file, state)
+            if finished is not None:
+                return finished
+            self._restart_chief(lc, stop_file, state)
+            self._ask_for_stops(lc, stop_file, state, now)
             time.sleep(POLL_S)
+
+    def _fire_faults(self, lc: Any, links: Any, state: _LoopState, now: float) -> None:
+        """Play every planned fault that is due (by step or by time); workers that join are played
+        at the end of a coordinator's run instead."""
+        for ev in list(state.pending):
+            if ev.kind == "add_worker":
+                state.pending.remove(ev)  # handled at the segment end
+                continue
+            due = (ev.at_step is not None and self.done >= ev.at_step) or \
+                  (ev.at_s is not None and self.t0 is not None and now - self.t0 >= ev.at_s)
+            if not due:
+                continue
+            state.pending.remove(ev)
+            if ev.kind == "kill":
+                job, index = _split(ev.target)
+                if not lc.task(job, index).alive() or ev.target in state.restarting:
+                    self._record(ev, "kill", ev.target, note="skipped: task already down")
+                    continue
+                rec = self._record(ev, "kill", ev.target)
+                lc.kill(job, index)
+                state.failed_tasks[ev.target] = rec
+            elif ev.kind == "link_down":
+                rec = self._record(ev, ev.kind, ev.target)
+                state.active.append((rec, now + float(ev.for_s), links.down(ev.target)))
+            elif ev.kind == "throttle":
+                rate = ev.rate if ev.rate is not None else self.tb.bandwidth_bps * float(ev.rate_fraction)
+                rec = self._record(ev, ev.kind, ev.target)
+                state.active.append((rec, now + float(ev.for_s), links.throttle(ev.target, rate)))
+
+    def _end_link_faults(self, lc: Any, links: Any, state: _LoopState, now: float) -> None:
+        """Bring back every link whose fault is over (fencing the peers a downed link lost)."""
+        for item in list(state.active):
+            rec, ends, host = item
+            if now >= ends:
+                (links.up if rec.kind == "link_down" else links.restore)(host)
+                rec.end_s = self._now()
+                state.active.remove(item)
+                if rec.kind == "link_down":
+                    self._fence(lc, host, rec)
+
+    def _tend_tasks(self, lc: Any, state: _LoopState) -> None:
+        """Record every task found dead (a planned kill or not), schedule its restart after its
+        backoff (with --restart-failed), and restart the tasks whose backoff is over."""
+        for t in list(lc.tasks):
+            name = f"{t.job}{t.index}"
+            if t.alive() or name in state.restarting:
+                continue
+            rec = state.failed_tasks.get(name)
+            if rec is None:
+                rec = state.failed_tasks[name] = self._record(None, "died", name,
+                                                              note=f"unplanned, exit {t.proc.returncode}")
+            if t.job == "ps":
+                state.ps_down_record = rec
+            if self.restart is None:
+                if t.job == "worker" and rec.end_s is None:
+                    rec.end_s, rec.note = rec.start_s, (rec.note + "; not restarted").lstrip("; ")
+                continue
+            delay = self.restart.next_delay(name, t.proc.returncode)
+            state.restarting[name] = (time.time() + delay, delay)
+        for name, (due, delay) in list(state.restarting.items()):
+            if time.time() >= due:
+                # On this thread: a task dies with the thread that started it (PR_SET_PDEATHSIG).
+                new = lc.restart(*_split(name))
+                self.pids.append(new.pid)
+                rec = state.failed_tasks.pop(name)
+                rec.end_s = self._now()
+                rec.note = (rec.note + f"; restarted after {delay:g} s backoff").lstrip("; ")
+                del state.restarting[name]
+
+    def _follow_chief(self, lc: Any, stop_file: str, state: _LoopState) -> _Chief | None:
+        """When the coordinator has exited: the coordinator that finished the run; or, at the end of
+        a segment, the next one (a worker joins first); or, after a failure, a restart scheduled
+        (with --restart-failed and a PS down) or ClusterRuntimeError naming the last checkpoint."""
+        chief = state.chief
+        if chief is None or chief.proc.poll() is None:
+            return None
+        chief.drained()
+        self._drain(chief)
+        rc = chief.proc.returncode
+        if rc == 0 and chief.finished_kind == "stopped" and not self._add_requested.is_set():
+            return chief
+        if rc == 0 and chief.finished_kind in ("result", "stopped"):
+            reached = self._checkpointed()
+            self.done = max(self.done, reached)
+            if reached >= self.steps:
+                return chief
+            self._add_requested.clear()
+            self._join(lc, reached)
+            state.chief = state.last_chief = self._take_over(lc, stop_file, reached)
+            return None
+        self._drop(self._ahead)  # it failed: a coordinator started ahead resumes no more than a fresh one
+        self._ahead = None
+        ps_failed = state.ps_down_record is not None or any(t.job == "ps" and not t.alive() for t in lc.tasks)
+        if self.restart is None or not ps_failed:
+            why = "\n".join(list(chief.tail)[-12:])
+            dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
+            raise ClusterRuntimeError(
+                f"the coordinator exited with status {rc} near step {self.done}"
+                + (f"; dead task(s): {', '.join(dead)}" if dead else "")
+                + (". Pass --restart-failed to restart failed tasks and resume from the last checkpoint"
+                   if self.restart is None else "")
+                + f". Last checkpoint: step {self._checkpointed()} in {self.checkpoint_dir}. "
+                  f"Its output ends:\n{why}")
+        state.done_before_failure = self.done
+        state.chief_due = time.time() + self.restart.next_delay("chief", rc)
+        state.chief = None
+        return None
+
+    def _restart_chief(self, lc: Any, stop_file: str, state: _LoopState) -> None:
+        """Start the next coordinator once its backoff is over and every task is back: it resumes
+        from the last checkpoint, the steps since counted as lost."""
+        if state.chief is not None or state.chief_due is None or time.time() < state.chief_due or state.restarting \
+                or not all(t.alive() for t in lc.tasks):
+            return
+        resumed = self._checkpointed()
+        lost = max(state.done_before_failure - resumed, 0)
+        self.steps_lost += lost
+        if state.ps_down_record is not None:
+            state.ps_down_record.steps_lost += lost
+            state.ps_down_record.note = (state.ps_down_record.note
+                                         + f"; resumed from checkpoint step {resumed}").lstrip("; ")
+            state.ps_down_record = None
+        self.done = resumed
+        state.chief = state.last_chief = self._start_chief(lc, stop_file)
+        state.chief_due = None
+
+    def _ask_for_stops(self, lc: Any, stop_file: str, state: _LoopState, now: float) -> None:
+        """Start a worker that joins at the end of this coordinator's run ahead of time; ask the
+        coordinator to stop at its next checkpoint when a worker is requested, or when the time
+        bound (chaos) is reached with no fault in play."""
+        chief = state.chief
+        if chief is not None and self._spare is None and self._spare_due(chief):
+            new = lc.add_worker(wait=False)
+            self.pids.append(new.pid)
+            self._spare = (new.index, time.time())
+            self.ahead_at[self.chief_runs] = self._spare[1]
+            self._ahead, self._ahead_for = self._start_chief(lc, stop_file, ahead_of=chief.target), chief.target
+        if self._add_requested.is_set() and chief is not None and not os.path.exists(stop_file):
+            open(stop_file, "w").close()
+        if self.stop_after_s is not None and self.t0 is not None and now - self.t0 >= self.stop_after_s \
+                and not state.pending and not state.active and not state.restarting and chief is not None \
+                and not os.path.exists(stop_file):
+            open(stop_file, "w").close()
 
     def _spare_due(self, chief: _Chief) -> bool:
         """Whether to start the worker that joins at ``chief.target`` now: once the steps left take at
@@ -546,48 +593,6 @@ class Supervisor:
                 chief.result = data
             elif kind == "failed" and chief is not None:
                 chief.finished_kind = kind
-
-    # ------------------------------------------------------------------ measurements
-    def _measure(self, rec: FaultRecord) -> None:
-        """Fill ``recovery_s`` and ``steps_during`` from the progress log (definitions in the module
-        docstring)."""
-        if self.t0 is None:
-            return
-        prog = [(t - self.t0, d, r) for t, d, _, r in self.progress]
-        if rec.target and rec.target.startswith("ps") and rec.kind in ("kill", "died"):
-            after = [t for t, _, r in prog if r > rec.coordinator_run]  # the first step of the new coordinator
-            if after:
-                rec.recovery_s = after[0] - rec.start_s
-        elif rec.kind == "add_worker":  # the cost: from the last step on N workers to the first on N + 1
-            before = [t for t, _, _ in prog if t <= rec.start_s]
-            after = [t for t, _, _ in prog if t > rec.start_s]
-            if before and after:
-                rec.recovery_s = after[0] - before[-1]
-        elif rec.end_s is not None:
-            at_end = max((d for t, d, _ in prog if t <= rec.end_s), default=0)
-            after = [t for t, d, _ in prog if t > rec.end_s and d > at_end]
-            if after:
-                rec.recovery_s = after[0] - rec.end_s
-        if rec.end_s is not None:
-            rec.steps_during = max((d for t, d, _ in prog if t <= rec.end_s), default=0) - \
-                max((d for t, d, _ in prog if t <= rec.start_s), default=0)
-
-    def _rates(self) -> dict[str, float]:
-        """Samples/s per worker count: steps completed while each coordinator run lasted, skipping
-        each run's first 3 steps (tracing), times the batch size. A run during which the next
-        worker and coordinator were started ahead of a join ends its window there: their start
-        (TensorFlow import; the coordinator's on the chief host) is not the ``N``-worker rate."""
-        out: dict[str, list[float]] = {}
-        bounds = self.worker_count_at + [(float("inf"), 0)]
-        for run, ((t_a, n), (t_b, _)) in enumerate(zip(bounds, bounds[1:]), 1):
-            t_b = min(t_b, self.ahead_at.get(run, t_b))
-            pts = [(t, d) for t, d, _, _ in self.progress if t_a <= t < t_b]
-            if len(pts) < 5:
-                continue
-            (t1, d1), (t2, d2) = pts[3], pts[-1]
-            if t2 > t1 and d2 - d1 >= min(self.checkpoint_every, 10):  # at least a checkpoint interval: steps come in bursts
-                out.setdefault(f"{n} workers", []).append((d2 - d1) * self.batch_size / (t2 - t1))
-        return {k: max(v) for k, v in out.items()}
 
 
 def _split(task: str) -> tuple[str, int]:

@@ -43,14 +43,14 @@ from ralp_tf.model.profiler import check_tf_keras_model, profile
 from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.model.trace import input_signature
 from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, ps_anchors, record_creations,
-                                      unit_of_variables, variable_homes)
+                                      unit_of_variables, unit_homes)
 from ralp_tf.place.isolation import outside_strategy
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
 from ralp_tf.place.sharding import full_weights, sharded_creator
 from ralp_tf.place.verify import verify_placement
 from ralp_tf.place.wrappers import install_placement
-from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.plans import Plan
 
 __all__ = ["PlacementPolicy", "Prepared", "cluster_of", "check_strategy", "resolve_plan", "place", "prepare",
@@ -109,7 +109,7 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
         why = refusals.get(path) if profile is not None else ps_refusal(graph.layer(path))
         if why:
             raise PlanError(f"layer {path!r} cannot compute on a PS task: {why}; keep it on the workers")
-    for path in set(variable_homes(resolved)):
+    for path in set(unit_homes(resolved)):
         if len(graph.paths_by_layer.get(id(graph.layer(path)), [])) > 1:
             other = [p for p in graph.paths_by_layer[id(graph.layer(path))] if p != path][0]
             raise PlanError(f"layer {path!r} is also called at {other!r} (inside a nested model), where the plan "
@@ -138,7 +138,7 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     cluster = cluster_of(strategy)
     graph = walk(model)
     plan = resolve_plan(plan, graph, cluster)
-    homes = variable_homes(plan)
+    homes = unit_homes(plan)
     anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster.num_ps)
     if keras_compat.is_graph_network(model):
         placed = _recreated(model, graph, strategy, homes, anchors, copy_weights)
@@ -218,7 +218,7 @@ def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_pat
                          f"model's ({', '.join(expected_paths[:6])}, ...); build the same architecture every time")
     install_placement(graph, plan, cluster.worker_device)
     model.ralp_plan = plan
-    _check_variable_homes(graph, homes)
+    _check_unit_homes(graph, homes)
     if verify:
         verify_placement(model, plan, input_shape=input_shape, sequence_length=sequence_length)
     return model
@@ -271,7 +271,7 @@ def place_from_builder(build: Callable[[], Any], prepared: Prepared, plan: Plan,
     check_strategy(strategy)
     cluster = cluster_of(strategy)
     plan = resolve_plan(plan, prepared.graph, cluster, prepared.profile)
-    homes = variable_homes(plan)
+    homes = unit_homes(plan)
     anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster.num_ps)
     with strategy.scope():
         with prepared.order.active(homes, anchors) as created:
@@ -288,13 +288,13 @@ def place_from_builder(build: Callable[[], Any], prepared: Prepared, plan: Plan,
 @contextlib.contextmanager
 def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
     """While active (inside ``strategy.scope()``), a variable created under the name scope of a
-    layer the plan gives a home (:func:`~ralp_tf.place.colocation.variable_homes`) is created
+    layer the plan gives a home (:func:`~ralp_tf.place.colocation.unit_homes`) is created
     there: matched by the last part of the layer's path against the innermost name scope, so for
     layers whose paths end in the names the user gave them. For building a subclassed model
     yourself before :func:`place`; the decorator and :func:`place_from_builder` need no such scope."""
     import tensorflow as tf
 
-    homes = variable_homes(plan)
+    homes = unit_homes(plan)
     anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster_of(strategy).num_ps)
     by_name = {path.rsplit("/", 1)[-1]: home for path, home in homes.items()}
 
@@ -311,7 +311,7 @@ def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
         yield
 
 
-def _check_variable_homes(graph: ModelGraph, homes: Homes) -> None:
+def _check_unit_homes(graph: ModelGraph, homes: Homes) -> None:
     """Every variable of a unit with a home is on its PS task(s); a sharded unit's on all of them."""
     import tensorflow as tf
 
@@ -384,8 +384,7 @@ def placement(policy: Any = "ralp", *, strategy: Any = None, batch_size: int = 3
                 raise ModelError("@ralp_tf.placement needs a ParameterServerStrategy: pass strategy=... or call "
                                  "the decorated function inside `with strategy.scope():`")
             check_strategy(strat)
-            rates = {k: v for k, v in (("bandwidth", bandwidth), ("flops", flops)) if v is not None}
-            cluster = cluster_of(strat, **rates)
+            cluster = cluster_of(strat, **Rates(bandwidth, flops).kwargs())
             bound = functools.partial(build, *args, **kwargs)
             prepared = prepare(bound, batch_size, input_shape=input_shape, sequence_length=sequence_length)
             plan, analysis = plan_with_policy(policy, prepared.profile, cluster, min_speedup=min_speedup,

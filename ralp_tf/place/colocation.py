@@ -32,14 +32,14 @@ from ralp_tf.model.graph import ModelGraph
 from ralp_tf.place.sharding import sharded_creator
 from ralp_tf.plan.plans import Plan
 
-__all__ = ["variable_homes", "ps_anchors", "Homes", "UnitScopes", "CreationOrder", "record_creations",
+__all__ = ["unit_homes", "ps_anchors", "Homes", "UnitScopes", "CreationOrder", "record_creations",
            "unit_of_variables"]
 
 #: Unit path -> the PS tasks holding its variables: one task, or one per shard.
 Homes = Mapping[str, tuple[int, ...]]
 
 
-def variable_homes(plan: Plan) -> dict[str, tuple[int, ...]]:
+def unit_homes(plan: Plan) -> dict[str, tuple[int, ...]]:
     """Unit path -> the PS tasks holding its variables: the task of a PS-computed unit, the task(s)
     the plan's ``storage`` names for a worker-computed one (several: shards along axis 0)."""
     homes = {path: (k,) for path, k in plan.ps_layers().items()}

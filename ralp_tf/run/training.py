@@ -34,7 +34,7 @@ from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksu
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.plan.analyzer import Analysis
-from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
@@ -421,11 +421,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     from ralp_tf.run.launch import LocalCluster
     from ralp_tf.run.traffic import cluster_endpoints
 
-    rates: dict[str, Any] = {}
-    if bandwidth is not None:
-        rates["bandwidth"] = bandwidth
-    if flops is not None:
-        rates["flops"] = flops
+    rates = Rates(bandwidth, flops).kwargs()
     builder = resolve_model(model) if isinstance(model, str) else model
     prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
                                                               sequence_length=sequence_length))

@@ -70,7 +70,7 @@ def test_local_cluster_shape_errors() -> None:
 
 
 def test_any_positive_cluster_size_plans() -> None:
-    """100,000 workers (once a StopIteration: placeholder ports ran out at 10,000 tasks) plan in
+    """100,000 workers (past 10,000 tasks, where placeholder ports would run out) plan in
     pure arithmetic, with distinct, valid placeholder addresses."""
     from ralp_tf.plan.analyzer import analyze
 

@@ -1,4 +1,4 @@
-"""Hosts on the testbed (issue 10): layouts, tasks sharing a host's namespace, address and capped link,
+"""Hosts on the testbed: layouts, tasks sharing a host's namespace, address and capped link,
 per-host byte counts, per-host CPU budgets (cgroup v1) and their teardown."""
 from __future__ import annotations
 
