@@ -53,9 +53,9 @@ class BayesOpt(Solver):
         def observe(x: np.ndarray) -> None:
             nonlocal best_key, best_a
             a = problem.decode(x)
-            obj = problem.objective(a)
+            obj, pen = problem.scores(a)
             X.append(x)
-            y.append(math.log(problem.penalized(a)))
+            y.append(math.log(pen))
             key = (obj, y[-1])
             if key < best_key:
                 best_key, best_a = key, a

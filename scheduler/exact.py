@@ -17,6 +17,9 @@ When the best segmentation uses more units of one type (over several stages) tha
 catalog has, a label-setting DP that carries the units used per type re-solves it exactly.
 ``method="exhaustive"`` enumerates every assignment instead (small problems; a cross-check).
 
+**PSS problems** (:class:`scheduler.pss.PSSProblem`): exhaustive search where it is small enough
+(:func:`solve_pss`), else not applicable.
+
 **Max-load problems** (:class:`scheduler.maxload.MaxLoadProblem`). The published programme's
 space: every device gets ``I \ J`` for ideals ``J ⊆ I``. ``dp[c][f][I]`` = best max-load of the
 groups in ideal ``I`` on ``c`` CPUs and ``f`` accelerators:
@@ -33,14 +36,19 @@ from typing import Any
 import numpy as np
 
 from scheduler.base import Solver
-from scheduler.errors import InfeasibleError, ProblemError
+from scheduler.contraction import contract, expand
+from scheduler.errors import InfeasibleError, ProblemError, SolverNotApplicableError
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
+from scheduler.pss import PSSProblem
 
-__all__ = ["EXHAUSTIVE_LIMIT", "solve_heterps", "solve_exhaustive", "solve_maxload", "Exact"]
+__all__ = ["EXHAUSTIVE_LIMIT", "PSS_EXHAUSTIVE_LIMIT", "solve_heterps", "solve_exhaustive", "solve_pss", "solve_maxload", "solve_maxload_dp",
+           "Exact"]
 
 #: Largest number of assignments ``method="exhaustive"`` enumerates.
 EXHAUSTIVE_LIMIT = 300_000
+#: Largest number of PSS placements :func:`solve_pss` enumerates (each is a cost-model estimate).
+PSS_EXHAUSTIVE_LIMIT = 16_384
 
 
 def _dp_min_price(price: np.ndarray) -> tuple[float, np.ndarray | None]:
@@ -187,6 +195,20 @@ def solve_exhaustive(problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
     return best_a, {"method": "exhaustive", "assignments": total}
 
 
+def solve_pss(problem: PSSProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The PSS placement problem has no known polynomial optimum (the cost model's step time
+    mixes per-host link phases, serving CPU and contention): exhaustive search when every
+    placement can be enumerated, else :class:`SolverNotApplicableError` (``Solver.plan`` then
+    keeps the analyzer's plan and says so)."""
+    total = math.prod(int(problem.allowed[l].sum()) for l in range(problem.num_decisions))
+    if total > PSS_EXHAUSTIVE_LIMIT:
+        raise SolverNotApplicableError(
+            f"the exact PSS placement of {problem.name!r} would enumerate {total:.3g} placements (limit "
+            f"{PSS_EXHAUSTIVE_LIMIT}, about a millisecond of the cost model each); there is no exact PSS "
+            "solver beyond that; use greedy, random, bo or rl")
+    return solve_exhaustive(problem)
+
+
 def _pack(mat: np.ndarray) -> np.ndarray:
     """Rows of a bool matrix as uint64 words (bit ``v % 64`` of word ``v // 64``)."""
     N, G = mat.shape
@@ -198,6 +220,16 @@ def _pack(mat: np.ndarray) -> np.ndarray:
 
 
 def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The ideal DP for contiguous splits (:func:`solve_maxload_dp`) of the problem contracted as
+    the reference DP contracts it (:func:`scheduler.contraction.contract`), mapped back."""
+    c = contract(problem)
+    a, notes = solve_maxload_dp(c.problem)
+    notes.update(classes=problem.num_decisions, contracted_classes=c.problem.num_decisions,
+                 merged_classes=c.merged, merged_classes_with_memory=c.merged_with_memory)
+    return expand(c, problem, a), notes
+
+
+def solve_maxload_dp(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
     """The ideal DP for contiguous splits (module docstring).
 
     Ideals are taken in order of size; for each ideal ``I`` its sub-ideals are found by a
@@ -316,6 +348,8 @@ class Exact(Solver):
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         if self.method == "exhaustive":
             return solve_exhaustive(problem)
+        if isinstance(problem, PSSProblem):
+            return solve_pss(problem)
         if isinstance(problem, MaxLoadProblem):
             return solve_maxload(problem)
         return solve_heterps(problem)

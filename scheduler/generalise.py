@@ -146,9 +146,9 @@ def split_optimum(problem: MaxLoadProblem, tables: tuple[np.ndarray, np.ndarray]
 
 # ----------------------------------------------------------------------------- training
 def _env_actions(env: Any, assignment: np.ndarray) -> np.ndarray:
-    from scheduler.rl import _actions_of
+    from scheduler.envs import actions_of
 
-    return _actions_of(env, np.asarray(assignment, dtype=np.int64))
+    return actions_of(env, np.asarray(assignment, dtype=np.int64))
 
 
 class Expert:
@@ -262,7 +262,7 @@ def _policy_solver(seed: int, features: str = "lookahead", beam: int = APPLY_SAM
 
 def _apply_row(solver: RL, problem: Any, reference: float, trained_on: list[str]) -> dict[str, Any]:
     """Apply a trained solver (no retraining, no polish); the polish is run after, for its column."""
-    from scheduler.rl import DEFAULT_POLISH_EVALUATIONS, polish
+    from scheduler.polish import DEFAULT_POLISH_EVALUATIONS, polish
 
     if getattr(problem, "name", None) in trained_on:
         raise AssertionError(f"held-out workload {problem.name!r} is in its policy's training set")

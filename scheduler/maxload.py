@@ -149,6 +149,14 @@ class MaxLoadProblem:
         self._ideals: tuple[list[int], np.ndarray] | None = None
         self._comm_tables: tuple[np.ndarray, ...] | None = None
 
+    def with_colors(self, color: Sequence[int]) -> "MaxLoadProblem":
+        """The same nodes, edges and devices with colour class ``color[i]`` for node ``i``."""
+        edges = [(self.node_ids[s], self.node_ids[d]) for s, d in zip(self.src.tolist(), self.dst.tolist())]
+        out_cost = {self.node_ids[i]: float(c) for i, c in enumerate(self.cost) if c}
+        return MaxLoadProblem(self.name, self.node_ids, self.cpu_lat, self.fpga_lat, self.size, self.supported,
+                              self.backward, [int(c) for c in color], edges, out_cost, self.max_size,
+                              self.declared_fpgas, self.declared_cpus, node_names=self.node_names)
+
     # ----------------------------------------------------------------- shape
     @property
     def num_decisions(self) -> int:
@@ -231,9 +239,14 @@ class MaxLoadProblem:
         return max(float(self.group_cpu.sum()) / max(self.max_cpus, 1), 1e-12)
 
     def penalized(self, assignment: Any) -> float:
+        """``max_load / reference_load``, plus 4 when infeasible (memory or support)."""
+        return self.scores(assignment)[1]
+
+    def scores(self, assignment: Any) -> tuple[float, float]:
+        """``(objective, penalized)`` of ``assignment`` from one evaluation."""
         ev = self.evaluate(assignment)
         val = ev.max_load / self.reference_load()
-        return val if ev.feasible else val + 4.0
+        return ev.objective, (val if ev.feasible else val + 4.0)
 
     # ----------------------------------------------------------------- contiguous splits
     def from_cuts(self, boundaries: Sequence[int]) -> np.ndarray:
