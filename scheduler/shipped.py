@@ -60,13 +60,15 @@ KIND_FEATURES = {"heterps": "slots", "maxload": "lookahead"}
 RECIPES: dict[str, dict[str, int]] = {
     "heterps": {"generated": 80, "cluster_views": 24, "max_layers": 40, "imitation_steps": 1500, "dagger_steps": 1000,
                 "dagger_batch": 8},
-    "maxload": {"graphs": 24, "imitation_steps": 600, "dagger_steps": 300, "dagger_batch": 8},
+    "maxload": {"graphs": 24, "min_nodes": 20, "max_nodes": 200, "imitation_steps": 600, "dagger_steps": 300,
+                "dagger_batch": 8},
 }
 #: Tiny recipes (a smoke run and the reproducibility test; not a policy to ship).
 QUICK_RECIPES: dict[str, dict[str, int]] = {
     "heterps": {"generated": 3, "cluster_views": 1, "max_layers": 12, "imitation_steps": 6, "dagger_steps": 3,
                 "dagger_batch": 2},
-    "maxload": {"graphs": 2, "imitation_steps": 6, "dagger_steps": 3, "dagger_batch": 2},
+    "maxload": {"graphs": 2, "min_nodes": 10, "max_nodes": 30, "imitation_steps": 6, "dagger_steps": 3,
+                "dagger_batch": 2},
 }
 
 _LOADED: dict[str, tuple[Any, str]] = {}
@@ -187,7 +189,8 @@ def _training_set(kind: str, recipe: dict[str, int], seed: int) -> tuple[list[An
     from scheduler.workloads.dnn_partitioning import from_dict
     from scheduler.workloads.layer_graphs import training_layer_graphs
 
-    graphs = training_layer_graphs(recipe["graphs"], seed=seed + 2000)
+    graphs = training_layer_graphs(recipe["graphs"], seed=seed + 2000, min_nodes=recipe["min_nodes"],
+                                   max_nodes=recipe["max_nodes"])
     return [from_dict(g, g["name"]) for g in graphs], [None] * len(graphs)
 
 
