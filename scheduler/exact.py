@@ -10,7 +10,11 @@ constant ``10^6 / 3600``). For a rate threshold ``θ`` let
 shortest-path dynamic programme over (last layer, last type), ``O(L^2 T^2)``). Then
 ``OPT = min_θ D(θ) / θ`` over the finitely many stage rates ``θ``: ``D(θ)/θ`` upper-bounds the
 cost of the DP's own segmentation, and at ``θ = X*`` (the optimum's bottleneck)
-``D(X*) / X* <= OPT``. Thresholds are tried from the highest down and the sweep stops once
+``D(X*) / X* <= OPT``. Since ``D`` does not decrease with ``θ``, an interval ``[θ_a, θ_b]`` of
+thresholds holds no ratio below ``D(θ_a) / θ_b``: the search first splits such intervals,
+least bound first, pruning those whose bound reaches the best placement found
+(:func:`scheduler.bounds.heterps_bound`), which is exact when the optimum it finds respects the
+unit caps across stages; otherwise thresholds are tried from the highest down and the sweep stops once
 ``D(-inf) / θ`` (a lower bound for every smaller ``θ``) exceeds the best found. The budget is
 a bound on ``D(θ)``. Exact for DAGs too (not only chains), since the layer order is fixed.
 When the best segmentation uses more units of one type (over several stages) than the
@@ -42,11 +46,13 @@ from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
 from scheduler.pss import PSSProblem
 
-__all__ = ["EXHAUSTIVE_LIMIT", "PSS_EXHAUSTIVE_LIMIT", "solve_heterps", "solve_exhaustive", "solve_pss", "solve_maxload", "solve_maxload_dp",
+__all__ = ["EXHAUSTIVE_LIMIT", "INTERVAL_DPS", "PSS_EXHAUSTIVE_LIMIT", "solve_heterps", "solve_heterps_sweep", "solve_exhaustive", "solve_pss", "solve_maxload", "solve_maxload_dp",
            "Exact"]
 
 #: Largest number of assignments ``method="exhaustive"`` enumerates.
 EXHAUSTIVE_LIMIT = 300_000
+#: DP solves the threshold-interval search may spend before :func:`solve_heterps` falls back on the sweep.
+INTERVAL_DPS = 20_000
 #: Largest number of PSS placements :func:`solve_pss` enumerates (each is a cost-model estimate).
 PSS_EXHAUSTIVE_LIMIT = 16_384
 
@@ -134,6 +140,20 @@ def _dp_caps(problem: Problem, mask: np.ndarray) -> tuple[float, np.ndarray | No
 
 
 def solve_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The optimum: first the interval search over thresholds of :func:`scheduler.bounds.heterps_bound`,
+    which is exact whenever the relaxed optimum respects the unit caps across stages (and then
+    needs a few dozen DPs instead of one per threshold); otherwise the θ-sweep DP with the unit-cap
+    DP (:func:`solve_heterps_sweep`)."""
+    from scheduler.bounds import heterps_bound
+
+    bound = heterps_bound(problem, max_dps=INTERVAL_DPS)
+    if bound.exact and bound.assignment is not None:
+        return bound.assignment, {"method": "threshold intervals (relaxation exact)", "dps": bound.dps,
+                                  "thresholds": bound.thresholds}
+    return solve_heterps_sweep(problem)
+
+
+def solve_heterps_sweep(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
     """The θ-sweep DP (module docstring)."""
     ok = problem.seg_ok
     if not ok.any():
