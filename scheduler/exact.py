@@ -292,23 +292,7 @@ def solve_maxload_dp(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any
         acc[(sz[I] - sz[sub]) > problem.max_size * (1 + 1e-12)] = np.inf
         acc[(bad[I] - bad[sub]) > 0] = np.inf
         cpu = cp[I] - cp[sub]
-        base = np.full((C + 1, F + 1), np.inf)
-        kind = np.full((C + 1, F + 1), 2, dtype=np.int8)
-        arg = np.zeros((C + 1, F + 1), dtype=np.int64)
-        D = dp[:, :, sub]
-        if C:
-            v = np.maximum(D[:-1], cpu)                  # [C, F+1, m]: CPU c-1 -> c
-            k = v.argmin(axis=2)
-            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
-            base[1:], kind[1:], arg[1:] = best, 0, sub[k]
-        if F:
-            v = np.maximum(D[:, :-1], acc)               # [C+1, F, m]: accelerator f-1 -> f
-            k = v.argmin(axis=2)
-            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
-            better = best < base[:, 1:]
-            base[:, 1:] = np.where(better, best, base[:, 1:])
-            kind[:, 1:] = np.where(better, 1, kind[:, 1:])
-            arg[:, 1:] = np.where(better, sub[k], arg[:, 1:])
+        base, kind, arg = _last_device(dp[:, :, sub], sub, cpu, acc)
         # An empty device: dp[c][f][I] = min(base, dp[c-1][f][I], dp[c][f-1][I]).
         for c in range(C + 1):
             for f in range(F + 1):
@@ -321,8 +305,44 @@ def solve_maxload_dp(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any
     if not math.isfinite(dp[C, F, full]):
         raise InfeasibleError(f"no contiguous split of {problem.name!r} fits the accelerators' size limit "
                               f"({problem.max_size:.4g} bytes each); add accelerators or CPUs")
+    a = _backtrack(problem, mat, back_kind, back_j)
+    return a, {"method": "ideal DP (contiguous splits)", "ideals": N, "ideal_pairs": int(pairs),
+               "pairs_pruned_by_bound": pruned, "upper_bound": upper if math.isfinite(upper) else None,
+               "dp_max_load": float(dp[C, F, full])}
+
+
+def _last_device(D: np.ndarray, sub: np.ndarray, cpu: np.ndarray, acc: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For one ideal ``I`` and its candidate sub-ideals ``sub`` (``D = dp[:, :, sub]``; ``cpu`` /
+    ``acc`` the loads of ``I \\ J`` on a CPU / an accelerator): per ``(c, f)``, the best max-load
+    with ``I \\ J`` on the ``c``-th CPU (kind 0) or the ``f``-th accelerator (kind 1), and the
+    arg-min sub-ideal (kind 2: neither possible)."""
+    C, F = D.shape[0] - 1, D.shape[1] - 1
+    base = np.full((C + 1, F + 1), np.inf)
+    kind = np.full((C + 1, F + 1), 2, dtype=np.int8)
+    arg = np.zeros((C + 1, F + 1), dtype=np.int64)
+    if C:
+        v = np.maximum(D[:-1], cpu)                  # [C, F+1, m]: CPU c-1 -> c
+        k = v.argmin(axis=2)
+        best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+        base[1:], kind[1:], arg[1:] = best, 0, sub[k]
+    if F:
+        v = np.maximum(D[:, :-1], acc)               # [C+1, F, m]: accelerator f-1 -> f
+        k = v.argmin(axis=2)
+        best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+        better = best < base[:, 1:]
+        base[:, 1:] = np.where(better, best, base[:, 1:])
+        kind[:, 1:] = np.where(better, 1, kind[:, 1:])
+        arg[:, 1:] = np.where(better, sub[k], arg[:, 1:])
+    return base, kind, arg
+
+
+def _backtrack(problem: MaxLoadProblem, mat: np.ndarray, back_kind: np.ndarray, back_j: np.ndarray) -> np.ndarray:
+    """The assignment of the DP's optimum from its back pointers (kinds: 0 CPU, 1 accelerator,
+    2 / 3 a CPU / an accelerator left empty)."""
+    C, F, I = back_kind.shape[0] - 1, back_kind.shape[1] - 1, back_kind.shape[2] - 1
     a = np.zeros(problem.num_decisions, dtype=np.int64)
-    c, f, I = C, F, full
+    c, f = C, F
     while I != 0:
         kd, J = int(back_kind[c, f, I]), int(back_j[c, f, I])
         if kd == 2:
@@ -339,9 +359,7 @@ def solve_maxload_dp(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any
             c -= 1
             a[groups] = c
         I = J
-    return a, {"method": "ideal DP (contiguous splits)", "ideals": N, "ideal_pairs": int(pairs),
-               "pairs_pruned_by_bound": pruned, "upper_bound": upper if math.isfinite(upper) else None,
-               "dp_max_load": float(dp[C, F, full])}
+    return a
 
 
 def _contiguous_upper_bound(problem: MaxLoadProblem) -> float:

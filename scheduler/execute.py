@@ -544,7 +544,7 @@ def add_parser(subparsers: Any) -> None:
                    help="more steps where needed so that each run's predicted measured window lasts this long")
     p.add_argument("--warmup", type=int_at_least(1), default=3, help="untimed global steps first")
     p.add_argument("--rl-iterations", type=int_at_least(1), default=None,
-                   help="RL budget in REINFORCE iterations (when --solver/--compare has rl)")
+                   help="RL: REINFORCE iterations fine-tuning the shipped policy (when --solver/--compare has rl)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--predict-only", action="store_true", help="stop after the predictions (no testbed run)")
     p.add_argument("--out-dir", default="/tmp/ralp_tf_execute", help="plans, logs and execution.json")

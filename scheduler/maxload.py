@@ -78,15 +78,7 @@ class MaxLoadProblem:
         self.cpu_lat, self.fpga_lat, self.size = arrs["cpuLatency"], arrs["fpgaLatency"], arrs["size"]
         self.supported = np.asarray(supported, dtype=bool)
         self.backward = np.asarray(backward, dtype=bool)
-        for what, v in (("max_size", max_size),):
-            if not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
-                raise WorkloadError(f"workload {name!r}: maxSizePerFPGA must be a positive number, got {v!r}")
-        if isinstance(max_fpgas, bool) or not isinstance(max_fpgas, int) or max_fpgas < 0:
-            raise WorkloadError(f"workload {name!r}: maxFPGAs must be an integer >= 0, got {max_fpgas!r}")
-        if isinstance(max_cpus, bool) or not isinstance(max_cpus, int) or max_cpus < 0:
-            raise WorkloadError(f"workload {name!r}: maxCPUs must be an integer >= 0, got {max_cpus!r}")
-        if max_fpgas + max_cpus == 0:
-            raise WorkloadError(f"workload {name!r} has no devices (maxFPGAs = maxCPUs = 0)")
+        _check_devices(name, max_size, max_fpgas, max_cpus)
         self.max_size, self.max_fpgas, self.max_cpus = float(max_size), max_fpgas, max_cpus
         # Edges (positions), outgoing cost per node.
         src, dst = [], []
@@ -367,6 +359,18 @@ class MaxLoadProblem:
     def describe(self) -> str:
         return (f"{self.name}: {len(self.node_ids)} nodes in {self.num_decisions} colour classes, "
                 f"{self.max_fpgas} accelerators, {self.max_cpus} CPUs")
+
+
+def _check_devices(name: str, max_size: Any, max_fpgas: Any, max_cpus: Any) -> None:
+    """Refuse a device description that no placement can use (naming the field)."""
+    if not isinstance(max_size, (int, float)) or math.isnan(max_size) or max_size <= 0:
+        raise WorkloadError(f"workload {name!r}: maxSizePerFPGA must be a positive number, got {max_size!r}")
+    if isinstance(max_fpgas, bool) or not isinstance(max_fpgas, int) or max_fpgas < 0:
+        raise WorkloadError(f"workload {name!r}: maxFPGAs must be an integer >= 0, got {max_fpgas!r}")
+    if isinstance(max_cpus, bool) or not isinstance(max_cpus, int) or max_cpus < 0:
+        raise WorkloadError(f"workload {name!r}: maxCPUs must be an integer >= 0, got {max_cpus!r}")
+    if max_fpgas + max_cpus == 0:
+        raise WorkloadError(f"workload {name!r} has no devices (maxFPGAs = maxCPUs = 0)")
 
 
 def _class_graph(color: Sequence[int], src: np.ndarray, dst: np.ndarray, backward: np.ndarray

@@ -1,4 +1,4 @@
-r"""Lookahead features for a placement policy that generalises (issue 14, item 2).
+r"""Lookahead features for a placement policy that generalises.
 
 The paper's features (:class:`scheduler.rl.HeterPSEnv`, :class:`scheduler.rl.MaxLoadEnv`)
 describe a layer and, scale-free, the whole model; they say little about what the *partial

@@ -37,7 +37,8 @@ evaluations, so the same seed and budget give the same schedule on an idle or a 
 polish and timing) are safety caps only: when one cuts a phase short, ``notes["time_cap_cut"]``
 names it and a :class:`RuntimeWarning` says so. ``notes["decision_ms"]`` (a timing, never a
 decision) is the median per-decision time of 15 greedy decodes, features included
-(:meth:`RL.decision_ms`).
+(:meth:`RL.decision_ms`), measured after the solve; ``notes["solve_seconds"]`` is the solve's
+time before that measurement.
 
 **Isolation.** Policies, tf.functions and optimizers live outside any distribution strategy:
 :meth:`RL.solve` / :meth:`RL.plan`, :meth:`RL.train`, :meth:`RL.imitate` and :meth:`RL.pretrain`
@@ -102,6 +103,7 @@ class RLNotes:
     polish_evaluations: int | None = None
     polish_seconds: float | None = None
     decision_ms: float | None = None
+    solve_seconds: float | None = None
     time_cap_cut: list[str] = dataclasses.field(default_factory=list)
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -385,9 +387,10 @@ class RL(Solver):
             return np.zeros(problem.num_decisions, dtype=np.int64), {"policy": "none: one choice per decision"}
         if isinstance(problem, PSSProblem):
             return self._solve_pss(problem)
+        t_start = time.perf_counter()
         self._resolve(problem)
         notes = RLNotes(policy=self._source, features=self.features or "basic")
-        deadline = None if self.max_solve_seconds is None else time.perf_counter() + self.max_solve_seconds
+        deadline = None if self.max_solve_seconds is None else t_start + self.max_solve_seconds
         track: Track = {}
         iterations = self._training_iterations(problem)
         if iterations:
@@ -413,6 +416,7 @@ class RL(Solver):
         notes.policy_assignment = [int(x) for x in a]
         if self.polish:
             a = self._polish(problem, [s for _, s in starts], notes, deadline)
+        notes.solve_seconds = time.perf_counter() - t_start  # the solve before the latency measurement
         notes.decision_ms = self.decision_ms(problem, deadline=deadline)
         return a, notes.to_dict()
 

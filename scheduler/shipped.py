@@ -13,8 +13,13 @@ with exact experts, never on an evaluated workload:
   (:func:`scheduler.type_slots.training_problems`), plus ``cluster_views`` generated graphs on
   the HeterPS view of a random small PSS cluster (:func:`scheduler.pss.heterps_view`: one
   worker and one PS type, 1-4 workers, 1-3 PS tasks, 0.1-10 Gbit/s), the problem the policy
-  reads when it plans for a cluster; all labelled by the exact θ-sweep optimum. No built-in
-  workload is in it, so every built-in is held out.
+  reads when it plans for a cluster, plus ``large`` (0 in the shipped recipe: 16 made the
+  policy worse on the HeterPS-scale tables, docs/scheduler.md) generated graphs of 60-230 layers (deep
+  ``transformer``, ``resnet`` and ``ctr`` draws on random catalogs, constrained to 30-70% of their
+  best single-type throughput; those whose optimum the threshold-interval search,
+  :func:`scheduler.bounds.heterps_bound`, does not prove are skipped); all labelled by the exact optimum.
+  No built-in or HeterPS-scale workload of the tables is in it (their seeds and names differ),
+  so each is held out.
 * ``maxload`` (features ``"lookahead"``, :mod:`scheduler.policy_features`): max-load problems.
   Training set: generated branchy layer graphs
   (:func:`scheduler.workloads.layer_graphs.training_layer_graphs`), labelled by the exact
@@ -58,15 +63,15 @@ FILES = {"heterps": "heterps_slots.npz", "maxload": "maxload_lookahead.npz"}
 KIND_FEATURES = {"heterps": "slots", "maxload": "lookahead"}
 #: The training recipe of each kind (work budgets; the command's defaults).
 RECIPES: dict[str, dict[str, int]] = {
-    "heterps": {"generated": 80, "cluster_views": 24, "max_layers": 40, "imitation_steps": 1500, "dagger_steps": 1000,
-                "dagger_batch": 8},
+    "heterps": {"generated": 80, "cluster_views": 24, "large": 0, "max_layers": 40, "imitation_steps": 1500,
+                "dagger_steps": 1000, "dagger_batch": 8},
     "maxload": {"graphs": 24, "min_nodes": 20, "max_nodes": 200, "imitation_steps": 600, "dagger_steps": 300,
                 "dagger_batch": 8},
 }
 #: Tiny recipes (a smoke run and the reproducibility test; not a policy to ship).
 QUICK_RECIPES: dict[str, dict[str, int]] = {
-    "heterps": {"generated": 3, "cluster_views": 1, "max_layers": 12, "imitation_steps": 6, "dagger_steps": 3,
-                "dagger_batch": 2},
+    "heterps": {"generated": 3, "cluster_views": 1, "large": 0, "max_layers": 12, "imitation_steps": 6,
+                "dagger_steps": 3, "dagger_batch": 2},
     "maxload": {"graphs": 2, "min_nodes": 10, "max_nodes": 30, "imitation_steps": 6, "dagger_steps": 3,
                 "dagger_batch": 2},
 }
@@ -185,7 +190,8 @@ def _training_set(kind: str, recipe: dict[str, int], seed: int) -> tuple[list[An
 
         views, optima, _ = training_problems(recipe["generated"], seed=seed, max_layers=recipe["max_layers"])
         more, more_optima = _cluster_views(recipe["cluster_views"], seed, recipe["max_layers"])
-        return views + more, optima + more_optima
+        big, big_optima = _large_views(recipe.get("large", 0), seed)
+        return views + more + big, optima + more_optima + big_optima
     from scheduler.workloads.dnn_partitioning import from_dict
     from scheduler.workloads.layer_graphs import training_layer_graphs
 
@@ -221,6 +227,44 @@ def _cluster_views(count: int, seed: int, max_layers: int) -> tuple[list[Any], l
             optimum = Exact().solve(problem).assignment
         except SchedulerError:
             continue
+        view = SlotView(problem, [int(x) for x in rng.permutation(MAX_TYPES)[:problem.num_choices]])
+        views.append(view)
+        optima.append(view.slots(optimum))
+    return views, optima
+
+
+def _large_views(count: int, seed: int) -> tuple[list[Any], list[Any]]:
+    """``count`` deep generated graphs (module docstring) on random catalogs of 2-6 types, at
+    random slot injections, with their exact optima as slot placements."""
+    from scheduler.bounds import heterps_bound
+    from scheduler.errors import SchedulerError
+    from scheduler.problem import Problem
+    from scheduler.resources import Constraints
+    from scheduler.type_slots import MAX_TYPES, MIN_TYPES, SlotView, random_catalog
+    from scheduler.workloads.generated import random_profile
+
+    rng = np.random.default_rng(seed + 40_000)
+    views, optima = [], []
+    attempts = 0
+    while len(views) < count and attempts < 10 * max(count, 1):
+        attempts += 1
+        family = ("transformer", "resnet", "ctr")[attempts % 3]
+        size = {"transformer": {"blocks": int(rng.integers(6, 23))},
+                "resnet": {"blocks": [int(x) for x in rng.integers(1, 10, size=4)]},
+                "ctr": {"fields": int(rng.integers(30, 111))}}[family]
+        prof = random_profile(rng, family, name=f"large{seed}_{attempts}_{family}", **size)
+        cat = random_catalog(rng, int(rng.integers(MIN_TYPES, MAX_TYPES + 1)), name=f"large{seed}_{attempts}")
+        try:
+            free = Problem.from_profile(prof, cat, Constraints(0.0, None))
+            n = free.num_decisions
+            single = max(float(free.seg_max_rate[0, n - 1, r]) for r in range(free.num_choices))
+            problem = free.with_constraints(Constraints(float(rng.uniform(0.3, 0.7)) * single, None))
+            bound = heterps_bound(problem)
+        except SchedulerError:
+            continue
+        if not bound.exact:  # the optimum is not known within the bound's budget: not a labelled example
+            continue
+        optimum = bound.assignment
         view = SlotView(problem, [int(x) for x in rng.permutation(MAX_TYPES)[:problem.num_choices]])
         views.append(view)
         optima.append(view.slots(optimum))

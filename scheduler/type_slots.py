@@ -1,4 +1,4 @@
-r"""One HeterPS placement policy for catalogs of 2 to 6 resource types (issue 14, item 2).
+r"""One HeterPS placement policy for catalogs of 2 to 6 resource types.
 
 The paper's features (:class:`scheduler.rl.HeterPSEnv`) and the lookahead ones
 (:class:`scheduler.policy_features.LookaheadHeterPSEnv`) have one block per resource type, and
@@ -30,7 +30,7 @@ memory x {0.5, 1, 2}, unit cap uniform 4-32), at least one worker type (a worker
 layer kind), seeded.
 
 **Method.** DAgger-style imitation of the exact HeterPS optimum
-(:func:`scheduler.generalise.train_dagger`, unchanged) over generated graphs
+(:func:`scheduler.generalise.train_dagger`) over generated graphs
 (:mod:`scheduler.workloads.generated`, at most :data:`MAX_TRAIN_LAYERS` layers: the exact
 θ-sweep DP labels those in seconds on 6 types) each on its own random catalog, plus the other
 built-ins on random catalogs; leave-one-out over the six built-ins (:func:`evaluate`).

@@ -49,7 +49,7 @@ def test_generated_problems_feasible_and_seeded() -> None:
 
 @pytest.mark.slow
 def test_leave_one_out_never_trains_on_held_out() -> None:
-    from scheduler.compare import generalisation
+    from scheduler.generalise import generalisation
 
     names = ["ctr_dnn", "word2vec_nce"]
     logs: list[str] = []
