@@ -53,8 +53,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
                   f"{schedule.notes['policy_objective']:.6g}" + ("" if schedule.notes.get("polished") else
                                                                  " (no polish: this is the schedule)"))
         for st in schedule.stages:
-            print(f"  {st['layers'][0]} .. {st['layers'][1]} ({st['num_layers']} layers): {st['units']} x {st['type']}"
-                  f", {st['rate']:.4g} samples/s" if st.get("rate") is not None else "")
+            print(f"  {st.first} .. {st.last} ({st.num_layers} layers): {st.units} x {st.type}, "
+                  f"{st.rate:.4g} samples/s")
         if schedule.objective_name == "cost":
             print("TF_CONFIG cluster:", json.dumps(schedule.tf_config_cluster()))
     return 0

@@ -273,7 +273,7 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
             for wt in ([w] if w else able("worker", p)) for pt in ([p] if p else able("ps", wt))]
     dep = min(deps, key=_preference)
     dep.heterps = {"solver": schedule.solver, "throughput": schedule.throughput, "cost": schedule.cost,
-                   "units": dict(schedule.units), "stages": list(schedule.stages),
+                   "units": dict(schedule.units), "stages": [st.to_dict() for st in schedule.stages],
                    "constraint_met": bool(schedule.constraint_met),
                    "price_per_hour": schedule.notes.get("price_per_hour")}
     return dep

@@ -544,12 +544,11 @@ class Problem:
 
     def make_schedule(self, assignment: np.ndarray, solver: str, seconds: float,
                       notes: Mapping[str, Any] | None = None) -> "Schedule":
-        from scheduler.schedule import Schedule
+        from scheduler.schedule import Schedule, ScheduleStage
 
         ev = self.evaluate(assignment)
-        stages = [{"layers": [self.layer_names[s.first], self.layer_names[s.last]], "num_layers": s.last - s.first + 1,
-                   "type": self.catalog.types[s.type_index].name, "units": s.units, "rate": s.rate}
-                  for s in ev.stages]
+        stages = [ScheduleStage(self.layer_names[s.first], self.layer_names[s.last], s.last - s.first + 1,
+                                self.catalog.types[s.type_index].name, s.units, s.rate) for s in ev.stages]
         n = dict(notes or {})
         if ev.reason:
             n.setdefault("violations", ev.reason)
