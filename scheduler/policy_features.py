@@ -157,9 +157,10 @@ def _lookahead_columns(c: np.ndarray, T: int) -> np.ndarray:
     m = m if math.isfinite(m) and m > 0 else 1.0
     f = np.zeros(5 * T + 2, dtype=np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for j, v in enumerate((c2, c1, ch)):
-            f[j * T:(j + 1) * T] = np.clip(np.nan_to_num(np.log10(v / m), posinf=2.0, nan=2.0), 0.0, 2.0)
-    f[3 * T:4 * T] = np.isclose(c2, m, rtol=1e-9, atol=0.0)
+        ratios = np.log10(np.stack((c2, c1, ch)) / m)
+    ratios = np.where(np.isnan(ratios) | (ratios == np.inf), 2.0, ratios)  # unknown or infinitely worse: the cap
+    f[:3 * T] = np.clip(ratios, 0.0, 2.0).reshape(-1)
+    f[3 * T:4 * T] = np.abs(c2 - m) <= 1e-9 * abs(m)  # c2 == m up to rounding
     f[4 * T:5 * T] = c2 < PENALTY
     f[5 * T] = np.clip(math.log10(m), -2.0, 2.0)
     f[5 * T + 1] = m < PENALTY

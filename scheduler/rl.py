@@ -62,7 +62,8 @@ from scheduler.maxload import MaxLoadProblem
 from scheduler.polish import DEFAULT_POLISH_EVALUATIONS, polish
 from scheduler.pss import PSSProblem, heterps_view
 
-__all__ = ["DEFAULT_DECISION_ITERATIONS", "APPLY_BEAM", "APPLY_SAMPLES", "PSS_POLISH_EVALUATIONS", "POOL_SIZE",
+__all__ = ["DEFAULT_DECISION_ITERATIONS", "APPLY_BEAM", "APPLY_SAMPLES", "PSS_POLISH_EVALUATIONS", "PSS_APPLY_BEAM",
+           "PSS_APPLY_SAMPLES", "POOL_SIZE",
            "default_iterations", "RLNotes", "RL"]
 
 #: Default REINFORCE work per solve, in decisions x iterations (see :func:`default_iterations`).
@@ -72,6 +73,9 @@ APPLY_BEAM = 64
 APPLY_SAMPLES = 64
 #: Polish budget on a PSS problem (each evaluation is a cost-model estimate, about a millisecond).
 PSS_POLISH_EVALUATIONS = 2_000
+#: Beam width and samples of the decode of a PSS cluster's HeterPS view (two types; a plan is wanted in seconds).
+PSS_APPLY_BEAM = 16
+PSS_APPLY_SAMPLES = 16
 #: Best distinct training samples kept as extra polish starts.
 POOL_SIZE = 5
 
@@ -387,6 +391,10 @@ class RL(Solver):
             return np.zeros(problem.num_decisions, dtype=np.int64), {"policy": "none: one choice per decision"}
         if isinstance(problem, PSSProblem):
             return self._solve_pss(problem)
+        return self._solve_problem(problem, measure=True)
+
+    def _solve_problem(self, problem: Any, measure: bool) -> tuple[np.ndarray, dict[str, Any]]:
+        """Train (when budgeted), decode, polish (when on) and, with ``measure``, time the decode."""
         t_start = time.perf_counter()
         self._resolve(problem)
         notes = RLNotes(policy=self._source, features=self.features or "basic")
@@ -417,7 +425,8 @@ class RL(Solver):
         if self.polish:
             a = self._polish(problem, [s for _, s in starts], notes, deadline)
         notes.solve_seconds = time.perf_counter() - t_start  # the solve before the latency measurement
-        notes.decision_ms = self.decision_ms(problem, deadline=deadline)
+        if measure:
+            notes.decision_ms = self.decision_ms(problem, deadline=deadline)
         return a, notes.to_dict()
 
     def _polish(self, problem: Any, starts: list[np.ndarray], notes: RLNotes, deadline: float | None) -> np.ndarray:
@@ -447,13 +456,18 @@ class RL(Solver):
         return best
 
     def _solve_pss(self, problem: PSSProblem) -> tuple[np.ndarray, dict[str, Any]]:
-        """The policy on the cluster's HeterPS view, mapped onto the PSS problem (module docstring)."""
+        """The policy on the cluster's HeterPS view, mapped onto the PSS problem (module docstring):
+        decoded with :data:`PSS_APPLY_BEAM` and :data:`PSS_APPLY_SAMPLES` unless set, and with no
+        latency measurement (a plan is wanted in seconds; ``RL.decision_ms`` measures it)."""
         view = heterps_view(problem)
-        polish_on, self.polish = self.polish, False  # the polish below works on the PSS cost model
+        saved = self.polish, self.beam, self.samples
+        self.polish = False  # the polish below works on the PSS cost model
+        self.beam = PSS_APPLY_BEAM if self.beam is None else self.beam
+        self.samples = PSS_APPLY_SAMPLES if self.samples is None else self.samples
         try:
-            a_view, notes = self._solve(view)
+            a_view, notes = self._solve_problem(view, measure=False)
         finally:
-            self.polish = polish_on
+            self.polish, self.beam, self.samples = saved
         ev = view.evaluate(a_view)
         a = problem.from_types([view.catalog.types[r].role == "ps" for r in a_view])
         notes = dict(notes)
