@@ -18,8 +18,9 @@ type except up to two blocks", found once per problem by a small enumeration). W
 ``c2(r) = min(min_s c(r, s), c(r, H))``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2(r)``,
 per type: ``log10(c2(r) / m)``, ``log10(c1(r) / m)`` and ``log10(c(r, H) / m)`` (clipped to
 ``[0, 2]``), ``[c2(r) = m]``, ``[c2(r) < 4]`` (a completion meets every constraint); globally
-``log10(m)`` and ``[m < 4]``. Cost: ``T^2 + T`` evaluations per decision (``T`` types; about
-20-40 µs each, memoised by prefix).
+``log10(m)`` and ``[m < 4]``. Cost: the ``T^2 + T`` completion scores of a decision are one
+vectorised fold over at most three stages per completion (:class:`scheduler.completions.CompletionPricer`,
+equal bit for bit to :meth:`~scheduler.problem.Problem.penalized`), memoised by prefix.
 
 **Max-load** (:class:`LookaheadMaxLoadEnv`, actions stay / next accelerator). Completion of
 the prefix after each action: the remaining groups split over the remaining accelerators
