@@ -253,13 +253,13 @@ class RL(Solver):
         if int(iterations) < 1:
             raise ProblemError(f"a training budget of {iterations!r} iterations trains nothing; give iterations >= 1 "
                                f"(each is {self.batch} episodes)")
+        t0 = time.perf_counter()  # the cap counts building the envs and the policy too
         self.features = self.features or "basic"
         envs = [self._env(p) for p in problems]
         if self.policy is None:
             self.policy = self._new_policy(envs[0])
         baselines: list[float | None] = [None] * len(envs)
         rng = np.random.default_rng(self.seed)
-        t0 = time.perf_counter()
         it, history, extra = 0, [], {}  # type: ignore[var-annotated]
         while it < iterations:
             if seconds is not None and time.perf_counter() - t0 >= seconds:
@@ -403,8 +403,8 @@ class RL(Solver):
         iterations = self._training_iterations(problem)
         if iterations:
             cap = self.train_seconds
-            if self.max_solve_seconds is not None:
-                room = max(0.0, self.max_solve_seconds - self.post_seconds)
+            if self.max_solve_seconds is not None:  # the whole solve's cap, less what it spent already
+                room = max(0.0, self.max_solve_seconds - self.post_seconds - (time.perf_counter() - t_start))
                 cap = room if cap is None else min(cap, room)
             info = self.train([problem], iterations=iterations, seconds=cap, track=track)
             for key in ("iterations", "iterations_budget", "episodes", "train_seconds", "final_mean_score"):
