@@ -7,8 +7,8 @@ setup(
     description="Resource-aware layer placement for tf.distribute.ParameterServerStrategy",
     packages=find_packages(include=["ralp_tf", "ralp_tf.*", "scheduler", "scheduler.*"]),
     # data files a non-editable install needs too (make setup installs editable)
-    package_data={"scheduler": ["catalogs/*.json", "workloads/profiles/*.json"], "ralp_tf.run": ["_native/*.c"],
-                  "ralp_tf.plan": ["profiles/*.json"]},
+    package_data={"scheduler": ["catalogs/*.json", "workloads/profiles/*.json", "weights/*.npz"],
+                  "ralp_tf.run": ["_native/*.c"], "ralp_tf.plan": ["profiles/*.json"]},
     python_requires=">=3.11",
     install_requires=[
         "tensorflow>=2.21,<2.22",

@@ -12,30 +12,34 @@ policy protocol ``plan(profile, cluster) -> Plan``::
 
 TensorFlow is imported only by the BO and RL solvers (lazily).
 """
+from scheduler.baechi import METF, MSCT
 from scheduler.base import Solver
 from scheduler.bayesopt import BayesOpt
 from scheduler.catalogs import CLOUD, catalog_from_cluster, get_catalog
-from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, ProblemError, SchedulerError,
-                              SolverNotApplicableError, WorkloadError)
+from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, PolicyMismatchError, ProblemError,
+                              SchedulerError, SolverNotApplicableError, WorkloadError)
 from scheduler.exact import Exact
 from scheduler.greedy import Greedy
 from scheduler.maxload import MaxLoadProblem
 from scheduler.milp import MILP
 from scheduler.problem import Problem
+from scheduler.pss import PSSProblem
 from scheduler.resources import Catalog, Constraints, ResourceType
 from scheduler.ralp import RALP
 from scheduler.random_search import RandomSearch
-from scheduler.rl import RL, LSTMPolicy
+from scheduler.lstm_policy import LSTMPolicy
+from scheduler.rl import RL
 from scheduler.schedule import Schedule
 from scheduler.workloads import load_workload
 
 SOLVERS: dict[str, type[Solver]] = {
     "exact": Exact, "ralp": RALP, "greedy": Greedy, "random": RandomSearch, "bo": BayesOpt, "rl": RL, "milp": MILP,
+    "metf": METF, "msct": MSCT,
 }
 
 __all__ = [
     "BayesOpt", "CLOUD", "Catalog", "CatalogError", "Constraints", "Exact", "Greedy", "InfeasibleError",
-    "LSTMPolicy", "MILP", "MaxLoadProblem", "MemoryLimitError", "Problem", "ProblemError", "RALP", "RL", "RandomSearch",
+    "LSTMPolicy", "METF", "MILP", "MSCT", "MaxLoadProblem", "MemoryLimitError", "PSSProblem", "PolicyMismatchError", "Problem", "ProblemError", "RALP", "RL", "RandomSearch",
     "ResourceType", "SOLVERS", "Schedule", "SchedulerError", "Solver", "SolverNotApplicableError", "WorkloadError",
     "catalog_from_cluster", "get_catalog", "load_workload",
 ]

@@ -5,10 +5,12 @@ TensorFlow context (:func:`ralp_tf.place.isolation.outside_strategy`): a solver 
 
 A solver subclass implements ``_solve(problem) -> (assignment, notes)`` (one choice index per
 decision); :meth:`Solver.solve` times it and asks the problem to price it. Every problem kind
-(:class:`scheduler.problem.Problem`, :class:`scheduler.maxload.MaxLoadProblem`) offers the
-same small surface: ``num_decisions``, ``num_choices``, ``allowed``, ``evaluate``,
-``objective``, ``penalized``, ``random_assignments``, ``encode_dim``/``decode`` and
-``make_schedule``.
+(:class:`scheduler.problem.Problem` (HeterPS), :class:`scheduler.maxload.MaxLoadProblem`,
+:class:`scheduler.pss.PSSProblem`) offers the same small surface: ``num_decisions``,
+``num_choices``, ``allowed``, ``evaluate``, ``objective``, ``penalized``, ``scores``
+(``(objective, penalized)`` from one evaluation), ``random_assignments``,
+``encode_dim``/``decode`` and ``make_schedule``. A solver that has no meaning for a problem kind
+raises :class:`scheduler.errors.SolverNotApplicableError`.
 """
 from __future__ import annotations
 
@@ -19,12 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from ralp_tf.plan import Cluster
-from ralp_tf.plan import Plan
 from ralp_tf.model import ModelProfile
 from ralp_tf.place import outside_strategy
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints
+from ralp_tf.plan import Cluster, Plan
+from scheduler.resources import Catalog
 from scheduler.schedule import Schedule
 
 __all__ = ["time_cap_cut", "Solver"]
@@ -42,8 +42,9 @@ def time_cap_cut(notes: dict[str, Any], solver: str, phase: str, seconds: float)
 class Solver(abc.ABC):
     """Base class of every solver.
 
-    ``throughput`` / ``budget`` / ``catalog`` are used only by :meth:`plan`, which builds the
-    problem itself (``catalog=None``: derived from the cluster's tasks).
+    ``throughput`` / ``budget`` / ``catalog`` are used only by :meth:`plan`: given any of them, the
+    HeterPS schedule of the cluster's types (or of ``catalog``) under that constraint is one of the
+    candidate plans (:mod:`scheduler.cluster_plan`).
     """
 
     name = "solver"
@@ -68,23 +69,17 @@ class Solver(abc.ABC):
         return problem.make_schedule(np.asarray(assignment, dtype=np.int64), self.name, seconds, notes)
 
     # ----------------------------------------------------------------- ralp_tf policy protocol
-    def problem_for(self, profile: ModelProfile, cluster: Cluster) -> Problem:
-        from scheduler.catalogs import catalog_from_cluster
-
-        catalog = self.catalog or catalog_from_cluster(cluster)
-        return Problem.from_profile(profile, catalog, Constraints(self.throughput or 0.0, self.budget))
-
     def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
-        """Placement policy for ``ralp_tf.placement(policy=...)``: solve the profile on the
-        cluster's resource types; the Plan is validated against ``profile`` and ``cluster``.
+        """Placement policy for ``ralp_tf.placement(policy=...)``: the fastest plan, by ralp_tf's cost
+        model, of the analyzer's, this solver's own plan of the PSS problem and (with ``catalog``,
+        ``throughput`` or ``budget``) its HeterPS schedule mapped onto the cluster; never predicted
+        slower than the analyzer's (:func:`scheduler.cluster_plan.plan_for_cluster`). The Plan is
+        validated against ``profile`` and ``cluster``; its notes name the model of every figure.
         Safe inside ``strategy.scope()``: the solver runs outside it and creates nothing on the
         cluster (:mod:`ralp_tf.place.isolation`)."""
-        return outside_strategy(self._plan, profile, cluster)
+        from scheduler.cluster_plan import plan_for_cluster
 
-    def _plan(self, profile: ModelProfile, cluster: Cluster) -> Plan:
-        problem = self.problem_for(profile, cluster)
-        schedule = self.solve(problem)
-        return schedule.to_plan().validate(profile, cluster)
+        return outside_strategy(plan_for_cluster, self, profile, cluster)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(seed={self.seed})"

@@ -39,9 +39,7 @@ class BayesOpt(Solver):
 
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         import tensorflow as tf
-        import tensorflow_probability as tfp
 
-        tfd, psd = tfp.distributions, tfp.math.psd_kernels
         rng = np.random.default_rng(self.seed)
         tf.random.set_seed(self.seed)
         d = problem.encode_dim()
@@ -53,9 +51,9 @@ class BayesOpt(Solver):
         def observe(x: np.ndarray) -> None:
             nonlocal best_key, best_a
             a = problem.decode(x)
-            obj = problem.objective(a)
+            obj, pen = problem.scores(a)
             X.append(x)
-            y.append(math.log(problem.penalized(a)))
+            y.append(math.log(pen))
             key = (obj, y[-1])
             if key < best_key:
                 best_key, best_a = key, a
@@ -68,35 +66,7 @@ class BayesOpt(Solver):
         else:
             for _ in range(n0):
                 observe(rng.random(d))
-        amp = tf.Variable(0.0, dtype=tf.float64)
-        ls = tf.Variable(math.log(0.3 * math.sqrt(d)), dtype=tf.float64)
-        noise = tf.Variable(-4.0, dtype=tf.float64)
-        import tf_keras
-
-        opt = tf_keras.optimizers.Adam(learning_rate=0.05)
-        params = [amp, ls, noise]
-
-        def kernel() -> Any:
-            return psd.MaternFiveHalves(amplitude=tf.exp(amp), length_scale=tf.exp(ls))
-
-        @tf.function(reduce_retracing=True)
-        def fit(xs: tf.Tensor, ys: tf.Tensor) -> tf.Tensor:
-            def loss() -> tf.Tensor:
-                gp = tfd.GaussianProcess(kernel(), index_points=xs, observation_noise_variance=tf.exp(noise) + 1e-6)
-                return -gp.log_prob(ys)
-            for _ in tf.range(self.fit_steps):
-                with tf.GradientTape() as tape:
-                    value = loss()
-                opt.apply_gradients(zip(tape.gradient(value, params), params))
-            return loss()
-
-        @tf.function(reduce_retracing=True)
-        def predict(xs: tf.Tensor, ys: tf.Tensor, cand: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-            post = tfd.GaussianProcessRegressionModel(kernel(), index_points=cand, observation_index_points=xs,
-                                                      observations=ys,
-                                                      observation_noise_variance=tf.exp(noise) + 1e-6)
-            return post.mean(), post.stddev()
-
+        gp = _GaussianProcess(d, self.fit_steps)
         rounds = 0
         notes: dict[str, Any] = {}
         while len(y) < self.evaluations:
@@ -107,19 +77,70 @@ class BayesOpt(Solver):
             ys_np = np.array(y)
             mu0, sd0 = ys_np.mean(), ys_np.std() + 1e-9
             ys = tf.constant((ys_np - mu0) / sd0, dtype=tf.float64)
-            fit(xs, ys)
+            gp.fit(xs, ys)
             top = np.array(X)[np.argsort(y)[:3]]
             local = top[rng.integers(0, len(top), self.candidates // 2)] + \
                 rng.normal(0, 0.08, (self.candidates // 2, d)) * (rng.random((self.candidates // 2, d)) < 0.3)
             cand = np.clip(np.vstack([rng.random((self.candidates - len(local), d)), local]), 0, 1)
-            mu, sd = predict(xs, ys, tf.constant(cand, dtype=tf.float64))
+            mu, sd = gp.predict(xs, ys, tf.constant(cand, dtype=tf.float64))
             mu, sd = mu.numpy(), np.maximum(sd.numpy(), 1e-9)
             z = (((min(y) - mu0) / sd0) - mu) / sd
             ei = (((min(y) - mu0) / sd0) - mu) * _norm_cdf(z) + sd * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
             observe(cand[int(np.argmax(ei))])
             rounds += 1
-        return best_a, {"evaluations": len(y), "bo_rounds": rounds,
-                        "length_scale": float(np.exp(ls.numpy())), "amplitude": float(np.exp(amp.numpy())), **notes}
+        return best_a, {"evaluations": len(y), "bo_rounds": rounds, "length_scale": gp.length_scale,
+                        "amplitude": gp.amplitude, **notes}
+
+
+class _GaussianProcess:
+    """The GP of the module docstring: Matern 5/2, log amplitude, length scale and noise fitted
+    by ``fit_steps`` Adam steps on the marginal likelihood per :meth:`fit`."""
+
+    def __init__(self, d: int, fit_steps: int) -> None:
+        import tensorflow as tf
+        import tensorflow_probability as tfp
+        import tf_keras
+
+        self.tf, self.tfd, self.psd = tf, tfp.distributions, tfp.math.psd_kernels
+        self.amp = tf.Variable(0.0, dtype=tf.float64)
+        self.ls = tf.Variable(math.log(0.3 * math.sqrt(d)), dtype=tf.float64)
+        self.noise = tf.Variable(-4.0, dtype=tf.float64)
+        self.params = [self.amp, self.ls, self.noise]
+        self.opt = tf_keras.optimizers.Adam(learning_rate=0.05)
+        self.fit_steps = int(fit_steps)
+        self.fit = tf.function(self._fit, reduce_retracing=True)
+        self.predict = tf.function(self._predict, reduce_retracing=True)
+
+    def _kernel(self) -> Any:
+        return self.psd.MaternFiveHalves(amplitude=self.tf.exp(self.amp), length_scale=self.tf.exp(self.ls))
+
+    def _fit(self, xs: Any, ys: Any) -> Any:
+        tf = self.tf
+
+        def loss() -> Any:
+            gp = self.tfd.GaussianProcess(self._kernel(), index_points=xs,
+                                          observation_noise_variance=tf.exp(self.noise) + 1e-6)
+            return -gp.log_prob(ys)
+
+        for _ in tf.range(self.fit_steps):
+            with tf.GradientTape() as tape:
+                value = loss()
+            self.opt.apply_gradients(zip(tape.gradient(value, self.params), self.params))
+        return loss()
+
+    def _predict(self, xs: Any, ys: Any, cand: Any) -> tuple[Any, Any]:
+        post = self.tfd.GaussianProcessRegressionModel(
+            self._kernel(), index_points=cand, observation_index_points=xs, observations=ys,
+            observation_noise_variance=self.tf.exp(self.noise) + 1e-6)
+        return post.mean(), post.stddev()
+
+    @property
+    def length_scale(self) -> float:
+        return float(np.exp(self.ls.numpy()))
+
+    @property
+    def amplitude(self) -> float:
+        return float(np.exp(self.amp.numpy()))
 
 
 def _norm_cdf(z: np.ndarray) -> np.ndarray:

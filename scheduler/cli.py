@@ -1,6 +1,6 @@
 """``ralp-tf schedule``, ``ralp-tf compare-schedulers`` and ``ralp-tf execute-schedule`` (:mod:`scheduler.execute`).
 
-:func:`register` adds both subcommands to an argparse ``subparsers`` object (``ralp-tf``
+:func:`register` adds the subcommands to an argparse ``subparsers`` object (``ralp-tf``
 lists this module in :data:`ralp_tf.cli.main.COMMAND_MODULES`). Handlers return 0 or raise; errors
 go through :func:`ralp_tf.cli.args.run_command` like every ralp_tf command's: bad input exits 2,
 no schedule meeting the constraints (:class:`~scheduler.errors.InfeasibleError`) exits 3.
@@ -24,7 +24,8 @@ def _solver(name: str, args: argparse.Namespace) -> Any:
     cls = scheduler.SOLVERS[name]
     kw: dict[str, Any] = {"seed": args.seed}
     if name == "rl":
-        kw.update(iterations=args.rl_iterations, polish=not args.no_polish, max_solve_seconds=args.rl_max_seconds)
+        kw.update(train=args.rl_train, iterations=args.rl_iterations, polish=args.polish,
+                  max_solve_seconds=args.rl_max_seconds)
     return cls(**kw)
 
 
@@ -50,10 +51,10 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         if schedule.notes.get("policy_objective") is not None:
             print(f"  policy alone (before the polish): {schedule.objective_name} "
                   f"{schedule.notes['policy_objective']:.6g}" + ("" if schedule.notes.get("polished") else
-                                                                 " (--no-polish: this is the schedule)"))
+                                                                 " (no polish: this is the schedule)"))
         for st in schedule.stages:
-            print(f"  {st['layers'][0]} .. {st['layers'][1]} ({st['num_layers']} layers): {st['units']} x {st['type']}"
-                  f", {st['rate']:.4g} samples/s" if st.get("rate") is not None else "")
+            print(f"  {st.first} .. {st.last} ({st.num_layers} layers): {st.units} x {st.type}, "
+                  f"{st.rate:.4g} samples/s")
         if schedule.objective_name == "cost":
             print("TF_CONFIG cluster:", json.dumps(schedule.tf_config_cluster()))
     return 0
@@ -63,9 +64,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Every solver on every built-in and shared workload; JSON, Markdown table and PNG chart."""
     from scheduler.compare import run_comparison
 
-    run_comparison(out_dir=args.out_dir, rl_iterations=args.rl_iterations,
-                   pretrain_iterations=args.pretrain_iterations, fold_iterations=args.fold_iterations,
-                   workloads=args.workloads, solvers=args.solvers, seed=args.seed, quick=args.quick, log=print)
+    run_comparison(out_dir=args.out_dir, rl_iterations=args.rl_iterations, workloads=args.workloads,
+                   solvers=args.solvers, seed=args.seed, quick=args.quick, log=print)
     return 0
 
 
@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
     """Add ``schedule`` and ``compare-schedulers`` to an argparse subparsers object."""
     from scheduler import SOLVERS
     from scheduler.catalogs import CATALOGS
-    from scheduler.compare import FOLD_ITERATIONS, PRETRAIN_ITERATIONS
+    from scheduler.compare import DEFAULT_SOLVERS, SOLVER_ORDER
 
     p = subparsers.add_parser("schedule", help="place a workload's layers on heterogeneous resources (HeterPS)",
                               description="Solve one workload with one solver and print the schedule.")
@@ -88,12 +88,16 @@ def register(subparsers: Any) -> None:
                    help=f"built-in catalog ({', '.join(sorted(CATALOGS))}) or a catalog JSON file")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rl-iterations", type=int_at_least(1), default=None,
-                   help="RL training budget in REINFORCE iterations of 32 episodes (default: min(2000, "
-                        "ceil(24000 / decisions))); the same seed and budget give the same schedule")
+                   help="RL: REINFORCE iterations of 32 episodes that fine-tune the shipped policy on this workload "
+                        "(with --rl-train: the budget from scratch, default min(2000, ceil(24000 / decisions))); "
+                        "the same seed and budget give the same schedule. Default: the shipped policy, no training")
+    p.add_argument("--rl-train", action="store_true",
+                   help="RL: train the paper's policy from scratch on this workload instead of the shipped one")
     p.add_argument("--rl-max-seconds", type=float, default=900.0,
                    help="RL wall-clock safety cap of the whole solve (reported in notes.time_cap_cut when it cuts)")
+    p.add_argument("--polish", action="store_true", help="RL: run the local polish after the policy")
     p.add_argument("--no-polish", action="store_true",
-                   help="RL: return the policy's own placement, without the local polish")
+                   help="RL: return the policy's own placement (the default; kept for older scripts)")
     p.add_argument("--plan-out", default=None, help="also write the ralp_tf Plan JSON here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_schedule)
@@ -102,15 +106,12 @@ def register(subparsers: Any) -> None:
                               description="Writes results/schedulers.json, schedulers.md and schedulers.png.")
     c.add_argument("--out-dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
     c.add_argument("--rl-iterations", type=int_at_least(1), default=None,
-                   help="RL training budget per workload, in iterations of 32 episodes (default: min(2000, "
+                   help="rl_train: training budget per workload, in iterations of 32 episodes (default: min(2000, "
                         "ceil(24000 / decisions)))")
-    c.add_argument("--pretrain-iterations", type=int_at_least(1), default=PRETRAIN_ITERATIONS,
-                   help="generalisation test: imitation steps of the base policy on the generated graphs")
-    c.add_argument("--fold-iterations", type=int_at_least(1), default=FOLD_ITERATIONS,
-                   help="generalisation test: further imitation steps per held-out workload (generated graphs "
-                        "plus the other built-ins)")
-    c.add_argument("--workloads", nargs="*", default=None, help="subset of workloads")
-    c.add_argument("--solvers", nargs="*", default=None, help="subset of solvers")
+    c.add_argument("--workloads", nargs="*", default=None,
+                   help="subset of workloads (names, or NAME@CATALOG for the HeterPS-scale ones)")
+    c.add_argument("--solvers", nargs="*", default=None, choices=SOLVER_ORDER,
+                   help=f"subset of solvers (default: {' '.join(DEFAULT_SOLVERS)})")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--quick", action="store_true", help="small budgets (a smoke run)")
     c.set_defaults(func=cmd_compare)

@@ -1,22 +1,24 @@
-"""``compare-schedulers``: every solver on every built-in and shared workload.
+"""``compare-schedulers``: every solver on every workload, against the exact optimum or a bound.
 
 Writes ``<out>/results/schedulers.json`` (every row and the summaries), ``<out>/schedulers.md``
-(the table) and ``<out>/schedulers.png`` (the chart). Each row: objective, ratio to the exact
-optimum, whether the constraint was met, solve time and, for RL, inference time per
-decision. The generalisation test trains one policy per fold on half of the built-in
-workloads and applies it, with no retraining, to the other half. Shared workloads also get
-the gap to the published optimum.
+(the tables) and ``<out>/schedulers.png`` (the chart).
 
-Generalisation (:func:`generalisation`) is the paper-LSTM baseline of the generalisation test
-(the lookahead policy that reaches the issue-14 targets is measured by
-:mod:`scheduler.generalise`; when ``<out>/results/generalisation.json`` exists, its tables are
-appended to ``<out>/schedulers.md``). It is leave-one-out: one base policy is trained by
-imitation of the exact optima of :data:`GENERATED_COUNT` generated layer graphs
-(:mod:`scheduler.workloads.generated`); for each built-in workload a copy of it is trained
-further on the generated graphs plus the *other five* built-ins, then applied with no
-retraining to the held-out one. The held-out workload is never in any training set of the
-policy evaluated on it (checked, not just intended). Both the policy's own result (greedy
-decode plus samples) and the polished result are reported.
+**Workloads** (:data:`DEFAULT_WORKLOADS`): the six built-ins (HeterPS, ``cloud``), the shared
+dnn-partitioning workloads and the harder ones (:mod:`scheduler.workloads.hard`), and every
+HeterPS-scale workload (:mod:`scheduler.workloads.large`, 200-300 layers) on ``cloud`` and on the
+fixed evaluation catalogs of 2, 3, 5 and 6 types (``name@catalog``,
+:func:`scheduler.type_slots.evaluation_catalogs` seed 0).
+
+**Reference** (:func:`reference`): max-load, the exact contiguous DP (and, with ``milp``, the
+MILP's proven lower bound over all placements); HeterPS, the threshold-interval search of
+:func:`scheduler.bounds.heterps_bound`, which is the exact optimum when it closes (row
+``exact``) and else a proven lower bound (row ``bound``); built-ins use :class:`scheduler.exact.Exact`.
+
+**Solvers** (:data:`SOLVER_ORDER`): ``rl`` is the shipped policy alone (``RL()``: no training,
+no polish), ``rl_polish`` the same with the local polish; ``rl_train`` (not in the default set)
+trains the paper's policy from scratch on each workload. Every row has the objective, its ratio
+to the reference, whether the constraint was met, the solve time and the solve time per
+decision; RL rows also the measured greedy-decode time per decision.
 """
 from __future__ import annotations
 
@@ -31,24 +33,23 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scheduler.errors import SolverNotApplicableError
-from scheduler.workloads import BUILTIN_WORKLOADS, builtin_problem, dnn_partitioning
 
-__all__ = ["SOLVER_ORDER", "COLORS", "MILP_SECONDS", "GENERATED_COUNT", "APPLY_SAMPLES", "PRETRAIN_ITERATIONS",
-           "FOLD_ITERATIONS", "generalisation", "run_comparison", "markdown", "plot"]
+__all__ = ["SOLVER_ORDER", "DEFAULT_SOLVERS", "HEURISTICS", "COLORS", "MILP_SECONDS", "BOUND_DPS",
+           "LARGE_CATALOGS", "default_workloads", "load_spec", "reference", "run_comparison", "verdict"]
 
-SOLVER_ORDER = ("exact", "milp", "ralp", "greedy", "random", "bo", "rl")
+SOLVER_ORDER = ("exact", "milp", "ralp", "metf", "msct", "greedy", "random", "bo", "rl", "rl_polish", "rl_train")
+DEFAULT_SOLVERS = tuple(s for s in SOLVER_ORDER if s != "rl_train")
+#: The fast heuristics the learned policy is measured against (:func:`verdict`).
+HEURISTICS = ("metf", "msct", "greedy", "random", "bo")
 COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "random": "tab:red", "bo": "tab:purple",
-          "rl": "tab:brown", "milp": "tab:cyan"}
+          "rl": "tab:brown", "rl_polish": "tab:pink", "milp": "tab:cyan", "metf": "tab:olive", "msct": "tab:gray",
+          "rl_train": "black"}
 #: Safety cap (s) of the MILP per max-load workload in the comparison (its budget is nodes).
 MILP_SECONDS = 60.0
-#: Generated layer graphs in the generalisation pretraining set.
-GENERATED_COUNT = 48
-#: Placements sampled by a pretrained policy on an unseen workload (besides its greedy decode).
-APPLY_SAMPLES = 64
-#: Imitation steps of the generalisation test's base policy (on the generated graphs) and of
-#: each fold (generated graphs plus the other built-ins); about what 40 s and 15 s did before.
-PRETRAIN_ITERATIONS = 6000
-FOLD_ITERATIONS = 2500
+#: DP solves the HeterPS reference search may spend on a HeterPS-scale workload.
+BOUND_DPS = 4000
+#: Catalogs of the HeterPS-scale workloads: ``cloud`` and the evaluation catalogs of 2, 3, 5, 6 types.
+LARGE_CATALOGS = ("cloud", "eval0_2types", "eval0_3types", "eval0_5types", "eval0_6types")
 
 
 def _fmt(x: Any, digits: int = 4) -> str:
@@ -59,11 +60,73 @@ def _fmt(x: Any, digits: int = 4) -> str:
     return str(x)
 
 
-def _make(name: str, seed: int, rl_iterations: int | None, quick: bool, polish: bool = True) -> Any:
+def default_workloads() -> list[str]:
+    """Every workload of the comparison (module docstring), in table order."""
+    from scheduler.workloads import BUILTIN_WORKLOADS, dnn_partitioning
+    from scheduler.workloads.hard import HARD_WORKLOADS
+    from scheduler.workloads.large import LARGE_WORKLOADS
+
+    return (list(BUILTIN_WORKLOADS) + list(dnn_partitioning.shared_workloads()) + list(HARD_WORKLOADS)
+            + [f"{w}@{c}" for w in LARGE_WORKLOADS for c in LARGE_CATALOGS])
+
+
+def _catalog(name: str) -> Any:
+    from scheduler.catalogs import CATALOGS
+    from scheduler.type_slots import evaluation_catalogs
+    from scheduler.workloads import BUILTIN_WORKLOADS
+
+    if name in CATALOGS:
+        return CATALOGS[name]
+    for cat in evaluation_catalogs(0, workloads=list(BUILTIN_WORKLOADS)):
+        if cat.name == name:
+            return cat
+    raise SolverNotApplicableError(f"unknown catalog {name!r} in a workload spec; use one of {', '.join(LARGE_CATALOGS)}")
+
+
+def load_spec(spec: str) -> tuple[Any, str, str]:
+    """``(problem, kind, group)`` of a workload name or ``name@catalog``; kind ``heterps`` or
+    ``maxload``; group ``builtin``, ``shared``, ``hard`` or ``large``."""
+    from scheduler.workloads import BUILTIN_WORKLOADS, dnn_partitioning, load_workload
+    from scheduler.workloads.hard import HARD_WORKLOADS
+    from scheduler.workloads.large import large_problem
+
+    name, _, cat = spec.partition("@")
+    if cat:
+        return large_problem(name, _catalog(cat)), "heterps", "large"
+    problem = load_workload(name)
+    kind = "maxload" if problem.objective_name == "max_load" else "heterps"
+    group = ("builtin" if name in BUILTIN_WORKLOADS else "shared" if name in dnn_partitioning.shared_workloads()
+             else "hard" if name in HARD_WORKLOADS else "other")
+    return problem, kind, group
+
+
+def reference(problem: Any, kind: str, group: str) -> dict[str, Any]:
+    """The reference of a workload (module docstring): ``value``, ``exact`` (whether it is the
+    optimum), ``seconds`` and, when it is a placement, its ``schedule``."""
+    from scheduler.bounds import heterps_bound
+    from scheduler.exact import Exact
+
+    t0 = time.perf_counter()
+    if kind == "maxload" or group != "large":
+        s = Exact().solve(problem)
+        return {"value": s.objective, "exact": True, "seconds": s.solve_seconds, "schedule": s}
+    b = heterps_bound(problem, max_dps=BOUND_DPS)
+    seconds = time.perf_counter() - t0
+    s = problem.make_schedule(b.assignment, "exact", seconds, {"method": "threshold intervals", **b.to_dict()}) \
+        if b.exact else None
+    return {"value": b.upper if b.exact else b.lower, "exact": b.exact, "seconds": seconds, "schedule": s,
+            "bound": b.to_dict()}
+
+
+def _make(name: str, seed: int, rl_iterations: int | None, quick: bool) -> Any:
     import scheduler
 
     if name == "rl":
-        return scheduler.RL(iterations=rl_iterations, polish=polish, seed=seed)
+        return scheduler.RL(seed=seed)
+    if name == "rl_polish":
+        return scheduler.RL(seed=seed, polish=True)
+    if name == "rl_train":
+        return scheduler.RL(train=True, iterations=rl_iterations, polish=True, seed=seed)
     if name == "milp":
         return scheduler.MILP(time_limit=MILP_SECONDS, seed=seed)
     if name == "random":
@@ -73,307 +136,144 @@ def _make(name: str, seed: int, rl_iterations: int | None, quick: bool, polish: 
     return scheduler.SOLVERS[name](seed=seed)
 
 
-def generalisation(names: Sequence[str], *, pretrain_iterations: int = PRETRAIN_ITERATIONS,
-                   fold_iterations: int = FOLD_ITERATIONS, generated: int = GENERATED_COUNT, seed: int = 0,
-                   log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
-    """Leave-one-out generalisation over the built-in workloads ``names`` (module docstring).
+def _row(spec: str, kind: str, group: str, sname: str, sch: Any, ref: dict[str, Any], problem: Any) -> dict[str, Any]:
+    """One table row; an RL row's solve time leaves out its latency measurement (``notes.solve_seconds``)."""
+    value = ref["value"]
+    seconds = float(sch.notes.get("solve_seconds", sch.solve_seconds))
+    row = {
+        "workload": spec, "kind": kind, "group": group, "solver": sname, "applicable": True,
+        "objective_name": sch.objective_name, "objective": sch.objective,
+        "reference": "exact" if ref["exact"] else "bound", "reference_value": value,
+        "ratio_to_exact": sch.objective / value if ref["exact"] and math.isfinite(sch.objective) and value else None,
+        "ratio_to_reference": sch.objective / value if math.isfinite(sch.objective) and value else None,
+        "constraint_met": sch.constraint_met, "solve_seconds": seconds,
+        "ms_per_decision": 1e3 * seconds / problem.num_decisions, "decisions": problem.num_decisions,
+        "types": problem.num_choices if kind == "heterps" else None, "throughput": sch.throughput,
+        "units": sch.units, "decision_ms": sch.notes.get("decision_ms"),
+        "policy_ratio": (sch.notes["policy_objective"] / value
+                         if sch.notes.get("policy_objective") is not None and value else None),
+        "min_throughput": getattr(problem, "constraints", None) and problem.constraints.min_throughput,
+    }
+    if kind == "maxload":
+        row["result"] = sch.result
+    return row
 
-    Returns one row per held-out workload: the policy's own ratio to the exact optimum
-    (``policy_ratio_to_exact``), the polished ratio (``ratio_to_exact``), constraint met, the
-    training sets (``trained_on``: the built-ins; ``generated``: how many generated graphs)
-    and times. Raises ``AssertionError`` if a held-out workload ever was in a training set.
-    """
-    from scheduler.exact import Exact
-    from scheduler.rl import RL
-    from scheduler.workloads.generated import generated_problems
 
-    t0 = time.perf_counter()
-    gen = generated_problems(generated, seed=seed + 1000)
-    gen_targets = [Exact().solve(p).assignment for p in gen]
-    base = RL(seed=seed, iterations=0)
-    base_info = base.imitate(gen, gen_targets, iterations=pretrain_iterations)
-    base_s = time.perf_counter() - t0
-    log(f"generalisation: base policy imitated {len(gen)} generated graphs "
-        f"({base_info['imitation_iterations']} steps, {base_s:.0f} s with their exact optima)")
-    problems = {n: builtin_problem(n) for n in names}
-    exact = {n: Exact().solve(p) for n, p in problems.items()}
+def _workload_rows(spec: str, solvers: Sequence[str], seed: int, rl_iterations: int | None, quick: bool,
+                   log: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """Every solver's row on one workload (and, on max-load workloads with ``milp``, each row's
+    ratio to the MILP's proven lower bound)."""
+    from scheduler.workloads import dnn_partitioning
+
+    problem, kind, group = load_spec(spec)
+    ref = reference(problem, kind, group)
     rows: list[dict[str, Any]] = []
-    for held in names:
-        others = [n for n in names if n != held]
-        t1 = time.perf_counter()
-        solver = RL(policy=base.policy.clone(), seed=seed, iterations=0, samples=APPLY_SAMPLES)
-        info = solver.imitate(gen + [problems[n] for n in others],
-                              gen_targets + [exact[n].assignment for n in others], iterations=fold_iterations)
-        trained_on = info["trained_on"] + base_info["trained_on"]
-        assert held not in trained_on, f"leave-one-out broken: {held!r} is in its own training set"
-        train_s = time.perf_counter() - t1
-        problem = problems[held]
-        sch = solver.solve(problem)
-        opt = exact[held].objective
-        rows.append({"workload": held, "trained_on": others, "generated": len(gen),
-                     "objective": sch.objective,
-                     "ratio_to_exact": sch.objective / opt if math.isfinite(sch.objective) else None,
-                     "policy_ratio_to_exact": sch.notes["policy_objective"] / opt
-                     if math.isfinite(sch.notes["policy_objective"]) else None,
-                     "constraint_met": sch.constraint_met, "exact_constraint_met": exact[held].constraint_met,
-                     "pretrain_seconds": base_s + train_s, "fold_iterations": info["imitation_iterations"],
-                     "apply_seconds": sch.solve_seconds, "decision_ms": sch.notes.get("decision_ms")})
-        log(f"generalisation: {held:<14} policy {_fmt(rows[-1]['policy_ratio_to_exact'], 5)} polished "
-            f"{_fmt(rows[-1]['ratio_to_exact'], 5)} (trained on {len(gen)} generated + {', '.join(others)}; "
-            f"applied in {sch.solve_seconds:.2f} s)")
+    bound = None
+    for sname in solvers:
+        if sname == "exact":
+            if ref["schedule"] is None:
+                rows.append({"workload": spec, "kind": kind, "group": group, "solver": "exact", "applicable": False,
+                             "reason": "no proven optimum within the DP budget; the bound is the reference",
+                             "bound": ref.get("bound")})
+                continue
+            sch = ref["schedule"]
+        elif sname == "milp" and kind != "maxload":
+            rows.append({"workload": spec, "kind": kind, "group": group, "solver": sname, "applicable": False,
+                         "reason": "max-load only"})
+            continue
+        else:
+            try:
+                sch = _make(sname, seed, rl_iterations, quick).solve(problem)
+            except SolverNotApplicableError as exc:
+                rows.append({"workload": spec, "kind": kind, "group": group, "solver": sname, "applicable": False,
+                             "reason": str(exc).split(";")[0]})
+                log(f"{spec:<28} {sname:<9} n/a")
+                continue
+        row = _row(spec, kind, group, sname, sch, ref, problem)
+        if sname == "milp":
+            bound = sch.notes.get("dual_bound")
+            row.update(milp_gap=sch.notes.get("gap"), milp_bound=bound)
+        published = dnn_partitioning.PUBLISHED_OPTIMUM.get(spec)
+        if published is not None:
+            row["published_optimum"] = published
+            row["ratio_to_published"] = sch.objective / published if math.isfinite(sch.objective) else None
+        rows.append(row)
+        log(f"{spec:<28} {sname:<9} {sch.objective_name} {_fmt(sch.objective, 6):>12} ratio "
+            f"{_fmt(row['ratio_to_reference'], 5):>7} ({row['reference']}) met {sch.constraint_met!s:<5} "
+            f"{sch.solve_seconds:7.2f} s" + (f"  {row['decision_ms']:.3f} ms/decision" if row["decision_ms"] else ""))
+    for r in rows:
+        if r.get("applicable") and bound:
+            r["ratio_to_bound"] = r["objective"] / bound if math.isfinite(r["objective"]) else None
     return rows
 
 
 def run_comparison(out_dir: str | os.PathLike[str] = "benchmarks", *, rl_iterations: int | None = None,
-                   pretrain_iterations: int = PRETRAIN_ITERATIONS, fold_iterations: int = FOLD_ITERATIONS,
-                   workloads: Sequence[str] | None = None,
-                   solvers: Sequence[str] | None = None, seed: int = 0, quick: bool = False,
-                   log: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Run the comparison and write the three outputs; returns the JSON document."""
-    from scheduler.exact import Exact
-
-    if quick:
-        rl_iterations = min(rl_iterations or 100, 100)
-        pretrain_iterations, fold_iterations = min(pretrain_iterations, 1000), min(fold_iterations, 300)
-    solvers = [s for s in SOLVER_ORDER if solvers is None or s in solvers]
-    shared = dnn_partitioning.shared_workloads()
-    from scheduler.workloads.hard import HARD_WORKLOADS
-
-    names = list(workloads) if workloads else list(BUILTIN_WORKLOADS) + list(shared) + list(HARD_WORKLOADS)
-    rows: list[dict[str, Any]] = []
-    t_start = time.perf_counter()
-    for wname in names:
-        hard = wname in HARD_WORKLOADS
-        if wname in BUILTIN_WORKLOADS:
-            problem = builtin_problem(wname)
-            kind = "heterps"
-        elif wname in shared:
-            problem = dnn_partitioning.load(shared[wname])
-            kind = "maxload"
-        else:
-            from scheduler.workloads import load_workload
-
-            problem = load_workload(wname)  # harder workloads and paths
-            kind = "maxload" if problem.objective_name == "max_load" else "heterps"
-        exact = Exact().solve(problem)
-        opt = exact.objective
-        bound = None  # the MILP's proven lower bound (max-load: over all placements)
-        published = dnn_partitioning.PUBLISHED_OPTIMUM.get(wname)
-        for sname in solvers:
-            if sname == "exact":
-                sch = exact
-            elif sname == "milp" and kind != "maxload":
-                rows.append({"workload": wname, "kind": kind, "solver": sname, "applicable": False,
-                             "reason": "max-load only"})
-                continue
-            else:
-                try:
-                    sch = _make(sname, seed, rl_iterations, quick).solve(problem)
-                except SolverNotApplicableError as exc:
-                    rows.append({"workload": wname, "kind": kind, "solver": sname, "applicable": False,
-                                 "reason": str(exc).split(";")[0]})
-                    log(f"{wname:<20} {sname:<7} n/a")
-                    continue
-            row = {
-                "workload": wname, "kind": kind, "solver": sname, "applicable": True, "hard": hard,
-                "objective_name": sch.objective_name, "objective": sch.objective,
-                "ratio_to_exact": sch.objective / opt if math.isfinite(sch.objective) and opt > 0 else None,
-                "constraint_met": sch.constraint_met, "exact_constraint_met": exact.constraint_met,
-                "solve_seconds": sch.solve_seconds, "throughput": sch.throughput, "units": sch.units,
-                "decision_ms": sch.notes.get("decision_ms"), "train_iterations": sch.notes.get("iterations"),
-                "policy_ratio_to_exact": (sch.notes["policy_objective"] / opt
-                                          if sch.notes.get("policy_objective") is not None and opt > 0 else None),
-                "min_throughput": getattr(problem, "constraints", None) and problem.constraints.min_throughput,
-                "decisions": problem.num_decisions,
-            }
-            if sname == "milp":
-                bound = sch.notes.get("dual_bound")
-                row.update(milp_gap=sch.notes.get("gap"), milp_bound=bound)
-            if bound:
-                row["ratio_to_bound"] = sch.objective / bound if math.isfinite(sch.objective) else None
-            if published is not None:
-                row["published_optimum"] = published
-                row["ratio_to_published"] = sch.objective / published if math.isfinite(sch.objective) else None
-            if kind == "maxload":
-                row["result"] = sch.result
-            rows.append(row)
-            log(f"{wname:<20} {sname:<7} {sch.objective_name} {_fmt(sch.objective, 6):>12} "
-                f"ratio {_fmt(row['ratio_to_exact'], 5):>7} met {sch.constraint_met!s:<5} "
-                f"{sch.solve_seconds:7.2f} s" + (f"  {row['decision_ms']:.3f} ms/decision"
-                                                 if row["decision_ms"] is not None else ""))
-        for r in rows:  # rows solved before the MILP (exact) get their ratio to its bound too
-            if r["workload"] == wname and r.get("applicable") and bound and "ratio_to_bound" not in r:
-                r["ratio_to_bound"] = r["objective"] / bound if math.isfinite(r["objective"]) else None
-    # Generalisation: leave-one-out over the built-ins, no retraining on the held-out workload.
-    general: list[dict[str, Any]] = []
-    if "rl" in solvers and not workloads:
-        general = generalisation(list(BUILTIN_WORKLOADS), pretrain_iterations=pretrain_iterations,
-                                 fold_iterations=fold_iterations, generated=8 if quick else GENERATED_COUNT, seed=seed,
-                                 log=log)
-    summary = _summary(rows, general)
-    doc = {"generated_by": "ralp-tf compare-schedulers", "rl_iterations": rl_iterations,
-           "pretrain_iterations": pretrain_iterations, "fold_iterations": fold_iterations, "seed": seed,
-           "quick": quick,
-           "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}",
-           "total_seconds": time.perf_counter() - t_start, "rows": rows, "generalisation": general,
-           "summary": summary}
-    out = Path(out_dir)
-    (out / "results").mkdir(parents=True, exist_ok=True)
+                   workloads: Sequence[str] | None = None, solvers: Sequence[str] | None = None, seed: int = 0,
+                   quick: bool = False, log: Callable[[str], Any] = print) -> dict[str, Any]:
+    """Run the comparison and write the three outputs (:mod:`scheduler.compare_report`); returns
+    the JSON document."""
+    from scheduler.compare_report import markdown, plot
     from scheduler.schedule import _clean
 
+    chosen = [s for s in SOLVER_ORDER if (solvers is None and s in DEFAULT_SOLVERS) or (solvers and s in solvers)]
+    names = list(workloads) if workloads else default_workloads()
+    t_start = time.perf_counter()
+    rows: list[dict[str, Any]] = []
+    for spec in names:
+        rows.extend(_workload_rows(spec, chosen, seed, rl_iterations, quick, log))
+    doc = {"generated_by": "ralp-tf compare-schedulers", "rl_iterations": rl_iterations, "seed": seed,
+           "quick": quick, "solvers": chosen,
+           "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}",
+           "total_seconds": time.perf_counter() - t_start, "rows": rows}
+    doc["summary"] = _summary(rows)
+    doc["verdict"] = verdict(rows)
+    out = Path(out_dir)
+    (out / "results").mkdir(parents=True, exist_ok=True)
     (out / "results" / "schedulers.json").write_text(json.dumps(_clean(doc), indent=1))
-    text = markdown(doc)
-    general_json = out / "results" / "generalisation.json"
-    if general_json.is_file():  # the lookahead policy's tables (python -m scheduler.generalise)
-        from scheduler.generalise import markdown as generalise_markdown
-
-        text += ("\n## Generalisation: the lookahead policy (`python -m scheduler.generalise`, from "
-                 f"{general_json.name})\n\n" + generalise_markdown(json.loads(general_json.read_text())))
-    (out / "schedulers.md").write_text(text)
+    (out / "schedulers.md").write_text(markdown(doc))
     plot(doc, out / "schedulers.png")
     log(f"wrote {out / 'results' / 'schedulers.json'}, {out / 'schedulers.md'}, {out / 'schedulers.png'}")
     return doc
 
 
-def _summary(rows: list[dict[str, Any]], general: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per problem kind and solver: mean and worst ratio to the reference; RL's worst latency."""
     s: dict[str, Any] = {}
     for kind in ("heterps", "maxload"):
         per: dict[str, list[float]] = {}
         for r in rows:
             if r["kind"] == kind and r.get("applicable"):
-                v = r["ratio_to_exact"]
+                v = r["ratio_to_reference"]
                 per.setdefault(r["solver"], []).append(v if v is not None else math.inf)
         s[kind] = {k: {"mean_ratio": float(np.mean(v)), "max_ratio": float(np.max(v)), "n": len(v)}
                    for k, v in per.items()}
-    rl = [r for r in rows if r["solver"] == "rl" and r.get("applicable")]
+    rl = [r for r in rows if r["solver"] in ("rl", "rl_polish") and r.get("applicable")]
     s["rl_max_decision_ms"] = max((r["decision_ms"] for r in rl if r["decision_ms"] is not None), default=None)
-    s["rl_max_train_seconds"] = max((r["solve_seconds"] for r in rl), default=None)
-    s["rl_meets_constraint_when_exact_does"] = all(r["constraint_met"] or not r["exact_constraint_met"] for r in rl)
-    heter = [r for r in rl if r["kind"] == "heterps"]
-    s["rl_heterps_max_ratio"] = max((r["ratio_to_exact"] or math.inf for r in heter), default=None)
-    best_pub = {}
+    s["best_ratio_to_published"] = {}
     for r in rows:
         if r.get("ratio_to_published") is not None:
-            best_pub[r["workload"]] = min(best_pub.get(r["workload"], math.inf), r["ratio_to_published"])
-    s["best_ratio_to_published"] = best_pub
-    s["rl_ratio_to_published"] = {r["workload"]: r.get("ratio_to_published") for r in rl if "published_optimum" in r}
-    s["generalisation_max_ratio"] = max((g["ratio_to_exact"] or math.inf for g in general), default=None)
-    s["generalisation_policy_max_ratio"] = max((g["policy_ratio_to_exact"] or math.inf for g in general),
-                                               default=None)
-    s["generalisation_policy_within_10pct"] = sum(
-        1 for g in general if g["policy_ratio_to_exact"] is not None and g["policy_ratio_to_exact"] <= 1.10)
-    s["generalisation_polished_within_10pct"] = sum(
-        1 for g in general if g["ratio_to_exact"] is not None and g["ratio_to_exact"] <= 1.10)
+            w = r["workload"]
+            s["best_ratio_to_published"][w] = min(s["best_ratio_to_published"].get(w, math.inf), r["ratio_to_published"])
     return s
 
 
-def markdown(doc: dict[str, Any]) -> str:
-    """The table kept in benchmarks/schedulers.md."""
-    lines = ["# Scheduler comparison", "",
-             f"Generated by `ralp-tf compare-schedulers` (RL training budget "
-             f"{doc['rl_iterations'] or 'min(2000, ceil(24000 / decisions))'} iterations of 32 episodes per workload, "
-             f"seed {doc['seed']}{', quick' if doc['quick'] else ''}) on {doc['machine']}; "
-             f"{doc['total_seconds']:.0f} s in all. Built-in workloads minimise the HeterPS cost "
-             "($ per million samples) under a throughput constraint (25% of the best achievable); shared "
-             "dnn-partitioning workloads minimise max-load. Ratio = objective / exact optimum (1 is optimal; "
-             "the exact optimum of a max-load workload is the best contiguous split).", "",
-             "RL's ratio is after its local polish; the column 'RL policy only' is the best placement the "
-             "trained policy itself produced, before the polish.", "",
-             "For max-load workloads the `milp` row is the non-contiguous MILP (HiGHS, "
-             f"{MILP_SECONDS:g} s cap): its objective, and in 'ratio to bound' every solver's objective over the lower "
-             "bound the MILP proved (the true optimum lies between the bound and the best objective).", "",
-             "| workload | solver | objective | ratio to exact | RL policy only | constraint met | solve s | "
-             "RL ms/decision | ratio to published | ratio to MILP bound |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in doc["rows"]:
-        if not r.get("applicable"):
-            lines.append(f"| {r['workload']} | {r['solver']} | n/a | — | — | — | — | — | — | — |")
+def verdict(rows: list[dict[str, Any]], policy: str = "rl") -> list[dict[str, Any]]:
+    """Per workload: the policy's ratio, the best heuristic (:data:`HEURISTICS`) and its ratio, and
+    ``margin = heuristic / policy - 1`` (positive: the policy is better by that fraction; an
+    infeasible result counts as infinitely bad)."""
+    out = []
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        mine = {r["solver"]: r for r in rows if r["workload"] == w and r.get("applicable")}
+        if policy not in mine:
             continue
-        lines.append(f"| {r['workload']} | {r['solver']} | {_fmt(r['objective'], 6)} | "
-                     f"{_fmt(r['ratio_to_exact'], 5)} | {_fmt(r.get('policy_ratio_to_exact'), 5)} | "
-                     f"{'yes' if r['constraint_met'] else 'NO'} | "
-                     f"{r['solve_seconds']:.2f} | {_fmt(r['decision_ms'], 3)} | "
-                     f"{_fmt(r.get('ratio_to_published'), 5)} | {_fmt(r.get('ratio_to_bound'), 5)} |")
-    s = doc["summary"]
-    lines += ["", "## Summary", "", "| problem kind | solver | mean ratio to exact | worst ratio |", "|---|---|---|---|"]
-    for kind in ("heterps", "maxload"):
-        for solver, v in s.get(kind, {}).items():
-            lines.append(f"| {kind} | {solver} | {_fmt(v['mean_ratio'], 5)} | {_fmt(v['max_ratio'], 5)} |")
-    lines += ["", f"- RL worst ratio on built-in workloads: {_fmt(s['rl_heterps_max_ratio'], 5)}",
-              f"- RL meets the constraint whenever the optimum does: {s['rl_meets_constraint_when_exact_does']}",
-              f"- RL inference, worst workload: {_fmt(s['rl_max_decision_ms'], 3)} ms per decision",
-              f"- RL whole solve (training, polish, timing), longest: {_fmt(s['rl_max_train_seconds'], 3)} s per workload",
-              "- Best solver vs published optimum: " + ", ".join(
-                  f"{k} {_fmt(v, 5)}" for k, v in s["best_ratio_to_published"].items()),
-              "- RL vs published optimum: " + ", ".join(
-                  f"{k} {_fmt(v, 5)}" for k, v in s["rl_ratio_to_published"].items())]
-    if doc["generalisation"]:
-        g0 = doc["generalisation"][0]
-        lines += ["", "## Generalisation (leave-one-out; policy applied with no retraining)", "",
-                  f"Each policy was trained by imitation of the exact optima of {g0['generated']} generated layer "
-                  "graphs and of the five *other* built-ins, never on the workload it is applied to. 'policy' is "
-                  f"the best of its greedy decode and {APPLY_SAMPLES} samples; 'polished' adds the local polish.", "",
-                  "| held out | trained on (built-ins) | policy ratio to exact | polished ratio | constraint met | "
-                  "train s | apply s |", "|---|---|---|---|---|---|---|"]
-        for g in doc["generalisation"]:
-            lines.append(f"| {g['workload']} | {', '.join(g['trained_on'])} | "
-                         f"{_fmt(g['policy_ratio_to_exact'], 5)} | {_fmt(g['ratio_to_exact'], 5)} | "
-                         f"{'yes' if g['constraint_met'] else 'NO'} | {g['pretrain_seconds']:.0f} | "
-                         f"{g['apply_seconds']:.2f} |")
-        lines.append(f"\nWithin 10% of the optimum: policy alone {s['generalisation_policy_within_10pct']} of "
-                     f"{len(doc['generalisation'])}, polished {s['generalisation_polished_within_10pct']} of "
-                     f"{len(doc['generalisation'])}. Worst: policy {_fmt(s['generalisation_policy_max_ratio'], 5)}, "
-                     f"polished {_fmt(s['generalisation_max_ratio'], 5)}.")
-    return "\n".join(lines) + "\n"
-
-
-def plot(doc: dict[str, Any], path: Path) -> None:
-    """Bar charts: ratio to the exact optimum per workload and solver; RL ms per decision."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in doc["rows"] if r.get("applicable")]
-    kinds = [k for k in ("heterps", "maxload") if any(r["kind"] == k for r in rows)]
-    fig, axes = plt.subplots(1, len(kinds) + 1, figsize=(6 * len(kinds) + 4, 4.8), squeeze=False)
-    titles = {"heterps": "Built-in workloads: cost / exact optimum\n(hatched: constraint missed)",
-              "maxload": "dnn-partitioning: max-load / exact contiguous optimum"}
-    for ax, kind in zip(axes[0], kinds):
-        wl = list(dict.fromkeys(r["workload"] for r in rows if r["kind"] == kind))
-        sol = [s for s in SOLVER_ORDER if any(r["solver"] == s and r["kind"] == kind for r in rows)]
-        w = 0.8 / max(len(sol), 1)
-        for i, s in enumerate(sol):
-            vals, missed = [], []
-            for name in wl:
-                r = next((r for r in rows if r["workload"] == name and r["solver"] == s), None)
-                v = r["ratio_to_exact"] if r else None
-                vals.append(min(v, 3.0) if v is not None else 3.0)
-                missed.append(v is None)
-            xs = np.arange(len(wl)) + (i - (len(sol) - 1) / 2) * w
-            bars = ax.bar(xs, vals, w, label=s, color=COLORS.get(s))
-            for bar, m in zip(bars, missed):
-                if m:
-                    bar.set_hatch("//")
-                    bar.set_alpha(0.35)
-        ax.axhline(1.0, color="black", lw=0.8)
-        ax.axhline(1.03, color="grey", lw=0.8, ls="--", label="+3%")
-        ax.set_xticks(np.arange(len(wl)))
-        ax.set_xticklabels(wl, rotation=30, ha="right")
-        ax.set_ylabel("objective / exact optimum (capped at 3; lower is better)")
-        ax.set_ylim(0.9, 3.05)
-        ax.set_title(titles[kind])
-        ax.legend(fontsize=8)
-    ax = axes[0][-1]
-    rl = [r for r in rows if r["solver"] == "rl" and r["decision_ms"] is not None]
-    ax.bar([r["workload"] for r in rl], [r["decision_ms"] for r in rl], color=COLORS["rl"], label="RL inference")
-    ax.axhline(2.0, color="red", ls="--", lw=0.8, label="2 ms target")
-    ax.set_ylabel("ms per layer decision")
-    ax.set_title("RL inference time per decision")
-    ax.tick_params(axis="x", rotation=30)
-    for lab in ax.get_xticklabels():
-        lab.set_ha("right")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        heur = [(mine[h]["ratio_to_reference"] or math.inf, h) for h in HEURISTICS if h in mine]
+        if not heur:
+            continue
+        best_ratio, best = min(heur)
+        p = mine[policy]["ratio_to_reference"] or math.inf
+        margin = (best_ratio / p - 1.0) if math.isfinite(p) and math.isfinite(best_ratio) else (
+            math.inf if math.isfinite(p) else (-math.inf if math.isfinite(best_ratio) else 0.0))
+        out.append({"workload": w, "group": mine[policy]["group"], "policy_ratio": p, "best_heuristic": best,
+                    "heuristic_ratio": best_ratio, "margin": margin,
+                    "policy_seconds": mine[policy]["solve_seconds"], "heuristic_seconds": mine[best]["solve_seconds"]})
+    return out

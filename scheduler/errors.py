@@ -8,7 +8,7 @@ from __future__ import annotations
 from ralp_tf.errors import ValidationError
 
 __all__ = ["SchedulerError", "CatalogError", "ProblemError", "WorkloadError", "InfeasibleError",
-           "MemoryLimitError", "SolverNotApplicableError"]
+           "MemoryLimitError", "SolverNotApplicableError", "PolicyMismatchError"]
 
 
 class SchedulerError(ValidationError):
@@ -41,3 +41,8 @@ class MemoryLimitError(InfeasibleError):
 
 class SolverNotApplicableError(SchedulerError):
     """The solver has no meaning for this kind of problem (e.g. RALP on a max-load workload)."""
+
+
+class PolicyMismatchError(SchedulerError):
+    """A saved policy cannot be read by this code: another feature set, feature code version or
+    layer-kind list, another file format, or a damaged file."""

@@ -10,12 +10,19 @@ constant ``10^6 / 3600``). For a rate threshold ``θ`` let
 shortest-path dynamic programme over (last layer, last type), ``O(L^2 T^2)``). Then
 ``OPT = min_θ D(θ) / θ`` over the finitely many stage rates ``θ``: ``D(θ)/θ`` upper-bounds the
 cost of the DP's own segmentation, and at ``θ = X*`` (the optimum's bottleneck)
-``D(X*) / X* <= OPT``. Thresholds are tried from the highest down and the sweep stops once
+``D(X*) / X* <= OPT``. Since ``D`` does not decrease with ``θ``, an interval ``[θ_a, θ_b]`` of
+thresholds holds no ratio below ``D(θ_a) / θ_b``: the search first splits such intervals,
+least bound first, pruning those whose bound reaches the best placement found
+(:func:`scheduler.bounds.heterps_bound`), which is exact when the optimum it finds respects the
+unit caps across stages; otherwise thresholds are tried from the highest down and the sweep stops once
 ``D(-inf) / θ`` (a lower bound for every smaller ``θ``) exceeds the best found. The budget is
 a bound on ``D(θ)``. Exact for DAGs too (not only chains), since the layer order is fixed.
 When the best segmentation uses more units of one type (over several stages) than the
 catalog has, a label-setting DP that carries the units used per type re-solves it exactly.
 ``method="exhaustive"`` enumerates every assignment instead (small problems; a cross-check).
+
+**PSS problems** (:class:`scheduler.pss.PSSProblem`): exhaustive search where it is small enough
+(:func:`solve_pss`), else not applicable.
 
 **Max-load problems** (:class:`scheduler.maxload.MaxLoadProblem`). The published programme's
 space: every device gets ``I \ J`` for ideals ``J ⊆ I``. ``dp[c][f][I]`` = best max-load of the
@@ -33,14 +40,21 @@ from typing import Any
 import numpy as np
 
 from scheduler.base import Solver
-from scheduler.errors import InfeasibleError, ProblemError
+from scheduler.contraction import contract, expand
+from scheduler.errors import InfeasibleError, ProblemError, SolverNotApplicableError
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
+from scheduler.pss import PSSProblem
 
-__all__ = ["EXHAUSTIVE_LIMIT", "solve_heterps", "solve_exhaustive", "solve_maxload", "Exact"]
+__all__ = ["EXHAUSTIVE_LIMIT", "INTERVAL_DPS", "PSS_EXHAUSTIVE_LIMIT", "solve_heterps", "solve_heterps_sweep", "solve_exhaustive", "solve_pss", "solve_maxload", "solve_maxload_dp",
+           "Exact"]
 
 #: Largest number of assignments ``method="exhaustive"`` enumerates.
 EXHAUSTIVE_LIMIT = 300_000
+#: DP solves the threshold-interval search may spend before :func:`solve_heterps` falls back on the sweep.
+INTERVAL_DPS = 20_000
+#: Largest number of PSS placements :func:`solve_pss` enumerates (each is a cost-model estimate).
+PSS_EXHAUSTIVE_LIMIT = 16_384
 
 
 def _dp_min_price(price: np.ndarray) -> tuple[float, np.ndarray | None]:
@@ -126,6 +140,20 @@ def _dp_caps(problem: Problem, mask: np.ndarray) -> tuple[float, np.ndarray | No
 
 
 def solve_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The optimum: first the interval search over thresholds of :func:`scheduler.bounds.heterps_bound`,
+    which is exact whenever the relaxed optimum respects the unit caps across stages (and then
+    needs a few dozen DPs instead of one per threshold); otherwise the θ-sweep DP with the unit-cap
+    DP (:func:`solve_heterps_sweep`)."""
+    from scheduler.bounds import heterps_bound
+
+    bound = heterps_bound(problem, max_dps=INTERVAL_DPS)
+    if bound.exact and bound.assignment is not None:
+        return bound.assignment, {"method": "threshold intervals (relaxation exact)", "dps": bound.dps,
+                                  "thresholds": bound.thresholds}
+    return solve_heterps_sweep(problem)
+
+
+def solve_heterps_sweep(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
     """The θ-sweep DP (module docstring)."""
     ok = problem.seg_ok
     if not ok.any():
@@ -187,6 +215,20 @@ def solve_exhaustive(problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
     return best_a, {"method": "exhaustive", "assignments": total}
 
 
+def solve_pss(problem: PSSProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The PSS placement problem has no known polynomial optimum (the cost model's step time
+    mixes per-host link phases, serving CPU and contention): exhaustive search when every
+    placement can be enumerated, else :class:`SolverNotApplicableError` (``Solver.plan`` then
+    keeps the analyzer's plan and says so)."""
+    total = math.prod(int(problem.allowed[l].sum()) for l in range(problem.num_decisions))
+    if total > PSS_EXHAUSTIVE_LIMIT:
+        raise SolverNotApplicableError(
+            f"the exact PSS placement of {problem.name!r} would enumerate {total:.3g} placements (limit "
+            f"{PSS_EXHAUSTIVE_LIMIT}, about a millisecond of the cost model each); there is no exact PSS "
+            "solver beyond that; use greedy, random, bo or rl")
+    return solve_exhaustive(problem)
+
+
 def _pack(mat: np.ndarray) -> np.ndarray:
     """Rows of a bool matrix as uint64 words (bit ``v % 64`` of word ``v // 64``)."""
     N, G = mat.shape
@@ -198,6 +240,16 @@ def _pack(mat: np.ndarray) -> np.ndarray:
 
 
 def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    """The ideal DP for contiguous splits (:func:`solve_maxload_dp`) of the problem contracted as
+    the reference DP contracts it (:func:`scheduler.contraction.contract`), mapped back."""
+    c = contract(problem)
+    a, notes = solve_maxload_dp(c.problem)
+    notes.update(classes=problem.num_decisions, contracted_classes=c.problem.num_decisions,
+                 merged_classes=c.merged, merged_classes_with_memory=c.merged_with_memory)
+    return expand(c, problem, a), notes
+
+
+def solve_maxload_dp(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
     """The ideal DP for contiguous splits (module docstring).
 
     Ideals are taken in order of size; for each ideal ``I`` its sub-ideals are found by a
@@ -240,23 +292,7 @@ def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
         acc[(sz[I] - sz[sub]) > problem.max_size * (1 + 1e-12)] = np.inf
         acc[(bad[I] - bad[sub]) > 0] = np.inf
         cpu = cp[I] - cp[sub]
-        base = np.full((C + 1, F + 1), np.inf)
-        kind = np.full((C + 1, F + 1), 2, dtype=np.int8)
-        arg = np.zeros((C + 1, F + 1), dtype=np.int64)
-        D = dp[:, :, sub]
-        if C:
-            v = np.maximum(D[:-1], cpu)                  # [C, F+1, m]: CPU c-1 -> c
-            k = v.argmin(axis=2)
-            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
-            base[1:], kind[1:], arg[1:] = best, 0, sub[k]
-        if F:
-            v = np.maximum(D[:, :-1], acc)               # [C+1, F, m]: accelerator f-1 -> f
-            k = v.argmin(axis=2)
-            best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
-            better = best < base[:, 1:]
-            base[:, 1:] = np.where(better, best, base[:, 1:])
-            kind[:, 1:] = np.where(better, 1, kind[:, 1:])
-            arg[:, 1:] = np.where(better, sub[k], arg[:, 1:])
+        base, kind, arg = _last_device(dp[:, :, sub], sub, cpu, acc)
         # An empty device: dp[c][f][I] = min(base, dp[c-1][f][I], dp[c][f-1][I]).
         for c in range(C + 1):
             for f in range(F + 1):
@@ -269,8 +305,44 @@ def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
     if not math.isfinite(dp[C, F, full]):
         raise InfeasibleError(f"no contiguous split of {problem.name!r} fits the accelerators' size limit "
                               f"({problem.max_size:.4g} bytes each); add accelerators or CPUs")
+    a = _backtrack(problem, mat, back_kind, back_j)
+    return a, {"method": "ideal DP (contiguous splits)", "ideals": N, "ideal_pairs": int(pairs),
+               "pairs_pruned_by_bound": pruned, "upper_bound": upper if math.isfinite(upper) else None,
+               "dp_max_load": float(dp[C, F, full])}
+
+
+def _last_device(D: np.ndarray, sub: np.ndarray, cpu: np.ndarray, acc: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For one ideal ``I`` and its candidate sub-ideals ``sub`` (``D = dp[:, :, sub]``; ``cpu`` /
+    ``acc`` the loads of ``I \\ J`` on a CPU / an accelerator): per ``(c, f)``, the best max-load
+    with ``I \\ J`` on the ``c``-th CPU (kind 0) or the ``f``-th accelerator (kind 1), and the
+    arg-min sub-ideal (kind 2: neither possible)."""
+    C, F = D.shape[0] - 1, D.shape[1] - 1
+    base = np.full((C + 1, F + 1), np.inf)
+    kind = np.full((C + 1, F + 1), 2, dtype=np.int8)
+    arg = np.zeros((C + 1, F + 1), dtype=np.int64)
+    if C:
+        v = np.maximum(D[:-1], cpu)                  # [C, F+1, m]: CPU c-1 -> c
+        k = v.argmin(axis=2)
+        best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+        base[1:], kind[1:], arg[1:] = best, 0, sub[k]
+    if F:
+        v = np.maximum(D[:, :-1], acc)               # [C+1, F, m]: accelerator f-1 -> f
+        k = v.argmin(axis=2)
+        best = np.take_along_axis(v, k[..., None], axis=2)[..., 0]
+        better = best < base[:, 1:]
+        base[:, 1:] = np.where(better, best, base[:, 1:])
+        kind[:, 1:] = np.where(better, 1, kind[:, 1:])
+        arg[:, 1:] = np.where(better, sub[k], arg[:, 1:])
+    return base, kind, arg
+
+
+def _backtrack(problem: MaxLoadProblem, mat: np.ndarray, back_kind: np.ndarray, back_j: np.ndarray) -> np.ndarray:
+    """The assignment of the DP's optimum from its back pointers (kinds: 0 CPU, 1 accelerator,
+    2 / 3 a CPU / an accelerator left empty)."""
+    C, F, I = back_kind.shape[0] - 1, back_kind.shape[1] - 1, back_kind.shape[2] - 1
     a = np.zeros(problem.num_decisions, dtype=np.int64)
-    c, f, I = C, F, full
+    c, f = C, F
     while I != 0:
         kd, J = int(back_kind[c, f, I]), int(back_j[c, f, I])
         if kd == 2:
@@ -287,9 +359,7 @@ def solve_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
             c -= 1
             a[groups] = c
         I = J
-    return a, {"method": "ideal DP (contiguous splits)", "ideals": N, "ideal_pairs": int(pairs),
-               "pairs_pruned_by_bound": pruned, "upper_bound": upper if math.isfinite(upper) else None,
-               "dp_max_load": float(dp[C, F, full])}
+    return a
 
 
 def _contiguous_upper_bound(problem: MaxLoadProblem) -> float:
@@ -316,6 +386,8 @@ class Exact(Solver):
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         if self.method == "exhaustive":
             return solve_exhaustive(problem)
+        if isinstance(problem, PSSProblem):
+            return solve_pss(problem)
         if isinstance(problem, MaxLoadProblem):
             return solve_maxload(problem)
         return solve_heterps(problem)

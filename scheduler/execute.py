@@ -55,18 +55,18 @@ import numpy as np
 
 from ralp_tf.plan import Cluster
 from ralp_tf.plan import estimate
-from ralp_tf.model import PS_PLACEABLE_KINDS
 from ralp_tf.plan import Plan
 from ralp_tf.model import ModelProfile
 from scheduler.emulated import EmulatedCatalog, emulated_type_of, fastest
 from scheduler.errors import InfeasibleError, SchedulerError
 from scheduler.problem import Problem
+from scheduler.pss import restricted
 from scheduler.resources import Constraints
 from scheduler.schedule import _clean
 from scheduler.unitrate import UnitRate
 
-__all__ = ["FASTEST", "ExecutionError", "cost_per_million", "measured_problem", "pss_pairs", "pss_sync_seconds",
-           "restricted", "Deployment", "hybrid_profile", "deployment_cluster", "ps_plan", "provision",
+__all__ = ["FASTEST", "ExecutionError", "cost_per_million", "measured_problem", "pss_pairs",
+           "Deployment", "hybrid_profile", "deployment_cluster", "ps_plan", "provision",
            "deployment_of", "plan_deployment", "fastest_deployment", "run_deployment", "ExecutionReport",
            "MAX_STEPS", "steps_for", "execute_schedule", "format_rates", "save_report", "add_parser",
            "cmd_execute"]
@@ -117,34 +117,6 @@ def pss_pairs(problem: Problem) -> list[tuple[int, int]]:
     return [(w, p) for w, tw in enumerate(types) if tw.role == "worker"
             for p, tp in enumerate(types) if tp.role == "ps"
             and not (emulated_type_of(tw.name) == emulated_type_of(tp.name) and tw.max_units < 2)]
-
-
-def pss_sync_seconds(problem: Problem, w: int, p: int) -> np.ndarray:
-    """Per layer, the seconds a worker step spends moving the layer's variables to and from the PS
-    when the layer runs on worker type ``w`` with PS type ``p``: ``8 x s_l / min(B_w, B_p)`` with
-    ``s_l = 2 P^t_l`` (weights pulled, gradients pushed) or, for an embedding (looked up on the
-    PS), ``2 min(P^t_l, b a_l)`` (its rows and their gradient)."""
-    from ralp_tf.plan import transfer_seconds
-
-    types = problem.catalog.types
-    rate = min(types[w].bandwidth_bps, types[p].bandwidth_bps)
-    b = problem.batch_size
-    moved = np.where(problem.sparse, 2.0 * np.minimum(problem.trainable_bytes, b * problem.output_bytes),
-                     2.0 * problem.trainable_bytes)
-    return np.array([transfer_seconds(x, rate) for x in moved])
-
-
-def restricted(problem: Problem, w: int, p: int) -> Problem:
-    """``problem`` as one PSS cluster runs it: every layer allowed only on worker type ``w``, or on
-    PS type ``p`` where its kind may run on a PS; and a worker-placed layer's compute time on
-    ``w`` includes its variables' PSS traffic (:func:`pss_sync_seconds`), which HeterPS's worker
-    stages (ring all-reduce, none at one unit) do not have."""
-    allowed = np.zeros_like(problem.allowed)
-    allowed[:, w] = True
-    allowed[:, p] = [k in PS_PLACEABLE_KINDS for k in problem.kinds]
-    compute = problem.compute.copy()
-    compute[:, w] += pss_sync_seconds(problem, w, p)
-    return problem.with_types(compute=compute, allowed=allowed, check=False)
 
 
 def _solve_best_effort(solver: Any, problem: Problem) -> Any:
@@ -283,7 +255,7 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
     ps_types = [t for t in used if t.role == "ps"]
     if len(workers) > 1 or len(ps_types) > 1:
         raise ExecutionError(f"{label}: the schedule uses {len(workers)} worker and {len(ps_types)} PS types; a PSS "
-                             "cluster runs one of each (solve the restricted problem of one pair: scheduler.execute.restricted)")
+                             "cluster runs one of each (solve the restricted problem of one pair: scheduler.pss.restricted)")
     ps_layers = [problem.layer_names[l] for l, r in enumerate(schedule.assignment) if types[r].role == "ps"]
     w = emulated_type_of(workers[0].name) if workers else None
     p = emulated_type_of(ps_types[0].name) if ps_types else None
@@ -301,7 +273,7 @@ def deployment_of(schedule: Any, problem: Problem, catalog: EmulatedCatalog, rat
             for wt in ([w] if w else able("worker", p)) for pt in ([p] if p else able("ps", wt))]
     dep = min(deps, key=_preference)
     dep.heterps = {"solver": schedule.solver, "throughput": schedule.throughput, "cost": schedule.cost,
-                   "units": dict(schedule.units), "stages": list(schedule.stages),
+                   "units": dict(schedule.units), "stages": [st.to_dict() for st in schedule.stages],
                    "constraint_met": bool(schedule.constraint_met),
                    "price_per_hour": schedule.notes.get("price_per_hour")}
     return dep
@@ -572,7 +544,7 @@ def add_parser(subparsers: Any) -> None:
                    help="more steps where needed so that each run's predicted measured window lasts this long")
     p.add_argument("--warmup", type=int_at_least(1), default=3, help="untimed global steps first")
     p.add_argument("--rl-iterations", type=int_at_least(1), default=None,
-                   help="RL budget in REINFORCE iterations (when --solver/--compare has rl)")
+                   help="RL: REINFORCE iterations fine-tuning the shipped policy (when --solver/--compare has rl)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--predict-only", action="store_true", help="stop after the predictions (no testbed run)")
     p.add_argument("--out-dir", default="/tmp/ralp_tf_execute", help="plans, logs and execution.json")

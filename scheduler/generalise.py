@@ -1,4 +1,4 @@
-r"""Training a placement policy that generalises, and measuring it on unseen workloads (issue 14, item 2).
+r"""Training a placement policy that generalises, and measuring it on unseen workloads.
 
 **Method: DAgger-style imitation of exact solutions, on lookahead features.** The policy is the
 paper's LSTM + ``tfp`` Categorical (:class:`scheduler.rl.LSTMPolicy`), reading the features of
@@ -52,7 +52,7 @@ from scheduler.maxload import MaxLoadProblem
 from scheduler.rl import RL
 
 __all__ = ["APPLY_SAMPLES", "MEMORY_PENALTY", "split_tables", "expert_actions", "split_optimum", "Expert",
-           "train_dagger", "HETERPS_BUDGET", "MAXLOAD_BUDGET", "rule_placement", "leave_one_out",
+           "train_dagger", "GENERATED_COUNT", "PRETRAIN_ITERATIONS", "FOLD_ITERATIONS", "generalisation", "HETERPS_BUDGET", "MAXLOAD_BUDGET", "rule_placement", "leave_one_out",
            "maxload_transfer", "markdown", "main"]
 
 #: Placements a trained policy samples on an unseen workload besides its greedy decode.
@@ -146,9 +146,9 @@ def split_optimum(problem: MaxLoadProblem, tables: tuple[np.ndarray, np.ndarray]
 
 # ----------------------------------------------------------------------------- training
 def _env_actions(env: Any, assignment: np.ndarray) -> np.ndarray:
-    from scheduler.rl import _actions_of
+    from scheduler.envs import actions_of
 
-    return _actions_of(env, np.asarray(assignment, dtype=np.int64))
+    return actions_of(env, np.asarray(assignment, dtype=np.int64))
 
 
 class Expert:
@@ -231,6 +231,69 @@ def _train_dagger(solver: RL, problems: Sequence[Any], *, optima: Sequence[np.nd
             "trained_on": [getattr(p, "name", str(i)) for i, p in enumerate(problems)]}
 
 
+# ----------------------------------------------------------------------------- the paper-LSTM baseline
+#: Generated layer graphs in the paper-LSTM baseline's pretraining set.
+GENERATED_COUNT = 48
+#: Imitation steps of the baseline's base policy (on the generated graphs) and of each fold.
+PRETRAIN_ITERATIONS = 6000
+FOLD_ITERATIONS = 2500
+
+
+def generalisation(names: Sequence[str], *, pretrain_iterations: int = PRETRAIN_ITERATIONS,
+                   fold_iterations: int = FOLD_ITERATIONS, generated: int = GENERATED_COUNT, seed: int = 0,
+                   log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+    """The paper-LSTM baseline's leave-one-out over the built-in workloads ``names``: a base policy
+    (paper features) imitates the exact optima of ``generated`` generated layer graphs; per
+    held-out built-in, a copy imitates those plus the *other* built-ins, then is applied with no
+    retraining (greedy decode plus :data:`APPLY_SAMPLES` samples) and polished.
+
+    Returns one row per held-out workload: the policy's own ratio to the exact optimum
+    (``policy_ratio_to_exact``), the polished ratio (``ratio_to_exact``), constraint met, the
+    training sets (``trained_on``: the built-ins; ``generated``: how many generated graphs)
+    and times. Raises ``AssertionError`` if a held-out workload ever was in a training set.
+    """
+    from scheduler.exact import Exact
+    from scheduler.workloads import builtin_problem
+    from scheduler.workloads.generated import generated_problems
+
+    t0 = time.perf_counter()
+    gen = generated_problems(generated, seed=seed + 1000)
+    gen_targets = [Exact().solve(p).assignment for p in gen]
+    base = RL(seed=seed, iterations=0, features="basic")
+    base_info = base.imitate(gen, gen_targets, iterations=pretrain_iterations)
+    base_s = time.perf_counter() - t0
+    log(f"generalisation: base policy imitated {len(gen)} generated graphs "
+        f"({base_info['imitation_iterations']} steps, {base_s:.0f} s with their exact optima)")
+    problems = {n: builtin_problem(n) for n in names}
+    exact = {n: Exact().solve(p) for n, p in problems.items()}
+    rows: list[dict[str, Any]] = []
+    for held in names:
+        others = [n for n in names if n != held]
+        t1 = time.perf_counter()
+        solver = RL(policy=base.policy.clone(), seed=seed, iterations=0, samples=APPLY_SAMPLES, beam=0, polish=True,
+                    features="basic")
+        info = solver.imitate(gen + [problems[n] for n in others],
+                              gen_targets + [exact[n].assignment for n in others], iterations=fold_iterations)
+        trained_on = info["trained_on"] + base_info["trained_on"]
+        assert held not in trained_on, f"leave-one-out broken: {held!r} is in its own training set"
+        train_s = time.perf_counter() - t1
+        problem = problems[held]
+        sch = solver.solve(problem)
+        opt = exact[held].objective
+        rows.append({"workload": held, "trained_on": others, "generated": len(gen),
+                     "objective": sch.objective,
+                     "ratio_to_exact": sch.objective / opt if math.isfinite(sch.objective) else None,
+                     "policy_ratio_to_exact": sch.notes["policy_objective"] / opt
+                     if math.isfinite(sch.notes["policy_objective"]) else None,
+                     "constraint_met": sch.constraint_met, "exact_constraint_met": exact[held].constraint_met,
+                     "pretrain_seconds": base_s + train_s, "fold_iterations": info["imitation_iterations"],
+                     "apply_seconds": sch.solve_seconds, "decision_ms": sch.notes.get("decision_ms")})
+        log(f"generalisation: {held:<14} policy {_fmt(rows[-1]['policy_ratio_to_exact'], 5)} polished "
+            f"{_fmt(rows[-1]['ratio_to_exact'], 5)} (trained on {len(gen)} generated + {', '.join(others)}; "
+            f"applied in {sch.solve_seconds:.2f} s)")
+    return rows
+
+
 # ----------------------------------------------------------------------------- measurements
 #: Default work budgets of the measurements (gradient steps; see :func:`train_dagger`).
 HETERPS_BUDGET = {"generated": 48, "imitation_steps": 800, "dagger_steps": 400}
@@ -262,7 +325,7 @@ def _policy_solver(seed: int, features: str = "lookahead", beam: int = APPLY_SAM
 
 def _apply_row(solver: RL, problem: Any, reference: float, trained_on: list[str]) -> dict[str, Any]:
     """Apply a trained solver (no retraining, no polish); the polish is run after, for its column."""
-    from scheduler.rl import DEFAULT_POLISH_EVALUATIONS, polish
+    from scheduler.polish import DEFAULT_POLISH_EVALUATIONS, polish
 
     if getattr(problem, "name", None) in trained_on:
         raise AssertionError(f"held-out workload {problem.name!r} is in its policy's training set")
@@ -413,7 +476,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
     from pathlib import Path
 
-    from scheduler.compare import generalisation
     from scheduler.schedule import _clean
     from scheduler.workloads import BUILTIN_WORKLOADS
 

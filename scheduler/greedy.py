@@ -4,7 +4,10 @@
 likely to meet the throughput constraint). Then visit the layers in order; for each, try every
 allowed type with the other layers fixed, and keep the one with the lowest cost among those
 that still meet the constraint (when none does, the lowest :meth:`Problem.penalized` score).
-One pass, ``L x T`` evaluations.
+One pass, ``L x T`` evaluations (:func:`coordinate_pass`).
+
+**PSS problems** (:class:`scheduler.pss.PSSProblem`): the same pass, ranked by the cost model's
+predicted step time, starting from the analyzer's plan (so it ends no slower than it).
 
 **Max-load problems.** The linear greedy split: walk the groups in order, filling one
 accelerator until its load would pass ``total / F``; cut before or after the group, whichever
@@ -19,28 +22,41 @@ import numpy as np
 from scheduler.base import Solver
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import Problem
+from scheduler.pss import PSSProblem
 
-__all__ = ["greedy_heterps", "greedy_maxload", "Greedy"]
+__all__ = ["coordinate_pass", "greedy_heterps", "greedy_pss", "greedy_maxload", "Greedy"]
 
 
-def greedy_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
-    speed = np.array([t.flops for t in problem.catalog.types])
-    a = np.array([max(np.flatnonzero(problem.allowed[l]), key=lambda r: speed[r])
-                  for l in range(problem.num_decisions)], dtype=np.int64)
+def coordinate_pass(problem: Any, start: np.ndarray, *, keep_ties: bool = False) -> tuple[np.ndarray, int]:
+    """One pass over the decisions in order: each set to the allowed choice with the least
+    ``(objective, penalized)`` with the others fixed (on ties the lowest choice index, or with
+    ``keep_ties`` the current one). Returns the placement and the evaluations spent."""
+    a = np.array(start, dtype=np.int64)
     evals = 0
     for l in range(problem.num_decisions):
         best_key, best_r = None, a[l]
         for r in np.flatnonzero(problem.allowed[l]):
             cand = a.copy()
             cand[l] = r
-            ev = problem.evaluate(cand)
+            key = problem.scores(cand)
             evals += 1
-            ok = ev.feasible and ev.constraint_met
-            key = (0, ev.cost) if ok else (1, problem.penalized(cand))
-            if best_key is None or key < best_key:
+            if best_key is None or key < best_key or (keep_ties and key == best_key and r == a[l]):
                 best_key, best_r = key, r
         a[l] = best_r
+    return a, evals
+
+
+def greedy_heterps(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
+    speed = np.array([t.flops for t in problem.catalog.types])
+    start = np.array([max(np.flatnonzero(problem.allowed[l]), key=lambda r: speed[r])
+                      for l in range(problem.num_decisions)], dtype=np.int64)
+    a, evals = coordinate_pass(problem, start)
     return a, {"evaluations": evals}
+
+
+def greedy_pss(problem: PSSProblem) -> tuple[np.ndarray, dict[str, Any]]:
+    a, evals = coordinate_pass(problem, problem.analyzer_assignment(), keep_ties=True)
+    return a, {"evaluations": evals, "start": "the analyzer's plan"}
 
 
 def greedy_maxload(problem: MaxLoadProblem) -> tuple[np.ndarray, dict[str, Any]]:
@@ -67,4 +83,6 @@ class Greedy(Solver):
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
         if isinstance(problem, MaxLoadProblem):
             return greedy_maxload(problem)
+        if isinstance(problem, PSSProblem):
+            return greedy_pss(problem)
         return greedy_heterps(problem)

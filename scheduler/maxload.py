@@ -78,15 +78,7 @@ class MaxLoadProblem:
         self.cpu_lat, self.fpga_lat, self.size = arrs["cpuLatency"], arrs["fpgaLatency"], arrs["size"]
         self.supported = np.asarray(supported, dtype=bool)
         self.backward = np.asarray(backward, dtype=bool)
-        for what, v in (("max_size", max_size),):
-            if not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
-                raise WorkloadError(f"workload {name!r}: maxSizePerFPGA must be a positive number, got {v!r}")
-        if isinstance(max_fpgas, bool) or not isinstance(max_fpgas, int) or max_fpgas < 0:
-            raise WorkloadError(f"workload {name!r}: maxFPGAs must be an integer >= 0, got {max_fpgas!r}")
-        if isinstance(max_cpus, bool) or not isinstance(max_cpus, int) or max_cpus < 0:
-            raise WorkloadError(f"workload {name!r}: maxCPUs must be an integer >= 0, got {max_cpus!r}")
-        if max_fpgas + max_cpus == 0:
-            raise WorkloadError(f"workload {name!r} has no devices (maxFPGAs = maxCPUs = 0)")
+        _check_devices(name, max_size, max_fpgas, max_cpus)
         self.max_size, self.max_fpgas, self.max_cpus = float(max_size), max_fpgas, max_cpus
         # Edges (positions), outgoing cost per node.
         src, dst = [], []
@@ -101,25 +93,14 @@ class MaxLoadProblem:
         if np.isnan(self.cost).any() or (self.cost < 0).any() or np.isinf(self.cost).any():
             raise WorkloadError(f"workload {name!r}: edge costs must be finite numbers >= 0")
         self._check_acyclic()
-        # Groups = colour classes, ordered topologically.
-        classes: dict[int, list[int]] = {}
-        for i, c in enumerate(color):
-            classes.setdefault(int(c), []).append(i)
-        group_list = list(classes.values())
+        # Groups = colour classes (those on a forward cycle fused, as the reference DP does), in topological order.
+        group_list, gpred, self.fused_classes = _class_graph(color, self.src, self.dst, self.backward)
         gof = np.zeros(N, dtype=np.int64)
         for g, members in enumerate(group_list):
             gof[members] = g
         G = len(group_list)
-        gpred: list[set[int]] = [set() for _ in range(G)]
-        for s, d in zip(self.src, self.dst):
-            gs, gd = int(gof[s]), int(gof[d])
-            if gs == gd or self.backward[s] or self.backward[d]:
-                continue  # the order follows the forward graph, as the published DP's ideals do
-            gpred[gd].add(gs)
         order = _toposort(gpred, key=lambda g: min(group_list[g]))
-        if order is None:
-            raise WorkloadError(f"workload {name!r}: its colour classes form a cycle (a class must be placed on "
-                                "one device, so the forward order cannot be pipelined); fix the colourClass fields")
+        assert order is not None, "the class graph is acyclic once its strongly connected classes are fused"
         self.groups = [group_list[g] for g in order]
         remap = {g: k for k, g in enumerate(order)}
         self.group_of = np.array([remap[int(g)] for g in gof], dtype=np.int64)
@@ -148,6 +129,14 @@ class MaxLoadProblem:
                                 "there is no CPU: no placement satisfies the memory limit")
         self._ideals: tuple[list[int], np.ndarray] | None = None
         self._comm_tables: tuple[np.ndarray, ...] | None = None
+
+    def with_colors(self, color: Sequence[int]) -> "MaxLoadProblem":
+        """The same nodes, edges and devices with colour class ``color[i]`` for node ``i``."""
+        edges = [(self.node_ids[s], self.node_ids[d]) for s, d in zip(self.src.tolist(), self.dst.tolist())]
+        out_cost = {self.node_ids[i]: float(c) for i, c in enumerate(self.cost) if c}
+        return MaxLoadProblem(self.name, self.node_ids, self.cpu_lat, self.fpga_lat, self.size, self.supported,
+                              self.backward, [int(c) for c in color], edges, out_cost, self.max_size,
+                              self.declared_fpgas, self.declared_cpus, node_names=self.node_names)
 
     # ----------------------------------------------------------------- shape
     @property
@@ -231,9 +220,14 @@ class MaxLoadProblem:
         return max(float(self.group_cpu.sum()) / max(self.max_cpus, 1), 1e-12)
 
     def penalized(self, assignment: Any) -> float:
+        """``max_load / reference_load``, plus 4 when infeasible (memory or support)."""
+        return self.scores(assignment)[1]
+
+    def scores(self, assignment: Any) -> tuple[float, float]:
+        """``(objective, penalized)`` of ``assignment`` from one evaluation."""
         ev = self.evaluate(assignment)
         val = ev.max_load / self.reference_load()
-        return val if ev.feasible else val + 4.0
+        return ev.objective, (val if ev.feasible else val + 4.0)
 
     # ----------------------------------------------------------------- contiguous splits
     def from_cuts(self, boundaries: Sequence[int]) -> np.ndarray:
@@ -365,6 +359,90 @@ class MaxLoadProblem:
     def describe(self) -> str:
         return (f"{self.name}: {len(self.node_ids)} nodes in {self.num_decisions} colour classes, "
                 f"{self.max_fpgas} accelerators, {self.max_cpus} CPUs")
+
+
+def _check_devices(name: str, max_size: Any, max_fpgas: Any, max_cpus: Any) -> None:
+    """Refuse a device description that no placement can use (naming the field)."""
+    if not isinstance(max_size, (int, float)) or math.isnan(max_size) or max_size <= 0:
+        raise WorkloadError(f"workload {name!r}: maxSizePerFPGA must be a positive number, got {max_size!r}")
+    if isinstance(max_fpgas, bool) or not isinstance(max_fpgas, int) or max_fpgas < 0:
+        raise WorkloadError(f"workload {name!r}: maxFPGAs must be an integer >= 0, got {max_fpgas!r}")
+    if isinstance(max_cpus, bool) or not isinstance(max_cpus, int) or max_cpus < 0:
+        raise WorkloadError(f"workload {name!r}: maxCPUs must be an integer >= 0, got {max_cpus!r}")
+    if max_fpgas + max_cpus == 0:
+        raise WorkloadError(f"workload {name!r} has no devices (maxFPGAs = maxCPUs = 0)")
+
+
+def _class_graph(color: Sequence[int], src: np.ndarray, dst: np.ndarray, backward: np.ndarray
+                 ) -> tuple[list[list[int]], list[set[int]], int]:
+    """Node lists of the colour classes, their forward predecessors (edges between forward nodes
+    of different classes; backward edges only cost communication), and how many classes were
+    fused: classes on a cycle of that graph must share a device on any contiguous split, so each
+    strongly connected set of classes becomes one class (the reference DP fuses them too)."""
+    classes: dict[int, list[int]] = {}
+    for i, c in enumerate(color):
+        classes.setdefault(int(c), []).append(i)
+    group_list = list(classes.values())
+    gof = np.zeros(len(color), dtype=np.int64)
+    for g, members in enumerate(group_list):
+        gof[members] = g
+    pairs = {(int(gof[s]), int(gof[d])) for s, d in zip(src, dst)
+             if gof[s] != gof[d] and not backward[s] and not backward[d]}
+    comp = _strong_components(len(group_list), pairs)
+    fused = len(group_list) - (max(comp) + 1 if comp else 0)
+    if fused:
+        merged: dict[int, list[int]] = {}
+        for g, members in enumerate(group_list):
+            merged.setdefault(comp[g], []).extend(members)
+        group_list = [sorted(m) for _, m in sorted(merged.items(), key=lambda kv: min(kv[1]))]
+        for g, members in enumerate(group_list):
+            gof[members] = g
+        pairs = {(int(gof[s]), int(gof[d])) for s, d in zip(src, dst)
+                 if gof[s] != gof[d] and not backward[s] and not backward[d]}
+    gpred: list[set[int]] = [set() for _ in group_list]
+    for a, b in pairs:
+        gpred[b].add(a)
+    return group_list, gpred, fused
+
+
+def _strong_components(n: int, edges: set[tuple[int, int]]) -> list[int]:
+    """Component label per vertex (Tarjan, iterative), labels 0..k-1."""
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        succ[a].append(b)
+    index, low, on, stack, label = [-1] * n, [0] * n, [False] * n, [], [-1] * n
+    counter = comps = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on[v] = True
+            if i < len(succ[v]):
+                work.append((v, i + 1))
+                w = succ[v][i]
+                if index[w] < 0:
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on[w] = False
+                    label[w] = comps
+                    if w == v:
+                        break
+                comps += 1
+            if work:
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+    return label
 
 
 def _toposort(preds: Sequence[set[int] | Sequence[int]], key: Any) -> list[int] | None:

@@ -1,4 +1,4 @@
-r"""Lookahead features for a placement policy that generalises (issue 14, item 2).
+r"""Lookahead features for a placement policy that generalises.
 
 The paper's features (:class:`scheduler.rl.HeterPSEnv`, :class:`scheduler.rl.MaxLoadEnv`)
 describe a layer and, scale-free, the whole model; they say little about what the *partial
@@ -18,8 +18,9 @@ type except up to two blocks", found once per problem by a small enumeration). W
 ``c2(r) = min(min_s c(r, s), c(r, H))``, ``c1(r) = c(r, r)`` and ``m = min_{r allowed} c2(r)``,
 per type: ``log10(c2(r) / m)``, ``log10(c1(r) / m)`` and ``log10(c(r, H) / m)`` (clipped to
 ``[0, 2]``), ``[c2(r) = m]``, ``[c2(r) < 4]`` (a completion meets every constraint); globally
-``log10(m)`` and ``[m < 4]``. Cost: ``T^2 + T`` evaluations per decision (``T`` types; about
-20-40 µs each, memoised by prefix).
+``log10(m)`` and ``[m < 4]``. Cost: the ``T^2 + T`` completion scores of a decision are one
+vectorised fold over at most three stages per completion (:class:`scheduler.completions.CompletionPricer`,
+equal bit for bit to :meth:`~scheduler.problem.Problem.penalized`), memoised by prefix.
 
 **Max-load** (:class:`LookaheadMaxLoadEnv`, actions stay / next accelerator). Completion of
 the prefix after each action: the remaining groups split over the remaining accelerators
@@ -47,13 +48,20 @@ import numpy as np
 
 from scheduler.maxload import MaxLoadProblem
 from scheduler.problem import PENALTY, Problem
-from scheduler.rl import HeterPSEnv, MaxLoadEnv
+from scheduler.completions import CompletionPricer, StageFold, Tail
+from scheduler.envs import HeterPSEnv, MaxLoadEnv
 
-__all__ = ["FEATURE_SETS", "MEMO_LIMIT", "LookaheadHeterPSEnv", "LookaheadMaxLoadEnv", "HINT_STARTS",
+__all__ = ["FEATURE_SETS", "FEATURE_VERSIONS", "MEMO_LIMIT", "LookaheadHeterPSEnv", "LookaheadMaxLoadEnv", "HINT_STARTS",
            "exception_hint", "make_feature_env"]
 
-#: Feature sets a policy may read: the paper's (``basic``) and this module's (``lookahead``).
-FEATURE_SETS = ("basic", "lookahead")
+#: Feature sets a policy may read: the paper's (``basic``, :mod:`scheduler.envs`), this module's
+#: (``lookahead``) and the type-slot view of the lookahead features (``slots``,
+#: :mod:`scheduler.type_slots`: HeterPS catalogs of 2-6 types; on max-load problems, ``lookahead``).
+FEATURE_SETS = ("basic", "lookahead", "slots")
+#: Version of each feature set's code: a saved policy records it, and one whose version (or
+#: :data:`ralp_tf.model.LAYER_KINDS`) differs from the running code's is refused
+#: (:mod:`scheduler.shipped`). Bump a number whenever what its envs compute changes.
+FEATURE_VERSIONS = {"basic": 2, "lookahead": 2, "slots": 2}
 
 
 #: Prefixes memoised per env; the memo is emptied when it grows past this (bounded memory).
@@ -63,7 +71,7 @@ MEMO_LIMIT = 50_000
 class _Memo:
     """Memoised completion features per prefix (rollouts of one problem share prefixes)."""
 
-    _memo: dict[tuple[int, ...], np.ndarray]
+    _memo: dict[Any, np.ndarray]
 
     def clear_memo(self) -> None:
         """Forget every memoised prefix (e.g. so that a latency measurement computes them)."""
@@ -77,55 +85,87 @@ def _remember(memo: dict[tuple[int, ...], np.ndarray], key: tuple[int, ...], val
 
 
 class LookaheadHeterPSEnv(_Memo, HeterPSEnv):
-    """:class:`~scheduler.rl.HeterPSEnv` plus completion costs per candidate type (module docstring)."""
+    """:class:`~scheduler.envs.HeterPSEnv` plus completion costs per candidate type (module
+    docstring), priced by :class:`scheduler.completions.CompletionPricer` from each rollout's fold
+    of its closed runs (kept as runs close)."""
+
+    BATCH_STATE = HeterPSEnv.BATCH_STATE + ("fold_units", "fold_price", "fold_rate", "fold_feasible", "fold_met")
 
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem)
         self.base_dim = self.feature_dim
         self.feature_dim += 5 * self.A + 2
         self.hint = exception_hint(problem)
-        self._memo: dict[tuple[int, ...], np.ndarray] = {}
+        self.pricer = CompletionPricer(problem)
+        self.tails = [self._tails(t) for t in range(self.n)]
+        self._memo: dict[bytes, np.ndarray] = {}
 
-    def completion_features(self, prefix: tuple[int, ...]) -> np.ndarray:
-        """The ``5 T + 2`` lookahead features after ``prefix`` (memoised)."""
-        got = self._memo.get(prefix)
+    def _tails(self, t: int) -> list[Tail]:
+        """The completions of layers ``t+1..`` : the rest on each type, then as in the hint."""
+        n = self.n
+        out = [Tail(n - 1, s) for s in range(self.A)]
+        if t + 1 < n:
+            runs = [run for run in Problem.runs(self.hint[t + 1:])]
+            (i, j, r), rest = runs[0], runs[1:]
+            out.append(Tail(t + 1 + j, r, tuple((t + 1 + a, t + 1 + b, rr) for a, b, rr in rest)))
+        return out
+
+    def reset(self, batch: int) -> None:
+        super().reset(batch)
+        self.fold_units = np.zeros((batch, self.A), dtype=np.int64)
+        self.fold_price = np.zeros(batch)
+        self.fold_rate = np.full(batch, np.inf)
+        self.fold_feasible = np.ones(batch, dtype=bool)
+        self.fold_met = np.ones(batch, dtype=bool)
+
+    def step(self, t: int, a: np.ndarray) -> None:
+        for b in np.flatnonzero((self.prev >= 0) & (a != self.prev)):  # the run of row b closes at t - 1
+            fold = StageFold(self.fold_units[b], float(self.fold_price[b]), float(self.fold_rate[b]),
+                             bool(self.fold_feasible[b]), bool(self.fold_met[b]))
+            self.pricer.add(fold, t - int(self.run_len[b]), t - 1, int(self.prev[b]))
+            self.fold_price[b], self.fold_rate[b] = fold.price, fold.rate
+            self.fold_feasible[b], self.fold_met[b] = fold.feasible, fold.met
+        super().step(t, a)
+
+    def completion_features(self, b: int, t: int) -> np.ndarray:
+        """The ``5 T + 2`` lookahead features of rollout ``b`` at decision ``t`` (memoised by prefix)."""
+        key = self.actions[b, :t].tobytes()
+        got = self._memo.get(key)
         if got is not None:
             return got
-        p, n, T, t = self.problem, self.n, self.A, len(prefix)
-        cand = np.empty(n, dtype=np.int64)
-        cand[:t] = prefix
-        c = np.full((T, T + 1), np.inf)  # column T: the rest as in the hint placement
-        allowed = p.allowed[t]
-        for r in range(T):
-            if not allowed[r]:
-                continue
-            cand[t] = r
-            if t == n - 1:
-                c[r, :] = p.penalized(cand)
-                continue
-            for s in range(T):
-                cand[t + 1:] = s
-                c[r, s] = p.penalized(cand)
-            cand[t + 1:] = self.hint[t + 1:]
-            c[r, T] = p.penalized(cand)
-        c2, c1, ch = c.min(axis=1), np.diag(c[:, :T]), c[:, T]
-        m = float(c2.min())
-        m = m if math.isfinite(m) and m > 0 else 1.0
-        f = np.zeros(5 * T + 2, dtype=np.float32)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for j, v in enumerate((c2, c1, ch)):
-                f[j * T:(j + 1) * T] = np.clip(np.nan_to_num(np.log10(v / m), posinf=2.0, nan=2.0), 0.0, 2.0)
-        f[3 * T:4 * T] = np.isclose(c2, m, rtol=1e-9, atol=0.0)
-        f[4 * T:5 * T] = c2 < PENALTY
-        f[5 * T] = np.clip(math.log10(m), -2.0, 2.0)
-        f[5 * T + 1] = m < PENALTY
-        _remember(self._memo, prefix, f)
+        T = self.A
+        closed = StageFold(self.fold_units[b].copy(), float(self.fold_price[b]), float(self.fold_rate[b]),
+                           bool(self.fold_feasible[b]), bool(self.fold_met[b]))
+        last = (t - int(self.run_len[b]), int(self.prev[b])) if t else None
+        c = self.pricer.scores(closed, last, t, self.problem.allowed[t], self.tails[t])
+        if c.shape[1] == 1:
+            c = np.repeat(c, T + 1, axis=1)
+        f = _lookahead_columns(c, T)
+        _remember(self._memo, key, f)
         return f
 
     def observe(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         x, mask = super().observe(t)
-        extra = np.stack([self.completion_features(tuple(int(v) for v in row[:t])) for row in self.actions])
+        extra = np.stack([self.completion_features(b, t) for b in range(len(self.prev))])
         return np.hstack([x, extra]).astype(np.float32), mask
+
+
+def _lookahead_columns(c: np.ndarray, T: int) -> np.ndarray:
+    """The ``5 T + 2`` columns of the completion scores ``c[r, s]`` (``s = T``: the hint's), per the
+    module docstring."""
+    c2, c1, ch = c.min(axis=1), np.diag(c[:, :T]), c[:, T]
+    m = float(c2.min())
+    m = m if math.isfinite(m) and m > 0 else 1.0
+    f = np.zeros(5 * T + 2, dtype=np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.log10(np.stack((c2, c1, ch)) / m)
+    ratios = np.where(np.isnan(ratios) | (ratios == np.inf), 2.0, ratios)  # unknown or infinitely worse: the cap
+    f[:3 * T] = np.clip(ratios, 0.0, 2.0).reshape(-1)
+    f[3 * T:4 * T] = np.abs(c2 - m) <= 1e-9 * abs(m)  # c2 == m up to rounding
+    f[4 * T:5 * T] = c2 < PENALTY
+    f[5 * T] = np.clip(math.log10(m), -2.0, 2.0)
+    f[5 * T + 1] = m < PENALTY
+    return f
 
 
 class LookaheadMaxLoadEnv(_Memo, MaxLoadEnv):
@@ -278,15 +318,19 @@ def exception_hint(problem: Problem, max_block: int = 3, starts: int = HINT_STAR
 
 def make_feature_env(problem: Any, features: str = "basic") -> Any:
     """The env of ``problem`` for the feature set ``features`` (:data:`FEATURE_SETS`)."""
+    from scheduler.envs import make_env
     from scheduler.errors import ProblemError
-    from scheduler.rl import make_env
 
     if features == "basic":
         return make_env(problem)
-    if features != "lookahead":
+    if features not in FEATURE_SETS:
         raise ProblemError(f"unknown feature set {features!r}; use one of {', '.join(FEATURE_SETS)}")
     if isinstance(problem, MaxLoadProblem):
         return LookaheadMaxLoadEnv(problem)
+    if features == "slots":
+        from scheduler.type_slots import SlotEnv, SlotView
+
+        return SlotEnv(problem if isinstance(problem, SlotView) else SlotView(problem), "lookahead")
     if isinstance(problem, Problem):
         return LookaheadHeterPSEnv(problem)
     raise ProblemError(f"RL cannot handle {type(problem).__name__}")

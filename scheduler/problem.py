@@ -71,11 +71,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ralp_tf.plan import layer_seconds, ring_allreduce_bytes, transfer_seconds
-from ralp_tf.model import LAYER_KINDS, PS_PLACEABLE_KINDS
-from ralp_tf.model import ModelProfile
+from ralp_tf.model import LAYER_KINDS, ModelProfile, gradient_flows
+from ralp_tf.plan import layer_seconds
+from scheduler.encoding import decode_choices, encode_choices
 from scheduler.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
 from scheduler.resources import Catalog, Constraints
+from scheduler.segments import build_segment_tables
 
 __all__ = ["PARAM_MEMORY_FACTOR", "ACTIVATION_MEMORY_FACTOR", "PENALTY", "Stage", "Evaluation", "Problem"]
 
@@ -125,12 +126,46 @@ def _check_array(name: str, arr: np.ndarray, fix: str) -> None:
                            f"{fix}")
 
 
+def _per_layer(x: Any, what: str, n: int) -> np.ndarray:
+    """``x`` as ``n`` finite numbers >= 0 (zeros when ``None``)."""
+    if x is None:
+        return np.zeros(n, dtype=np.float64)
+    try:
+        a = np.asarray(x, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise ProblemError(f"{what} must be numbers, one per layer") from None
+    if a.shape != (n,):
+        raise ProblemError(f"{what} has {a.size} entries for {n} layers")
+    _check_array(what, a, f"give a finite value >= 0 per layer for {what}")
+    if np.isinf(a).any():
+        raise ProblemError(f"{what} contains infinity; give a finite value per layer")
+    return a
+
+
+def _checked_edges(edges: Iterable[tuple[int, int]], n: int) -> list[tuple[int, int]]:
+    """Distinct ``(producer, consumer)`` pairs inside ``0..n-1`` with producer < consumer, sorted."""
+    out = set()
+    for e in edges:
+        u, v = int(e[0]), int(e[1])
+        if not (0 <= u < n and 0 <= v < n):
+            raise ProblemError(f"edge {e!r} names a layer index outside 0..{n - 1}")
+        if u >= v:
+            raise ProblemError(f"edge {e!r} goes backwards; layers must be in topological order "
+                               "(producer index < consumer index)")
+        out.add((u, v))
+    return sorted(out)
+
+
 class Problem:
     """A HeterPS placement problem (see the module docstring for every formula).
 
     Build it with :meth:`from_profile`, or directly from per-layer arrays (``compute[l, r]``
     seconds per batch per unit, ``None`` to derive it from ``flops``). ``edges`` are
-    ``(producer, consumer)`` layer indices with producer < consumer.
+    ``(producer, consumer)`` layer indices with producer < consumer. Which layers may run on a
+    PS-role type: ``allowed`` when given, else ``ps_refusal`` (one string per layer, ``""`` when
+    the layer may compute on a PS, as in :class:`ralp_tf.model.LayerProfile`), else every layer
+    but model inputs. The constructor validates; :func:`scheduler.segments.build_segment_tables`
+    builds the stage tables.
     """
 
     objective_name = "cost"
@@ -140,7 +175,7 @@ class Problem:
                  flops: Sequence[float] | None = None, compute: Any = None,
                  param_bytes: Sequence[float] | None = None, trainable_bytes: Sequence[float] | None = None,
                  output_bytes: Sequence[float] | None = None, edges: Iterable[tuple[int, int]] = (),
-                 allowed: Any = None, check: bool = True) -> None:
+                 allowed: Any = None, ps_refusal: Sequence[str] | None = None, check: bool = True) -> None:
         if not isinstance(catalog, Catalog):
             raise CatalogError(f"expected a scheduler Catalog, got {type(catalog).__name__}")
         self.name = str(name)
@@ -158,85 +193,85 @@ class Problem:
         self.kinds = [str(k) for k in kinds]
         if len(self.kinds) != n:
             raise ProblemError(f"kinds has {len(self.kinds)} entries for {n} layers")
-        T = len(catalog)
+        self.flops = _per_layer(flops, "flops", n)
+        self.param_bytes = _per_layer(param_bytes, "param_bytes", n)
+        self.trainable_bytes = _per_layer(trainable_bytes, "trainable_bytes", n) if trainable_bytes is not None \
+            else self.param_bytes.copy()
+        self.output_bytes = _per_layer(output_bytes, "output_bytes", n)
+        self.compute = self._compute_table(compute)
+        self.allowed = self._allowed_matrix(allowed, ps_refusal)
+        self.edges = _checked_edges(edges, n)
+        self._derive()
+        if check:
+            self.check_feasible()
 
-        def vec(x: Any, what: str, default: float = 0.0) -> np.ndarray:
-            if x is None:
-                return np.full(n, default, dtype=np.float64)
-            try:
-                a = np.asarray(x, dtype=np.float64).reshape(-1)
-            except (TypeError, ValueError):
-                raise ProblemError(f"{what} must be numbers, one per layer") from None
-            if a.shape != (n,):
-                raise ProblemError(f"{what} has {a.size} entries for {n} layers")
-            _check_array(what, a, f"give a finite value >= 0 per layer for {what}")
-            if np.isinf(a).any():
-                raise ProblemError(f"{what} contains infinity; give a finite value per layer")
-            return a
-
-        self.flops = vec(flops, "flops")
-        self.param_bytes = vec(param_bytes, "param_bytes")
-        self.trainable_bytes = vec(trainable_bytes, "trainable_bytes") if trainable_bytes is not None else \
-            self.param_bytes.copy()
-        self.output_bytes = vec(output_bytes, "output_bytes")
+    def _compute_table(self, compute: Any) -> np.ndarray:
+        """``compute[l, r]`` as given (validated), or ``3 f_l b / F_r + o_r``."""
+        n, T = len(self.layer_names), len(self.catalog)
         if compute is None:
-            tasks = [t.task() for t in catalog.types]
-            self.compute = np.array([[3.0 * self.flops[l] * self.batch_size / tk.flops + rt.overhead_s
-                                      for tk, rt in zip(tasks, catalog.types)] for l in range(n)])
+            tasks = [t.task() for t in self.catalog.types]
+            table = np.array([[3.0 * self.flops[l] * self.batch_size / tk.flops + rt.overhead_s
+                               for tk, rt in zip(tasks, self.catalog.types)] for l in range(n)])
         else:
             try:
-                self.compute = np.asarray(compute, dtype=np.float64)
+                table = np.asarray(compute, dtype=np.float64)
             except (TypeError, ValueError):
                 raise ProblemError("compute must be a numeric [layers x types] table of seconds") from None
-            if self.compute.shape != (n, T):
-                raise ProblemError(f"compute must have shape (layers, types) = ({n}, {T}), got "
-                                   f"{self.compute.shape}")
-        _check_array("compute times", self.compute, "give finite seconds >= 0 for every layer and type")
-        if np.isinf(self.compute).any():
+            if table.shape != (n, T):
+                raise ProblemError(f"compute must have shape (layers, types) = ({n}, {T}), got {table.shape}")
+        _check_array("compute times", table, "give finite seconds >= 0 for every layer and type")
+        if np.isinf(table).any():
             raise ProblemError("compute times contain infinity; mark impossible (layer, type) pairs with "
                                "'allowed' instead")
+        return table
+
+    def _allowed_matrix(self, allowed: Any, ps_refusal: Sequence[str] | None) -> np.ndarray:
+        """``allowed[l, r]`` (class docstring); every layer must be allowed somewhere."""
+        n, T = len(self.layer_names), len(self.catalog)
         if allowed is None:
-            self.allowed = np.array([[rt.role == "worker" or k in PS_PLACEABLE_KINDS for rt in catalog.types]
-                                     for k in self.kinds], dtype=bool)
+            if ps_refusal is None:
+                may_ps = [k != "input" for k in self.kinds]
+            else:
+                refusal = [str(x) for x in ps_refusal]
+                if len(refusal) != n:
+                    raise ProblemError(f"ps_refusal has {len(refusal)} entries for {n} layers")
+                may_ps = [not x for x in refusal]
+            matrix = np.array([[rt.role == "worker" or ok for rt in self.catalog.types] for ok in may_ps], dtype=bool)
         else:
-            self.allowed = np.asarray(allowed, dtype=bool)
-            if self.allowed.shape != (n, T):
-                raise ProblemError(f"allowed must have shape ({n}, {T}), got {self.allowed.shape}")
-        bad = np.where(~self.allowed.any(axis=1))[0]
+            matrix = np.asarray(allowed, dtype=bool)
+            if matrix.shape != (n, T):
+                raise ProblemError(f"allowed must have shape ({n}, {T}), got {matrix.shape}")
+        bad = np.where(~matrix.any(axis=1))[0]
         if bad.size:
             raise ProblemError(f"layer {self.layer_names[bad[0]]!r} is allowed on no resource type; add a worker "
                                "type to the catalog")
-        self.edges: list[tuple[int, int]] = []
-        for e in edges:
-            u, v = int(e[0]), int(e[1])
-            if not (0 <= u < n and 0 <= v < n):
-                raise ProblemError(f"edge {e!r} names a layer index outside 0..{n - 1}")
-            if u >= v:
-                raise ProblemError(f"edge {e!r} goes backwards; layers must be in topological order "
-                                   "(producer index < consumer index)")
-            self.edges.append((u, v))
-        self.edges = sorted(set(self.edges))
+        return matrix
+
+    def _derive(self) -> None:
+        """Graph views, the gradient-flow flags (:func:`ralp_tf.model.gradient_flows`, the rule the
+        PSS cost model uses), memory per layer and the segment tables."""
+        n = len(self.layer_names)
         self.consumers: list[list[int]] = [[] for _ in range(n)]
-        for u, v in self.edges:
-            self.consumers[u].append(v)
-        self.grad = np.zeros(n, dtype=bool)
         preds: list[list[int]] = [[] for _ in range(n)]
         for u, v in self.edges:
+            self.consumers[u].append(v)
             preds[v].append(u)
-        for l in range(n):
-            self.grad[l] = self.trainable_bytes[l] > 0 or any(self.grad[u] for u in preds[l])
+        self.grad = np.array(gradient_flows([bool(x > 0) for x in self.trainable_bytes], preds), dtype=bool)
         self.sparse = np.array([k == "embedding" for k in self.kinds])
         self.memory = PARAM_MEMORY_FACTOR * self.param_bytes + ACTIVATION_MEMORY_FACTOR * self.batch_size * \
             self.output_bytes
-        self._build_tables()
-        if check:
-            self.check_feasible()
+        tables = build_segment_tables(self)
+        self.seg_units, self.seg_rate, self.seg_price = tables.units, tables.rate, tables.price
+        self.seg_max_rate, self.seg_usable, self.seg_ok = tables.max_rate, tables.usable, tables.ok
+        self.seg_memory_ok = tables.usable
+        self._ref: float | None = None
 
     # ----------------------------------------------------------------- construction
     @classmethod
     def from_profile(cls, profile: ModelProfile, catalog: Catalog, constraints: Constraints | None = None,
                      *, name: str | None = None, check: bool = True) -> "Problem":
-        """A problem over ``profile``'s non-input layers; compute from ralp_tf's ``layer_seconds``."""
+        """A problem over ``profile``'s non-input layers; compute from ralp_tf's ``layer_seconds``;
+        a layer may use a PS-role type when its profile's ``ps_refusal`` is empty."""
         if not isinstance(profile, ModelProfile):
             raise ProblemError(f"expected a ralp_tf.ModelProfile, got {type(profile).__name__}")
         layers = profile.compute_layers
@@ -254,7 +289,8 @@ class Problem:
                    constraints, batch_size=profile.batch_size, flops=[l.flops for l in layers], compute=compute,
                    param_bytes=[l.param_bytes for l in layers],
                    trainable_bytes=[l.trainable_param_bytes for l in layers],
-                   output_bytes=[l.output_bytes for l in layers], edges=edges, check=check)
+                   output_bytes=[l.output_bytes for l in layers], edges=edges,
+                   ps_refusal=[l.ps_refusal for l in layers], check=check)
 
     def with_constraints(self, constraints: Constraints, *, check: bool = True) -> "Problem":
         """The same layers and catalog under other constraints."""
@@ -288,97 +324,6 @@ class Problem:
     @property
     def decision_names(self) -> list[str]:
         return list(self.layer_names)
-
-    # ----------------------------------------------------------------- segment tables
-    def _segment_traffic(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(received, sent)`` bytes per unit per batch for every segment ``[i..j]`` (see module doc)."""
-        n, b = self.num_decisions, self.batch_size
-        recv = np.zeros((n, n))
-        sent = np.zeros((n, n))
-        for u in range(n):
-            cons = sorted(self.consumers[u])
-            if not cons:
-                continue
-            nb = b * self.output_bytes[u]
-            g = nb if self.grad[u] else 0.0
-            last = cons[-1]
-            # u inside [i..j], some consumer after j: send forward, receive its gradient.
-            sent[: u + 1, u:last] += nb
-            recv[: u + 1, u:last] += g
-            # u before i, some consumer inside [i..j]: receive forward, send its gradient.
-            for i in range(u + 1, last + 1):
-                first_in = next(c for c in cons if c >= i)
-                recv[i, first_in:] += nb
-                sent[i, first_in:] += g
-        return recv, sent
-
-    def _build_tables(self) -> None:
-        """Per segment ``[i..j]`` and type r: provisioned units, rate, $/h, memory fit."""
-        n, T, b = self.num_decisions, self.num_choices, self.batch_size
-        xmin = float(self.constraints.min_throughput)
-        recv, sent = self._segment_traffic()
-        act = np.maximum(recv, sent)
-        csum = np.vstack([np.zeros((1, T)), np.cumsum(self.compute, axis=0)])
-        seg_compute = csum[None, 1:, :] - csum[:-1, None, :]           # [i, j, r] (valid for j >= i)
-        mem_cum = np.concatenate([[0.0], np.cumsum(self.memory)])
-        seg_mem = mem_cum[None, 1:] - mem_cum[:-1, None]
-        allowed_cum = np.vstack([np.zeros((1, T)), np.cumsum(~self.allowed, axis=0)])
-        seg_allowed = (allowed_cum[None, 1:, :] - allowed_cum[:-1, None, :]) == 0
-        upper = np.triu(np.ones((n, n), dtype=bool))
-        seg_cmax = np.zeros((n, n, T))
-        seg_mem_max = np.zeros((n, n))
-        for i in range(n):
-            seg_cmax[i, i:] = np.maximum.accumulate(self.compute[i:], axis=0)
-            seg_mem_max[i, i:] = np.maximum.accumulate(self.memory[i:])
-        dense_t = np.where(self.sparse, 0.0, self.trainable_bytes)
-        dense_cum = np.concatenate([[0.0], np.cumsum(dense_t)])
-        seg_dense = dense_cum[None, 1:] - dense_cum[:-1, None]
-        Umax = max(t.max_units for t in self.catalog.types)
-        ks = np.arange(1, Umax + 1)
-        # Embedding rows touched per sync with k units: min(P_l, k b a_l), prefix-summed over l.
-        emb = np.where(self.sparse[:, None], np.minimum(self.trainable_bytes[:, None],
-                                                        ks[None, :] * b * self.output_bytes[:, None]), 0.0)
-        emb_cum = np.vstack([np.zeros((1, Umax)), np.cumsum(emb, axis=0)])
-        seg_emb = emb_cum[None, 1:, :] - emb_cum[:-1, None, :]          # [i, j, k]
-        ring = np.array([ring_allreduce_bytes(int(k), 1.0) for k in ks])  # 2 (k-1)/k
-        self.seg_units = np.zeros((n, n, T), dtype=np.int64)
-        self.seg_rate = np.zeros((n, n, T))
-        self.seg_price = np.full((n, n, T), np.inf)
-        self.seg_max_rate = np.zeros((n, n, T))
-        self.seg_memory_ok = np.zeros((n, n, T), dtype=bool)
-        self.seg_ok = np.zeros((n, n, T), dtype=bool)       # allowed, memory fits, constraint met
-        self.seg_usable = np.zeros((n, n, T), dtype=bool)   # allowed and memory fits
-        for r, rt in enumerate(self.catalog.types):
-            U = int(rt.max_units)
-            kk = ks[:U]
-            comp = seg_compute[:, :, r]
-            if rt.role == "worker":
-                sync = (seg_dense[:, :, None] + seg_emb[:, :, :U]) * ring[None, None, :U]
-                t = comp[:, :, None] + transfer_seconds(act[:, :, None] + sync, rt.bandwidth_bps)
-                mem_ok = np.broadcast_to((seg_mem <= rt.memory_bytes)[:, :, None], t.shape)
-                per_unit_batches = kk[None, None, :]
-            else:
-                # Layers sharded over k units: the busiest unit has >= 1/k of the work and >= its largest layer.
-                t = np.maximum(comp[:, :, None] / kk[None, None, :], seg_cmax[:, :, r][:, :, None]) + \
-                    (transfer_seconds(act, rt.bandwidth_bps) + np.zeros_like(act))[:, :, None] / kk[None, None, :]
-                mem_ok = ((seg_mem[:, :, None] / kk[None, None, :]) <= rt.memory_bytes) & \
-                    (seg_mem_max <= rt.memory_bytes)[:, :, None]
-                per_unit_batches = np.ones((1, 1, 1))
-            with np.errstate(divide="ignore"):
-                rate = np.where(t > 0, per_unit_batches * b / np.maximum(t, 1e-300), np.inf)
-            rate = np.where(mem_ok, rate, 0.0)
-            meets = mem_ok & (rate >= xmin)
-            any_meets = meets.any(axis=2)
-            kmin = np.where(any_meets, np.argmax(meets, axis=2) + 1, U)
-            usable = upper & seg_allowed[:, :, r] & mem_ok[:, :, -1]
-            rate_at = np.take_along_axis(rate, (kmin - 1)[:, :, None], axis=2)[:, :, 0]
-            self.seg_units[:, :, r] = np.where(usable, kmin, 0)
-            self.seg_rate[:, :, r] = np.where(usable, rate_at, 0.0)
-            self.seg_price[:, :, r] = np.where(usable, kmin * rt.price_per_hour, np.inf)
-            self.seg_max_rate[:, :, r] = np.where(usable, rate.max(axis=2), 0.0)
-            self.seg_memory_ok[:, :, r] = usable
-            self.seg_usable[:, :, r] = usable
-            self.seg_ok[:, :, r] = usable & any_meets
 
     # ----------------------------------------------------------------- evaluation
     @staticmethod
@@ -454,14 +399,21 @@ class Problem:
         the relative throughput miss and infeasibility grows with the units over the per-type caps
         (``sum_r max(0, n_r - U_r) / U_r``, at most 5, plus 0.5; 1 for memory or budget violations).
         ``scale`` is :meth:`reference_cost`, so good schedules score near 1."""
+        return self._penalty(self.evaluate(assignment))
+
+    def scores(self, assignment: Any) -> tuple[float, float]:
+        """``(objective, penalized)`` of ``assignment`` from one evaluation: the key every search
+        ranks placements by."""
         ev = self.evaluate(assignment)
+        return ev.objective, self._penalty(ev)
+
+    def _penalty(self, ev: Evaluation) -> float:
         scale = self.reference_cost()
         if ev.feasible and ev.constraint_met:
             return ev.cost / scale
         xmin = self.constraints.min_throughput
         short = max(0.0, 1.0 - ev.throughput / xmin) if xmin > 0 else 0.0
         cost_term = min(ev.cost / scale, 10.0) if math.isfinite(ev.cost) else 10.0
-        # Graded infeasibility: units over the per-type caps (relative), plus 1 for any other violation.
         over = sum(max(0, ev.units.get(t.name, 0) - t.max_units) / t.max_units for t in self.catalog.types)
         infeasible = 0.0 if ev.feasible else (min(over, 5.0) + (1.0 if over == 0 else 0.5))
         return PENALTY * (1.0 + short + infeasible) + cost_term
@@ -469,7 +421,7 @@ class Problem:
     def reference_cost(self) -> float:
         """A scale for costs: the cheapest single-type schedule that is feasible, else the cheapest
         cost of any single segment-wide provisioning (always finite and positive)."""
-        if getattr(self, "_ref", None) is None:
+        if self._ref is None:
             best = math.inf
             n = self.num_decisions
             for r in range(self.num_choices):
@@ -548,21 +500,12 @@ class Problem:
         return self.num_decisions
 
     def decode(self, x: np.ndarray) -> np.ndarray:
-        """``x`` in ``[0,1]^L`` -> one allowed type per layer (equal slices of [0,1] per allowed type)."""
-        x = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0 - 1e-9)
-        out = np.zeros(self.num_decisions, dtype=np.int64)
-        for l in range(self.num_decisions):
-            opts = np.flatnonzero(self.allowed[l])
-            out[l] = opts[int(x[l] * len(opts))]
-        return out
+        """``x`` in ``[0,1]^L`` -> one allowed choice per layer (:func:`scheduler.encoding.decode_choices`)."""
+        return decode_choices(self.allowed, x)
 
     def encode(self, assignment: np.ndarray) -> np.ndarray:
         """The centre of ``assignment``'s cell in :meth:`decode`'s encoding."""
-        x = np.zeros(self.num_decisions)
-        for l, r in enumerate(assignment):
-            opts = list(np.flatnonzero(self.allowed[l]))
-            x[l] = (opts.index(int(r)) + 0.5) / len(opts) if r in opts else 0.5
-        return x
+        return encode_choices(self.allowed, assignment)
 
     def describe(self) -> str:
         return (f"{self.name}: {self.num_decisions} layers, {self.num_choices} types "
@@ -601,12 +544,11 @@ class Problem:
 
     def make_schedule(self, assignment: np.ndarray, solver: str, seconds: float,
                       notes: Mapping[str, Any] | None = None) -> "Schedule":
-        from scheduler.schedule import Schedule
+        from scheduler.schedule import Schedule, ScheduleStage
 
         ev = self.evaluate(assignment)
-        stages = [{"layers": [self.layer_names[s.first], self.layer_names[s.last]], "num_layers": s.last - s.first + 1,
-                   "type": self.catalog.types[s.type_index].name, "units": s.units, "rate": s.rate}
-                  for s in ev.stages]
+        stages = [ScheduleStage(self.layer_names[s.first], self.layer_names[s.last], s.last - s.first + 1,
+                                self.catalog.types[s.type_index].name, s.units, s.rate) for s in ev.stages]
         n = dict(notes or {})
         if ev.reason:
             n.setdefault("violations", ev.reason)

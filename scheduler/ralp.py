@@ -1,8 +1,10 @@
 """RALP solver: FC and embedding layers to the parameter servers, every other layer to workers.
 
-The rule of ralp_tf's analyzer (:data:`ralp_tf.model.kinds.RALP_PS_KINDS` on PS tasks), applied to a
+The rule of ralp_tf's analyzer (:data:`ralp_tf.model.RALP_PS_KINDS` on PS tasks), applied to a
 heterogeneous catalog: RALP layers go to the cheapest PS type that may run them; the rest to
-the worker type with the highest FLOP rate. Provisioning (units per stage) is the problem's.
+the worker type with the highest FLOP rate. Provisioning (units per stage) is the problem's. On
+a PSS problem: every layer of those kinds that may compute on a PS goes to the PS tasks
+(spread by :meth:`scheduler.pss.PSSProblem.from_types`).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ralp_tf.model import RALP_PS_KINDS
 from scheduler.base import Solver
 from scheduler.errors import SolverNotApplicableError
 from scheduler.problem import Problem
+from scheduler.pss import PSSProblem
 
 __all__ = ["RALP"]
 
@@ -24,6 +27,9 @@ class RALP(Solver):
     name = "ralp"
 
     def _solve(self, problem: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        if isinstance(problem, PSSProblem):
+            on_ps = [l.kind in RALP_PS_KINDS for l in problem.layers]
+            return problem.from_types(on_ps), {"rule": "RALP_PS_KINDS layers on the PS tasks, the rest on the workers"}
         if not isinstance(problem, Problem):
             raise SolverNotApplicableError(f"the RALP rule places FC/embedding layers on parameter servers; "
                                            f"{type(problem).__name__} {problem.name!r} has no layer kinds or PS "

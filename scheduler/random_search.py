@@ -41,8 +41,8 @@ class RandomSearch(Solver):
                 break
             for a in problem.random_assignments(rng, min(64, self.samples - tried)):
                 tried += 1
-                obj = problem.objective(a)
-                key = (obj, 0.0) if math.isfinite(obj) else (math.inf, problem.penalized(a))
+                obj, pen = problem.scores(a)
+                key = (obj, 0.0) if math.isfinite(obj) else (math.inf, pen)
                 if key < best_key:
                     best_key, best_a = key, a
         return best_a, {"samples": tried, **notes}

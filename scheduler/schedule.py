@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from ralp_tf.plan import Plan
 
-__all__ = ["Schedule"]
+__all__ = ["ScheduleStage", "Schedule"]
 
 
 def _clean(x: Any) -> Any:
@@ -27,6 +27,24 @@ def _clean(x: Any) -> Any:
     if hasattr(x, "item") and callable(x.item):  # numpy scalar
         return _clean(x.item())
     return x
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleStage:
+    """One stage of a HeterPS schedule: layers ``first..last`` (``num_layers`` of them) on ``units``
+    units of ``type`` at ``rate`` samples/s."""
+
+    first: str
+    last: str
+    num_layers: int
+    type: str
+    units: int
+    rate: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``schedule --json`` shape: ``{"layers": [first, last], "num_layers", "type", "units", "rate"}``."""
+        return {"layers": [self.first, self.last], "num_layers": self.num_layers, "type": self.type,
+                "units": self.units, "rate": self.rate}
 
 
 @dataclasses.dataclass
@@ -56,7 +74,7 @@ class Schedule:
     placement: dict[str, str]
     units: dict[str, int]
     assignment: list[int]
-    stages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stages: list[ScheduleStage] = dataclasses.field(default_factory=list)
     provisioning: dict[str, int] = dataclasses.field(default_factory=dict)
     notes: dict[str, Any] = dataclasses.field(default_factory=dict)
     max_load: float | None = None
@@ -70,7 +88,8 @@ class Schedule:
             "solver": self.solver, "workload": self.problem, "objective": self.objective,
             "objective_name": self.objective_name, "cost": self.cost, "throughput": self.throughput,
             "constraint_met": self.constraint_met, "feasible": self.feasible, "solve_seconds": self.solve_seconds,
-            "placement": dict(self.placement), "units": dict(self.units), "stages": list(self.stages),
+            "placement": dict(self.placement), "units": dict(self.units),
+            "stages": [st.to_dict() for st in self.stages],
             "provisioning": dict(self.provisioning), "notes": dict(self.notes),
         }
         if self.notes.get("policy_assignment") is not None:

@@ -1,4 +1,4 @@
-r"""One HeterPS placement policy for catalogs of 2 to 6 resource types (issue 14, item 2).
+r"""One HeterPS placement policy for catalogs of 2 to 6 resource types.
 
 The paper's features (:class:`scheduler.rl.HeterPSEnv`) and the lookahead ones
 (:class:`scheduler.policy_features.LookaheadHeterPSEnv`) have one block per resource type, and
@@ -30,7 +30,7 @@ memory x {0.5, 1, 2}, unit cap uniform 4-32), at least one worker type (a worker
 layer kind), seeded.
 
 **Method.** DAgger-style imitation of the exact HeterPS optimum
-(:func:`scheduler.generalise.train_dagger`, unchanged) over generated graphs
+(:func:`scheduler.generalise.train_dagger`) over generated graphs
 (:mod:`scheduler.workloads.generated`, at most :data:`MAX_TRAIN_LAYERS` layers: the exact
 θ-sweep DP labels those in seconds on 6 types) each on its own random catalog, plus the other
 built-ins on random catalogs; leave-one-out over the six built-ins (:func:`evaluate`).
@@ -50,10 +50,11 @@ from scheduler.catalogs import CLOUD
 from scheduler.errors import CatalogError, ProblemError, SchedulerError
 from scheduler.problem import Problem
 from scheduler.resources import Catalog
-from scheduler.rl import RL, HeterPSEnv
+from scheduler.envs import HeterPSEnv
+from scheduler.rl import RL
 
 __all__ = ["MAX_TYPES", "MIN_TYPES", "PAPER_PER_TYPE", "LOOKAHEAD_PER_TYPE", "PERTURB", "MAX_TRAIN_LAYERS",
-           "random_catalog", "permuted_problem", "SlotView", "slot_feature_dim", "SlotEnv", "SlotRL", "BUDGET",
+           "random_catalog", "permuted_problem", "SlotView", "slot_feature_dim", "SlotEnv", "BUDGET",
            "EVAL_TYPE_COUNTS", "training_problems", "evaluation_catalogs", "slot_solver", "evaluate", "latency",
            "save_policies", "load_policies", "markdown", "main"]
 
@@ -173,6 +174,9 @@ class SlotView:
     def penalized(self, slots: Any) -> float:
         return self.problem.penalized(self.types(slots))
 
+    def scores(self, slots: Any) -> tuple[float, float]:
+        return self.problem.scores(self.types(slots))
+
 
 def _inner_layout(T: int, lookahead: bool) -> tuple[list[int], list[list[int]], int, int]:
     """Column indices of an inner env's observation with ``T`` types: the per-layer/global
@@ -261,18 +265,6 @@ class SlotEnv:
 
     def assignments(self) -> np.ndarray:
         return self.view.slots(self.inner.assignments())
-
-
-class SlotRL(RL):
-    """:class:`scheduler.rl.RL` whose policy reads type slots: a HeterPS problem of 2..6 types
-    (in the catalog's order) or a :class:`SlotView` (given slots). On a plain problem, slots
-    ``0..T-1`` are the catalog's types, so its placements are type placements."""
-
-    name = "rl_slots"
-
-    def _env(self, problem: Any) -> SlotEnv:
-        view = problem if isinstance(problem, SlotView) else SlotView(problem)
-        return SlotEnv(view, self.features)
 
 
 # ----------------------------------------------------------------------------- training and evaluation
@@ -372,11 +364,11 @@ def _builtin_views(names: Sequence[str], rng: np.random.Generator, catalogs_each
     return views, optima
 
 
-def slot_solver(seed: int, policy: Any = None, samples: int = 64, beam: int = 64) -> SlotRL:
-    """A :class:`SlotRL` that only applies ``policy`` (no training, no polish): greedy decode,
-    a beam of width ``beam`` and ``samples`` samples, the best by objective."""
-    return SlotRL(policy=policy, seed=seed, iterations=0, samples=samples, beam=beam, polish=False,
-                  features="lookahead")
+def slot_solver(seed: int, policy: Any = None, samples: int = 64, beam: int = 64) -> RL:
+    """An :class:`~scheduler.rl.RL` reading type slots (``features="slots"``) that only applies
+    ``policy`` (no training, no polish): greedy decode, a beam of width ``beam`` and ``samples``
+    samples, the best by objective."""
+    return RL(policy=policy, seed=seed, iterations=0, samples=samples, beam=beam, polish=False, features="slots")
 
 
 def _ratio(objective: float, exact: float) -> float | None:

@@ -7,7 +7,8 @@
 * a shared dnn-partitioning name (``bert24_inference``, ...) or a path to such a JSON ->
   a :class:`~scheduler.maxload.MaxLoadProblem`;
 * a path to a ralp_tf ModelProfile JSON -> a Problem;
-* a harder generated workload (:data:`scheduler.workloads.hard.HARD_WORKLOADS`).
+* a harder generated workload (:data:`scheduler.workloads.hard.HARD_WORKLOADS`);
+* a HeterPS-scale workload (:data:`scheduler.workloads.large.LARGE_WORKLOADS`: 200-300 layers).
 
 The default throughput constraint of a HeterPS workload is :data:`DEFAULT_THROUGHPUT_FRACTION`
 of its best achievable throughput on the catalog, rounded down to two significant digits.
@@ -76,9 +77,12 @@ def load_workload(name_or_path: str, *, catalog: Catalog | None = None, throughp
     if name_or_path in shared:
         return dnn_partitioning.load(shared[name_or_path])
     from scheduler.workloads.hard import HARD_WORKLOADS, hard_workload
+    from scheduler.workloads.large import LARGE_WORKLOADS, large_problem
 
     if name_or_path in HARD_WORKLOADS:
         return hard_workload(name_or_path)
+    if name_or_path in LARGE_WORKLOADS:
+        return large_problem(name_or_path, catalog, throughput)
     p = Path(name_or_path)
     if p.suffix == ".json" or p.exists():
         data: Any = read_json_file(name_or_path, WorkloadError, "workload file")
@@ -89,6 +93,6 @@ def load_workload(name_or_path: str, *, catalog: Catalog | None = None, throughp
                 raise WorkloadError(f"profile file {name_or_path!r} is invalid: {exc}") from None
             return problem_from_profile(prof, catalog, throughput, budget, name=p.stem)
         return dnn_partitioning.from_dict(data, p.stem)
-    names = list(BUILTIN_WORKLOADS) + list(shared) + list(HARD_WORKLOADS)
+    names = list(BUILTIN_WORKLOADS) + list(shared) + list(HARD_WORKLOADS) + list(LARGE_WORKLOADS)
     raise WorkloadError(f"unknown workload {name_or_path!r}; use one of {', '.join(names)} or a path to a "
                         "dnn-partitioning or ModelProfile JSON file")

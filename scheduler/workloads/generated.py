@@ -24,7 +24,7 @@ HeterPS :class:`~scheduler.problem.Problem` s with a throughput constraint of a 
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -99,13 +99,14 @@ def _cnn(b: _Builder, rng: np.random.Generator) -> None:
     _dense_head(b, x, hw * hw * c, widths, int(rng.choice([10, 100, 1000])))
 
 
-def _resnet(b: _Builder, rng: np.random.Generator) -> None:
+def _resnet(b: _Builder, rng: np.random.Generator, blocks: Sequence[int] | None = None) -> None:
+    """Residual stages; ``blocks``: residual blocks per stage (default 2-4 stages of 1-3)."""
     hw = int(rng.choice([32, 32, 56]))
     c = int(rng.choice([16, 32, 64]))
     x = b.add("image", "input", [], out_elems=hw * hw * 3)
     x = _conv_block(b, x, "stem", hw, 3, c, 3, rng, True, True)
-    for s in range(int(rng.integers(2, 5))):
-        for j in range(int(rng.integers(1, 4))):
+    for s in range(len(blocks) if blocks is not None else int(rng.integers(2, 5))):
+        for j in range(int(blocks[s]) if blocks is not None else int(rng.integers(1, 4))):
             cout, down = (c * 2, True) if (s and j == 0) else (c, False)
             if down:
                 hw //= 2
@@ -127,8 +128,9 @@ def _embedding(b: _Builder, name: str, ids: str, vocab: int, dim: int, seq: int)
     return b.add(name, "embedding", [ids], params=vocab * dim, flops=seq * dim, out_elems=seq * dim)
 
 
-def _ctr(b: _Builder, rng: np.random.Generator) -> None:
-    fields = int(rng.integers(2, 27))
+def _ctr(b: _Builder, rng: np.random.Generator, fields: int | None = None) -> None:
+    """Embedding fields (default 2-26), concatenated with dense features, then an MLP."""
+    fields = int(rng.integers(2, 27)) if fields is None else int(fields)
     dim = int(rng.choice([8, 16, 32, 64]))
     flats = []
     for f in range(fields):
@@ -182,8 +184,8 @@ def _embedding_model(b: _Builder, rng: np.random.Generator) -> None:
     b.add("logits", "activation", [dot, bias], flops=1 + neg, out_elems=1 + neg, class_name="Add")
 
 
-def _transformer(b: _Builder, rng: np.random.Generator) -> None:
-    """BERT-like encoder: token embedding, 1-4 blocks of (QKV projection, attention, output
+def _transformer(b: _Builder, rng: np.random.Generator, blocks: int | None = None) -> None:
+    """BERT-like encoder: token embedding, ``blocks`` (default 1-4) blocks of (QKV projection, attention, output
     projection, residual add, norm, FFN up, activation, FFN down, residual add, norm) over
     ``seq`` tokens, then pooling and a classifier. Per-token dense FLOPs ``2 seq n_in n_out``;
     attention ``4 seq^2 d`` (scores and weighted sum)."""
@@ -193,7 +195,7 @@ def _transformer(b: _Builder, rng: np.random.Generator) -> None:
     ff = 4 * d
     ids = b.add("token_ids", "input", [], out_elems=seq)
     x = _embedding(b, "tok_emb", ids, vocab, d, seq)
-    for k in range(int(rng.integers(1, 5))):
+    for k in range(int(rng.integers(1, 5)) if blocks is None else int(blocks)):
         t = f"blk{k}"
         qkv = b.add(f"{t}_qkv", "dense", [x], params=3 * (d * d + d), flops=2 * seq * d * 3 * d, out_elems=3 * seq * d)
         att = b.add(f"{t}_attention", "other", [qkv], flops=4 * seq * seq * d, out_elems=seq * d,
@@ -219,8 +221,11 @@ _BUILD = {"cnn": _cnn, "resnet": _resnet, "ctr": _ctr, "two_tower": _two_tower, 
 EXTRA_FAMILIES: tuple[str, ...] = ("transformer",)
 
 
-def random_profile(rng: np.random.Generator, family: str | None = None, name: str | None = None) -> ModelProfile:
-    """One random layer graph of ``family`` (a random one of :data:`FAMILIES` when ``None``).
+def random_profile(rng: np.random.Generator, family: str | None = None, name: str | None = None,
+                   **size: Any) -> ModelProfile:
+    """One random layer graph of ``family`` (a random one of :data:`FAMILIES` when ``None``);
+    ``size`` fixes a family's depth (``blocks`` of ``transformer``, ``blocks`` per stage of
+    ``resnet``, ``fields`` of ``ctr``) instead of drawing it.
 
     Contract: the result is a valid ModelProfile (topological order, unique names, every
     ``inbound`` earlier, non-negative sizes) with at least one non-input layer.
@@ -229,7 +234,7 @@ def random_profile(rng: np.random.Generator, family: str | None = None, name: st
     if fam not in _BUILD:
         raise WorkloadError(f"unknown generated family {family!r}; use one of {', '.join(FAMILIES + EXTRA_FAMILIES)}")
     b = _Builder(name or f"gen_{fam}")
-    _BUILD[fam](b, rng)
+    _BUILD[fam](b, rng, **size)
     return b.profile()
 
 

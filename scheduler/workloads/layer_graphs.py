@@ -26,7 +26,7 @@ import numpy as np
 
 from scheduler.errors import WorkloadError
 
-__all__ = ["branchy_graph", "training_layer_graphs"]
+__all__ = ["branchy_graph", "leafy_graph", "training_layer_graphs"]
 
 
 def branchy_graph(*, blocks: int, branches: int, branch_len: int, training: bool = False, fpgas: int = 6,
@@ -78,6 +78,29 @@ def branchy_graph(*, blocks: int, branches: int, branch_len: int, training: bool
     label = name or (f"branchy_b{blocks}x{branches}x{branch_len}{'_training' if training else ''}_s{seed}")
     return {"name": label, "maxSizePerFPGA": float(size_slack * total / max(fpgas, 1)), "maxFPGAs": fpgas,
             "maxCPUs": cpus, "nodes": nodes, "edges": out_edges}
+
+
+def leafy_graph(*, blocks: int, branches: int, branch_len: int, leaves: int, training: bool = False,
+                fpgas: int = 6, cpus: int = 1, size_slack: float = 2.0, seed: int = 0,
+                name: str | None = None) -> dict[str, Any]:
+    """:func:`branchy_graph` plus up to ``leaves`` constants per forward op node (module docstring)."""
+    if isinstance(leaves, bool) or not isinstance(leaves, int) or leaves < 0:
+        raise WorkloadError(f"leafy_graph: leaves must be an integer >= 0, got {leaves!r}")
+    g = branchy_graph(blocks=blocks, branches=branches, branch_len=branch_len, training=training, fpgas=fpgas,
+                      cpus=cpus, size_slack=size_slack, seed=seed)
+    rng = np.random.default_rng(seed + 7_919)
+    ops = [n for n in g["nodes"] if not n["isBackwardNode"] and n["name"].startswith("op")]
+    next_id = max(n["id"] for n in g["nodes"]) + 1
+    for op in ops:
+        for _ in range(int(rng.integers(0, leaves + 1))):
+            g["nodes"].append({"name": f"const{next_id}", "id": next_id, "supportedOnFpga": 1, "fpgaLatency": 0.0,
+                               "cpuLatency": 0.0, "isBackwardNode": 0, "colorClass": next_id, "size": 0.0})
+            g["edges"].append({"sourceId": next_id, "destId": op["id"],
+                               "cost": round(op["fpgaLatency"] * float(rng.uniform(0.01, 0.05)), 6)})
+            next_id += 1
+    g["name"] = name or (f"leafy_b{blocks}x{branches}x{branch_len}l{leaves}{'_training' if training else ''}"
+                         f"_s{seed}")
+    return g
 
 
 def training_layer_graphs(count: int, seed: int = 0, *, min_nodes: int = 20,

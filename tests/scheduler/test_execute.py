@@ -11,8 +11,8 @@ from ralp_tf.model.profiles import ModelProfile
 from scheduler import Exact, Greedy
 from scheduler.emulated import builtin_catalogs, catalog_from_dict, load_catalog
 from scheduler.errors import CatalogError
-from scheduler.execute import (FASTEST, ExecutionError, execute_schedule, measured_problem, pss_sync_seconds,
-                               restricted)
+from scheduler.execute import FASTEST, ExecutionError, execute_schedule, measured_problem
+from scheduler.pss import pss_sync_seconds, restricted
 from scheduler.unitrate import UnitRate, calibrate
 
 

@@ -10,7 +10,9 @@ from ralp_tf.model.kinds import LAYER_KINDS
 from ralp_tf.model.profiles import ModelProfile
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.exact import Exact
-from scheduler.rl import RL, HeterPSEnv, polish
+from scheduler.envs import HeterPSEnv
+from scheduler.polish import polish
+from scheduler.rl import RL
 from scheduler.workloads.generated import EXTRA_FAMILIES, FAMILIES, generated_problems, random_profile
 
 from sched_helpers import random_problem
@@ -47,7 +49,7 @@ def test_generated_problems_feasible_and_seeded() -> None:
 
 @pytest.mark.slow
 def test_leave_one_out_never_trains_on_held_out() -> None:
-    from scheduler.compare import generalisation
+    from scheduler.generalise import generalisation
 
     names = ["ctr_dnn", "word2vec_nce"]
     logs: list[str] = []
@@ -93,7 +95,7 @@ def test_clone_copies_weights_not_identity() -> None:
 def test_time_cap_is_a_reported_safety_cap() -> None:
     p = random_problem(4, n=8)
     with pytest.warns(RuntimeWarning, match="safety cap cut training short"):
-        s = RL(iterations=10**6, batch=8, seed=0, max_solve_seconds=4.0, post_seconds=1.5).solve(p)
+        s = RL(train=True, iterations=10**6, batch=8, seed=0, max_solve_seconds=4.0, post_seconds=1.5).solve(p)
     assert s.notes["time_cap_cut"] == ["training"]
     assert s.notes["iterations"] < s.notes["iterations_budget"] == 10**6
     assert s.solve_seconds < 4.0 + 1.0, s.solve_seconds  # slack: make_schedule and one last iteration
@@ -105,8 +107,8 @@ def test_zero_budgets_are_refused() -> None:
     from scheduler.bayesopt import BayesOpt
     from scheduler.random_search import RandomSearch
 
-    with pytest.raises(ProblemError, match="needs a trained policy"):
-        RL(iterations=0).solve(random_problem(1, n=4))
+    with pytest.raises(ProblemError, match="trains nothing"):
+        RL(train=True, iterations=0)
     with pytest.raises(ProblemError, match="iterations must be an integer >= 0"):
         RL(iterations=-1)
     with pytest.raises(ProblemError, match="trains nothing"):

@@ -9,7 +9,8 @@ import pytest
 from scheduler.errors import ProblemError, WorkloadError
 from scheduler.generalise import expert_actions, rule_placement, split_optimum, split_tables, train_dagger
 from scheduler.policy_features import LookaheadHeterPSEnv, LookaheadMaxLoadEnv, exception_hint
-from scheduler.rl import RL, HeterPSEnv, MaxLoadEnv
+from scheduler.envs import HeterPSEnv, MaxLoadEnv
+from scheduler.rl import RL
 from scheduler.workloads import dnn_partitioning as dp
 from scheduler.workloads.layer_graphs import branchy_graph, training_layer_graphs
 

@@ -38,7 +38,7 @@ def _fingerprint(solve: Callable[[], Any]) -> tuple[Any, ...]:
 def test_same_seed_same_schedule_under_cpu_hog() -> None:
     """RL (training, decode, polish) and random search, once idle and once beside two busy loops."""
     p = random_problem(7, n=9)
-    solves = [lambda: RL(iterations=25, batch=8, seed=3).solve(p),
+    solves = [lambda: RL(train=True, iterations=25, batch=8, seed=3, polish=True).solve(p),
               lambda: RandomSearch(samples=300, seed=3).solve(p)]
     idle = [_fingerprint(f) for f in solves]
     with cpu_hog():
@@ -55,13 +55,13 @@ def test_default_budget_scales_with_size() -> None:
 
 def test_no_polish_returns_the_policy_result() -> None:
     p = random_problem(5, n=8)
-    s = RL(iterations=10, batch=8, seed=0, polish=False).solve(p)
+    s = RL(train=True, iterations=10, batch=8, seed=0, polish=False).solve(p)
     assert s.notes["polished"] is False and "polish_evaluations" not in s.notes
     assert list(s.assignment) == s.notes["policy_assignment"]
     d = s.to_dict()
     assert d["policy"]["assignment"] == list(s.assignment) and d["policy"]["polished"] is False
     np.testing.assert_allclose(d["policy"]["objective"], s.objective)
-    polished = RL(iterations=10, batch=8, seed=0).solve(p)
+    polished = RL(train=True, iterations=10, batch=8, seed=0, polish=True).solve(p)
     assert polished.notes["policy_assignment"] == s.notes["policy_assignment"]  # same work, same policy
     assert polished.objective <= s.objective
 
@@ -69,5 +69,5 @@ def test_no_polish_returns_the_policy_result() -> None:
 @pytest.mark.parametrize("evals", [7])
 def test_polish_budget_in_evaluations(evals: int) -> None:
     p = random_problem(2, n=8)
-    s = RL(iterations=5, batch=8, seed=0, polish_evaluations=evals).solve(p)
+    s = RL(train=True, iterations=5, batch=8, seed=0, polish=True, polish_evaluations=evals).solve(p)
     assert s.notes["polish_evaluations"] <= evals

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.exact import Exact
-from scheduler.rl import RL, HeterPSEnv
+from scheduler.envs import HeterPSEnv
+from scheduler.rl import RL
 from scheduler.workloads import dnn_partitioning as dp
 
 from sched_helpers import random_problem
@@ -13,7 +14,7 @@ from test_sched_maxload import chain3
 
 
 def test_rl_tiny(tiny) -> None:
-    s = RL(iterations=40, batch=16, seed=0).solve(tiny)
+    s = RL(train=True, iterations=40, batch=16, seed=0, polish=True).solve(tiny)
     assert s.cost == pytest.approx(10.0)
     assert s.notes["iterations"] == 40
     assert 0 < s.notes["decision_ms"] < 50  # the 2 ms target is measured by compare-schedulers
@@ -21,7 +22,7 @@ def test_rl_tiny(tiny) -> None:
 
 def test_rl_maxload_tiny() -> None:
     p = dp.from_dict(chain3())
-    s = RL(iterations=30, batch=16, seed=0).solve(p)
+    s = RL(train=True, iterations=30, batch=16, seed=0, polish=True).solve(p)
     assert s.max_load == pytest.approx(3.25)
 
 
@@ -33,7 +34,7 @@ def test_features_same_width_across_problems() -> None:
 def test_generalisation_small_scale() -> None:
     train = [random_problem(s, n=6) for s in range(6)]
     test = [random_problem(s, n=6) for s in (50, 51, 52)]
-    solver = RL.pretrain(train, iterations=240, seed=0, samples=16, batch=16)  # work budget: no time cap
+    solver = RL.pretrain(train, iterations=240, seed=0, samples=16, batch=16, polish=True)  # work budget: no time cap
     ratios = []
     for p in test:
         s = solver.solve(p)  # no retraining

@@ -76,5 +76,8 @@ def test_plan_with_gpu_workers_and_throughput() -> None:
     prof = load_profile("alexnet")
     cluster = Cluster.local(workers=4, ps=2, gpus={"worker": 1})
     plan = Exact(throughput=2000.0).plan(prof, cluster)
-    assert plan.notes["constraint_met"] and plan.notes["predicted_throughput"] >= 2000.0
+    # The HeterPS schedule of the cluster's types meets the constraint (HeterPS model's figures) ...
+    assert plan.notes["heterps_constraint_met"] and plan.notes["heterps_predicted_throughput"] >= 2000.0
+    # ... and the plan returned is the cost model's fastest of it and the analyzer's.
+    assert plan.notes["pss_predicted_step_s"] <= plan.notes["analyzer_predicted_step_s"]
     assert any(d == "/job:worker/device:GPU:0" for d in plan.placements.values())
