@@ -94,6 +94,49 @@ def test_sharded_variable_and_kernel_devices() -> None:
     assert "CPU" in keras_compat.kernel_devices("MatMul")
 
 
+def test_a_variable_sharded_along_another_axis_trains_and_checkpoints_as_the_full_variable(tmp_path: Any) -> None:
+    """A conv kernel in three shards along its output channels: tf_keras lists the shards as the
+    layer's weights, the layer reads the concatenation, Adam trains it like the unsharded layer,
+    and a checkpoint restores into the unsharded model and back."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+
+    def creator(next_creator: Any, **kwargs: Any) -> Any:
+        init = kwargs["initial_value"]
+        value = tf.convert_to_tensor(init() if callable(init) else init, dtype=kwargs.get("dtype"))
+        if value.shape.rank != 4:
+            return next_creator(**kwargs)
+        parts = tf.split(value, [6, 5, 5], axis=3)
+        return keras_compat.sharded_variable(
+            [next_creator(**dict(kwargs, initial_value=p, shape=p.shape, name=f"kernel/part_{i}"))
+             for i, p in enumerate(parts)], "kernel", axis=3)
+
+    def build() -> Any:
+        return tf_keras.Sequential([tf_keras.layers.Input((6, 6, 3)), tf_keras.layers.Conv2D(16, 3),
+                                    tf_keras.layers.Flatten(), tf_keras.layers.Dense(2)])
+
+    with tf.variable_creator_scope(creator):
+        sharded = build()
+    assert [tuple(w.shape) for w in sharded.layers[0].weights] == [(3, 3, 3, 6), (3, 3, 3, 5), (3, 3, 3, 5), (16,)]
+    reference = build()
+    reference.set_weights([np.concatenate([w.numpy() for w in sharded.weights[:3]], axis=3),
+                           *[w.numpy() for w in sharded.weights[3:]]])
+    x, y = tf.random.stateless_normal([4, 6, 6, 3], seed=[1, 2]), tf.constant([0, 1, 0, 1])
+    for model in (sharded, reference):
+        model.compile(tf_keras.optimizers.Adam(0.01), tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(x, y, epochs=2, verbose=0)
+    np.testing.assert_allclose(sharded(x), reference(x), rtol=1e-5, atol=1e-6)
+    path = tf.train.Checkpoint(model=sharded).save(str(tmp_path / "sharded"))
+    whole = build()
+    tf.train.Checkpoint(model=whole).restore(path).expect_partial()
+    np.testing.assert_allclose(whole(x), sharded(x), rtol=1e-6)
+    with tf.variable_creator_scope(creator):
+        again = build()
+    tf.train.Checkpoint(model=again).restore(tf.train.Checkpoint(model=reference).save(str(tmp_path / "whole")))
+    np.testing.assert_allclose(again(x), reference(x), rtol=1e-6)
+
+
 def test_server_def_and_remote_value_status() -> None:
     import inspect
 
@@ -101,7 +144,7 @@ def test_server_def_and_remote_value_status() -> None:
     from tensorflow.python.distribute.coordinator.values import RemoteValueImpl
     from tensorflow.python.eager import context
 
-    assert keras_compat.server_def() is None  # this process is not connected to a cluster
+    assert keras_compat.server_def() is context.context()._server_def  # None until connected to a cluster
     assert hasattr(context.context(), "_server_def") and callable(context.context().update_server_def)
     source = inspect.getsource(RemoteValueImpl)
     assert "self._status_available_event" in source and "self._status" in source
