@@ -102,3 +102,24 @@ def _has_all(path: Path) -> bool:
     return any((isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets))
                or (isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "__all__")
                for n in ast.parse(path.read_text()).body)
+
+
+#: A module's and a function's length limits (docs/architecture.md); a longer function says why in
+#: its docstring, in a sentence starting "Long because".
+MODULE_LINES, FUNCTION_LINES = 600, 80
+
+
+def test_modules_and_functions_stay_short() -> None:
+    long_modules, long_functions = [], []
+    for top in ("ralp_tf", "scheduler"):
+        for path in _modules(top):
+            text = path.read_text()
+            if len(text.splitlines()) > MODULE_LINES:
+                long_modules.append(f"{path.relative_to(REPO)} ({len(text.splitlines())} lines)")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    length = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if length > FUNCTION_LINES and "Long because" not in (ast.get_docstring(node) or ""):
+                        long_functions.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({length} lines)")
+    assert not long_modules, f"modules over {MODULE_LINES} lines: {long_modules}"
+    assert not long_functions, f"functions over {FUNCTION_LINES} lines with no stated reason: {long_functions}"

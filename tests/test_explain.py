@@ -8,7 +8,7 @@ import pytest
 
 from ralp_tf.cli.main import main
 from ralp_tf.errors import ValidationError
-from ralp_tf.cli.explain import draw, explain_data, measured_links
+from ralp_tf.cli.explain import draw, explain_data, measured_links, step_resources
 
 RUN = {"baseline": {"bytes_between": {"worker0->ps0": 10.0, "worker1->ps0": 12.0, "ps0->worker0": 5.0,
                                       "ps0->worker1": 7.0, "chief0->ps0": 99.0}},
@@ -43,6 +43,9 @@ def test_data_follows_the_plan_and_the_cost_model(tmp_path: Path) -> None:
     assert data["step"]["plan"]["step_s"] == chosen.step_s and data["step"]["stock PSS"]["step_s"] == stock.step_s
     assert data["links"]["plan (measured)"] == {"worker->ps:0": 3.0, "ps:0->worker": 7.0}
     assert set(data["step"]) == {"stock PSS", "plan", "ring all-reduce"}
+    for entry in data["step"].values():  # the resources work in parallel: the step is the busiest, not the sum
+        busiest = max(s for _, s in step_resources(entry))
+        assert busiest <= entry["step_s"] * (1 + 1e-9)
     files = draw(data, tmp_path / "small.png")
     assert [f.suffix for f in files] == [".png", ".svg"]
     assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and files[1].stat().st_size > 1000

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from ralp_tf.cli.args import add_cluster_args, add_policy_args, cluster_rates, policy_options
 from ralp_tf.errors import ValidationError, read_json_file, writable_file
 
-__all__ = ["WORKER_COLOR", "PS_COLORS", "measured_links", "explain_data", "draw", "register", "cmd_explain"]
+__all__ = ["WORKER_COLOR", "PS_COLORS", "measured_links", "explain_data", "step_resources", "draw", "register", "cmd_explain"]
 
 _RUN_PAIR = re.compile(r"^(worker|ps)(\d+)->(worker|ps)(\d+)$")
 WORKER_COLOR = "#9e9e9e"
@@ -116,12 +116,29 @@ def draw(data: Mapping[str, Any], png: str | Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     layers = data["layers"]
     fig = plt.figure(figsize=(max(11.0, 0.42 * len(layers) + 3), 10.5))
     grid = fig.add_gridspec(3, 2, height_ratios=[1.25, 1.0, 1.0], width_ratios=[1.15, 1.0])
-    ax = fig.add_subplot(grid[0, :])
+    _draw_layers(fig.add_subplot(grid[0, :]), data)
+    _draw_links(fig.add_subplot(grid[1:, 0]), data)
+    _draw_step(fig.add_subplot(grid[1:, 1]), data)
+    fig.tight_layout()
+    out = Path(png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    svg = out.with_suffix(".svg")
+    fig.savefig(svg)
+    plt.close(fig)
+    return [out, svg]
+
+
+def _draw_layers(ax: Any, data: Mapping[str, Any]) -> None:
+    """Top panel: one column per layer, where it computes (top) and where its variables live."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    layers = data["layers"]
     locations = sorted({l["compute"] for l in layers} | {s for l in layers for s in l["storage"]},
                        key=lambda s: (s != "worker", s))
     for i, layer in enumerate(layers):
@@ -146,7 +163,9 @@ def draw(data: Mapping[str, Any], png: str | Path) -> list[Path]:
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
 
-    ax = fig.add_subplot(grid[1:, 0])
+
+def _draw_links(ax: Any, data: Mapping[str, Any]) -> None:
+    """Bottom left: bytes per worker<->PS link per worker step, predicted and (when given) measured."""
     series = list(data["links"])
     pairs = list(next(iter(data["links"].values())))
     width = 0.8 / len(series)
@@ -172,37 +191,48 @@ def draw(data: Mapping[str, Any], png: str | Path) -> list[Path]:
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
 
-    ax = fig.add_subplot(grid[1:, 1])
+
+def step_resources(entry: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """Each resource's busy time in one step of ``entry`` (an item of ``explain_data()["step"]``):
+    worker compute, PS compute, then every link. The resources work in parallel, so the step is at
+    least the largest of them, not their sum."""
+    busy = [("worker compute", float(entry["worker_compute_s"])), ("PS compute", float(entry["ps_compute_s"]))]
+    return busy + [(f"link {h}", float(s)) for h, s in sorted(entry["link_s"].items())]
+
+
+def _draw_step(ax: Any, data: Mapping[str, Any]) -> None:
+    """Bottom right: per strategy, every resource's busy time side by side (they run in parallel),
+    the busiest one outlined, and the predicted step as a black tick over the group."""
     names = list(data["step"])
-    hosts = sorted({h for e in data["step"].values() for h in e["link_s"]})
-    segments = [("worker compute", lambda e: e["worker_compute_s"], "#7f7f7f"),
-                ("PS compute", lambda e: e["ps_compute_s"], "#bcbd22")]
-    segments += [(f"link {h}", lambda e, h=h: e["link_s"].get(h, 0.0), PS_COLORS[(i + 2) % len(PS_COLORS)])
-                 for i, h in enumerate(hosts)]
+    resources = sorted({r for e in data["step"].values() for r, _ in step_resources(e)},
+                       key=lambda r: (not r.endswith("compute"), r))
+    colors = {r: PS_COLORS[(i + 2) % len(PS_COLORS)] for i, r in enumerate(resources)}
+    colors.update({"worker compute": "#7f7f7f", "PS compute": "#bcbd22"})
     scale, unit = (1.0, "s") if max(e["step_s"] for e in data["step"].values()) >= 10 else (1e3, "ms")
-    bottom = [0.0] * len(names)
-    for label, get, color in segments:
-        values = [get(data["step"][n]) * scale for n in names]
-        if any(values):
-            ax.bar(names, values, 0.55, bottom=bottom, color=color, label=label, alpha=0.85)
-            bottom = [b + v for b, v in zip(bottom, values)]
-    steps = [data["step"][n]["step_s"] * scale for n in names]
-    ax.scatter(names, steps, marker="D", color="black", zorder=3, label="predicted step time")
-    for i, (n, s) in enumerate(zip(names, steps)):
-        ax.annotate(f"{s:.1f} {unit}\n{data['step'][n]['bottleneck'][:28]}", (i, s), textcoords="offset points",
-                    xytext=(14, 0), fontsize=6, va="center")
+    width = 0.8 / max(1, len(resources))
+    labelled: set[str] = set()
+    for i, name in enumerate(names):
+        entry = data["step"][name]
+        busy = dict(step_resources(entry))
+        top = max(busy, key=busy.get) if busy else None  # type: ignore[arg-type]
+        for k, r in enumerate(resources):
+            value = busy.get(r, 0.0) * scale
+            ax.bar(i + (k - (len(resources) - 1) / 2) * width, value, width, color=colors[r], alpha=0.85,
+                   edgecolor="black" if r == top else colors[r], lw=1.2 if r == top else 0.3,
+                   label=None if r in labelled else r)
+            labelled.add(r)
+        step = entry["step_s"] * scale
+        ax.hlines(step, i - 0.45, i + 0.45, colors="black", lw=2, zorder=3,
+                  label=None if "predicted step" in labelled else "predicted step")
+        labelled.add("predicted step")
+        ax.annotate(f"{step:.1f} {unit}\n{entry['bottleneck'][:28]}", (i, step), textcoords="offset points",
+                    xytext=(0, 4), fontsize=6, ha="center", va="bottom")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, fontsize=8)
     ax.set_ylabel(f"{unit} per synchronous step ({data['batch_size']} samples per worker)")
-    ax.set_title("predicted step time, and each resource's busy time", fontsize=10)
+    ax.set_title("each resource's busy time in one step (side by side: they work in parallel)", fontsize=10)
     ax.legend(fontsize=6, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    out = Path(png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    svg = out.with_suffix(".svg")
-    fig.savefig(svg)
-    plt.close(fig)
-    return [out, svg]
 
 
 def register(subparsers: Any) -> None:
