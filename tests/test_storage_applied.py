@@ -41,12 +41,7 @@ def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unpla
     """Partitioned storage: fc1's kernel and bias become shards on PS 0 and PS 1 (rows split
     along axis 0); the model reads them whole, each shard gets its own gradient, and the losses
     and final weights equal the unplaced model's."""
-    import numpy as np
-    import tensorflow as tf
-    import tf_keras
 
-    from ralp_tf.place.applier import unplace
-    from ralp_tf.run.training import sgd_losses
 
     _, strategy, coordinator = inprocess
     reference = models.small_cnn(fc=64)
@@ -59,6 +54,18 @@ def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unpla
     kernel_rows = reference.get_layer("fc1").kernel.shape[0]
     assert [w.shape[0] for w in fc1.weights[:2]] == [(kernel_rows + 1) // 2, kernel_rows // 2]
     assert [w.device for w in placed.get_layer("conv1").weights] == [PS1, PS1]
+    _trains_like(reference, placed, strategy, coordinator)
+
+
+def _trains_like(reference: Any, placed: Any, strategy: Any, coordinator: Any) -> None:
+    """Four SGD steps of ``placed`` on the cluster give ``reference``'s losses and final weights."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+
+    from ralp_tf.place.applier import unplace
+    from ralp_tf.run.training import sgd_losses
+
     batches = [models.synthetic_batch(reference, 8, seed=s % 2) for s in range(4)]
     placed_losses = sgd_losses(strategy, coordinator, placed, batches, learning_rate=0.05)
     ref_opt = tf_keras.optimizers.SGD(0.05)
@@ -72,6 +79,38 @@ def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unpla
     np.testing.assert_allclose(placed_losses, ref_losses, rtol=1e-5, atol=1e-6)
     for got, want in zip(unplace(placed).get_weights(), reference.get_weights()):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_per_variable_storage_shards_each_variable_along_its_own_axis_and_trains_like_the_unplaced_model(
+        inprocess: Any) -> None:
+    """Format /3 storage: conv2's kernel split along its output channels (axis 3) over PS 0 and
+    PS 1 with its bias whole on PS 1; fc1's kernel split by columns (axis 1) and its bias along
+    axis 0. Each shard is a variable on its task, the layers compute on the worker, and the
+    losses and final weights equal the unplaced model's."""
+    from ralp_tf.plan.shards import Sharded, VariableStorage
+
+    _, strategy, coordinator = inprocess
+    reference = models.small_cnn(fc=64)
+    storage = {"conv2": VariableStorage((Sharded((PS0, PS1), axis=3), PS1)),
+               "fc1": VariableStorage((Sharded((PS1, PS0), axis=1), Sharded((PS1, PS0), axis=0)))}
+    placed = place(reference, Plan({"logits": PS0}, storage=storage, policy="test"), strategy)
+    conv2, fc1 = placed.get_layer("conv2"), placed.get_layer("fc1")
+    assert [(tuple(w.shape), w.device) for w in conv2.weights] == [((3, 3, 8, 8), PS0), ((3, 3, 8, 8), PS1),
+                                                                     ((16,), PS1)]
+    rows = reference.get_layer("fc1").kernel.shape[0]
+    assert [(tuple(w.shape), w.device) for w in fc1.weights] == [((rows, 32), PS1), ((rows, 32), PS0),
+                                                                   ((32,), PS1), ((32,), PS0)]
+    assert tuple(conv2.kernel.shape) == (3, 3, 8, 16) and tuple(fc1.kernel.shape) == (rows, 64)
+    _trains_like(reference, placed, strategy, coordinator)
+
+
+def test_a_plan_with_splits_is_refused_by_the_applier(inprocess: Any) -> None:
+    from ralp_tf.plan.shards import LayerSplit
+
+    _, strategy, _ = inprocess
+    plan = Plan({"fc1": PS0}, splits={"fc1": LayerSplit("columns", (PS0, PS1))}, policy="test")
+    with pytest.raises(PlanError, match=r"splits layer\(s\) \['fc1'\].*place\(\) does not apply them"):
+        place(models.small_cnn(fc=64), plan, strategy)
 
 
 def test_a_split_layer_whose_variables_cannot_cover_the_tasks_names_the_fix(inprocess: Any) -> None:

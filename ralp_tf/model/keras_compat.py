@@ -14,12 +14,13 @@ Keras ``Wrapper`` layer cannot replace them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
            "restore_method", "overridden", "swapped_attributes", "attribute_value_ids", "weight_loss_callables", "set_weight_loss_callables",
-           "base_variable", "sharded_variable", "server_def", "update_server_def", "remote_value_ready", "kernel_devices"]
+           "base_variable", "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def", "remote_value_ready", "kernel_devices"]
 
 
 def is_graph_network(model: Any) -> bool:
@@ -139,16 +140,98 @@ def base_variable(weight: Any) -> Any:
     return getattr(weight, "_variable", weight) if type(weight).__name__ == "AutoCastVariable" else weight
 
 
-def sharded_variable(shards: list[Any], name: str) -> Any:
-    """A ``ShardedVariable`` of ``shards`` (partitioned along axis 0), as ParameterServerStrategy's
-    own ``variable_partitioner`` makes.
+def sharded_variable(shards: list[Any], name: str, axis: int = 0) -> Any:
+    """One variable made of ``shards``, contiguous along ``axis``: a ``ShardedVariable``, as
+    ParameterServerStrategy's own ``variable_partitioner`` makes, for axis 0; for any other axis
+    an :func:`axis_sharded_variable_class` instance. tf_keras lists either's shards as the layer's
+    weights (each gets its own gradient and optimizer slots), a checkpoint stores either as the
+    full variable (restorable into a model sharded otherwise, or not at all), and a layer reading
+    it reads the concatenation of its shards, on the reading device.
 
     Private: ``tensorflow.python.distribute.sharded_variable.ShardedVariable``. Public stand-in:
     ``ParameterServerStrategy(variable_partitioner=...)``, which partitions every variable of the
-    model by one rule, not the layers a plan names onto the tasks it names."""
+    model along axis 0 by one rule, not the variables a plan names onto the tasks it names."""
     from tensorflow.python.distribute import sharded_variable as module
 
-    return module.ShardedVariable(shards, name=name)
+    if axis == 0:
+        return module.ShardedVariable(shards, name=name)
+    return axis_sharded_variable_class()(shards, axis, name)
+
+
+@functools.lru_cache(maxsize=1)
+def axis_sharded_variable_class() -> type:
+    """A ``ShardedVariable`` whose shards are contiguous along any one axis (TensorFlow's is
+    axis 0 only).
+
+    Private: subclasses ``ShardedVariable`` (tf_keras recognises split variables by that class
+    name, ``base_layer_utils.is_split_variable``) and sets the attributes its ``__init__`` sets
+    (``_variables``, ``_name``, ``_dtype``, ``_shape``, ``_var_offsets``, ``_saving_variable``);
+    saves each shard as a slice of the full variable (``Variable.SaveSliceInfo``, as
+    ``ShardedVariable._gather_saveables_for_checkpoint`` does on axis 0); converts to a tensor by
+    ``tf.concat`` along its axis (``tf.register_tensor_conversion_function``, public, ahead of
+    ShardedVariable's own). Its shards are not given ``_sharded_container``, so the tf_keras
+    optimizer keeps one slot per shard (its ShardedVariable of slots is axis 0 only): optimizer
+    state restores into the same sharding only. Indexing and sparse reads (axis-0 operations)
+    raise TypeError. Public stand-in: none."""
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow.python.distribute import sharded_variable as module
+    from tensorflow.python.ops import resource_variable_ops
+    from tensorflow.python.ops import variables as variables_lib
+    from tensorflow.python.trackable import base as trackable
+    from tensorflow.python.training.saving import saveable_object_util
+
+    class AxisShardedVariable(module.ShardedVariable):
+        def __init__(self, variables: list[Any], axis: int, name: str) -> None:  # noqa: D107
+            self._variables, self._name, self._axis = list(variables), name, int(axis)
+            self._dtype = variables[0].dtype
+            shape = variables[0].shape.as_list()
+            shape[self._axis] = sum(int(v.shape[self._axis]) for v in variables)
+            self._shape = tf.TensorShape(shape)
+            self._var_offsets, at = [], 0
+            for v in variables:
+                offset = [0] * len(shape)
+                offset[self._axis] = at
+                at += int(v.shape[self._axis])
+                self._var_offsets.append(offset)
+            self._saving_variable = resource_variable_ops.UninitializedVariable(
+                shape=self._shape, dtype=self._dtype, name=name, trainable=variables[0].trainable,
+                synchronization=variables_lib.VariableSynchronization.NONE,
+                aggregation=variables_lib.VariableAggregation.NONE)
+
+        @property
+        def axis(self) -> int:
+            return self._axis
+
+        def _gather_saveables_for_checkpoint(self) -> dict[str, Any]:
+            def factory(name: str = self.name) -> list[Any]:
+                return [saveable_object_util.ResourceVariableSaveable(
+                    v, variables_lib.Variable.SaveSliceInfo(
+                        full_name=self.name, full_shape=self.shape.as_list(), var_offset=list(offset),
+                        var_shape=v.shape.as_list()).spec, name)
+                    for v, offset in zip(self._variables, self._var_offsets)]
+
+            return {trackable.VARIABLE_VALUE_KEY: factory}
+
+        def numpy(self) -> Any:
+            return np.concatenate([v.numpy() for v in self._variables], axis=self._axis)
+
+        def _copy_trackable_to_cpu(self, object_map: Any) -> None:
+            raise NotImplementedError("asynchronous checkpoints of variables sharded along an axis other than 0")
+
+        def __getitem__(self, slice_spec: Any) -> Any:
+            raise TypeError(f"{self._name} is sharded along axis {self._axis}: read it whole (tf.convert_to_tensor)")
+
+        def sparse_read(self, indices: Any, name: Any = None) -> Any:
+            raise TypeError(f"{self._name} is sharded along axis {self._axis}: a lookup needs axis-0 shards")
+
+    def to_tensor(var: Any, dtype: Any = None, name: Any = None, as_ref: bool = False) -> Any:
+        if as_ref:
+            raise NotImplementedError("a sharded variable cannot be used as a reference")
+        return tf.concat(var.variables, axis=var.axis)
+
+    tf.register_tensor_conversion_function(AxisShardedVariable, to_tensor, priority=99)
+    return AxisShardedVariable
 
 
 def server_def() -> Any:

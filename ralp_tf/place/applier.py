@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+from collections import Counter
 from typing import Any, Callable, Iterator, Protocol
 
 from ralp_tf.errors import ModelError, PlanError
@@ -42,12 +43,12 @@ from ralp_tf.model.kinds import ps_refusal
 from ralp_tf.model.profiler import check_tf_keras_model, profile
 from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.model.trace import input_signature
-from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, ps_anchors, record_creations,
-                                      unit_of_variables, unit_homes)
+from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, create_at, homes_tasks, ps_anchors,
+                                      record_creations, unit_of_variables, unit_homes)
 from ralp_tf.place.isolation import outside_strategy
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
-from ralp_tf.place.sharding import full_weights, sharded_creator
+from ralp_tf.place.sharding import full_weights, weight_groups
 from ralp_tf.place.verify import verify_placement
 from ralp_tf.place.wrappers import install_placement
 from ralp_tf.plan.cluster import Cluster, Rates
@@ -104,6 +105,10 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
         renamed[field] = out
     resolved = plan if all(k == v for k, v in mapping.items()) else dataclasses.replace(plan, **renamed)
     resolved.validate(graph.paths, cluster)
+    if resolved.splits:
+        raise PlanError(f"plan splits layer(s) {sorted(resolved.splits)} over several PS tasks: the cost model prices "
+                        "such splits (ralp-tf project), but place() does not apply them; remove 'splits' from the plan "
+                        "(the analyzer proposes them only with split=True)")
     refusals = {l.name: l.ps_refusal for l in profile.layers} if profile is not None else {}
     for path in resolved.ps_layers():
         why = refusals.get(path) if profile is not None else ps_refusal(graph.layer(path))
@@ -139,7 +144,7 @@ def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, v
     graph = walk(model)
     plan = resolve_plan(plan, graph, cluster)
     homes = unit_homes(plan)
-    anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster.num_ps)
+    anchors = ps_anchors(strategy, homes_tasks(homes), cluster.num_ps)
     if keras_compat.is_graph_network(model):
         placed = _recreated(model, graph, strategy, homes, anchors, copy_weights)
     else:
@@ -272,7 +277,7 @@ def place_from_builder(build: Callable[[], Any], prepared: Prepared, plan: Plan,
     cluster = cluster_of(strategy)
     plan = resolve_plan(plan, prepared.graph, cluster, prepared.profile)
     homes = unit_homes(plan)
-    anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster.num_ps)
+    anchors = ps_anchors(strategy, homes_tasks(homes), cluster.num_ps)
     with strategy.scope():
         with prepared.order.active(homes, anchors) as created:
             model = build()
@@ -295,39 +300,45 @@ def colocated_variables(plan: Plan, strategy: Any) -> Iterator[None]:
     import tensorflow as tf
 
     homes = unit_homes(plan)
-    anchors = ps_anchors(strategy, {k for ks in homes.values() for k in ks}, cluster_of(strategy).num_ps)
-    by_name = {path.rsplit("/", 1)[-1]: home for path, home in homes.items()}
+    anchors = ps_anchors(strategy, homes_tasks(homes), cluster_of(strategy).num_ps)
+    by_name = {path.rsplit("/", 1)[-1]: (path, home) for path, home in homes.items()}
+    created: Counter[str] = Counter()
 
     def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
         scope = tf.get_current_name_scope().rstrip("/").split("/")
-        home = by_name.get(scope[-1]) if scope and scope[-1] else None
-        if home is None:
+        found = by_name.get(scope[-1]) if scope and scope[-1] else None
+        if found is None:
             return next_creator(**kwargs)
-        if len(home) > 1:
-            return sharded_creator([anchors[k] for k in home])(next_creator, **kwargs)
-        return next_creator(**dict(kwargs, colocate_with=anchors[home[0]], use_resource=True))
+        path, home = found
+        created[path] += 1
+        return create_at(home.of(created[path] - 1, path), anchors, next_creator, kwargs)
 
     with tf.variable_creator_scope(creator):
         yield
 
 
 def _check_unit_homes(graph: ModelGraph, homes: Homes) -> None:
-    """Every variable of a unit with a home is on its PS task(s); a sharded unit's on all of them."""
+    """Every variable of a unit with a home is where the home says: whole on its task, or its
+    shards on their tasks in order (a variable too small to split whole on the first)."""
     import tensorflow as tf
 
-    for path, tasks in homes.items():
-        layer = graph.layer(path)
-        used = set()
-        for v in layer.weights:
-            spec = tf.DeviceSpec.from_string(v.device)
-            used.add(int(spec.task or 0))
-            if spec.job != "ps" or int(spec.task or 0) not in tasks:
-                where = f"PS task {tasks[0]}" if len(tasks) == 1 else f"PS tasks {list(tasks)}"
+    for path, home in homes.items():
+        for index, shards in enumerate(weight_groups(graph.layer(path))):
+            want = home.of(index, path).tasks
+            got = [(tf.DeviceSpec.from_string(v.device).job, int(tf.DeviceSpec.from_string(v.device).task or 0))
+                   for v in shards]
+            if got != [("ps", k) for k in want[:len(shards)]]:
+                where = f"PS task {want[0]}" if len(want) == 1 else f"PS tasks {list(want)}"
+                order = (" (the plan's per-variable storage counts variables in the order of layer.weights, "
+                         "and this layer created them in another order)" if home.variables else "")
                 raise PlanError(
-                    f"variable {v.name} of layer {path!r} landed on {v.device}, not {where}. A subclassed model "
-                    "must reach place() unbuilt (ralp_tf builds it), or be placed with the function that builds "
-                    "it (@ralp_tf.placement, place_from_builder); a variable created outside the layer's build() "
-                    "and call() cannot be colocated by place(): keep the layer on the workers")
+                    f"variable {shards[0].name} of layer {path!r} landed on {shards[0].device}, not {where}{order}. "
+                    "A subclassed model must reach place() unbuilt (ralp_tf builds it), or be placed with the "
+                    "function that builds it (@ralp_tf.placement, place_from_builder); a variable created outside "
+                    "the layer's build() and call() cannot be colocated by place(): keep the layer on the workers")
+        tasks = home.default.tasks if home.default else ()
+        layer = graph.layer(path)
+        used = {int(tf.DeviceSpec.from_string(v.device).task or 0) for v in layer.weights}
         if len(tasks) > 1 and layer.weights and used != set(tasks):
             raise PlanError(f"layer {path!r} is split over PS tasks {list(tasks)} but its variables landed on "
                             f"{sorted(used)} only: its variables have fewer rows than shards; store it on fewer tasks")

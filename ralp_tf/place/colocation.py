@@ -5,7 +5,8 @@ that, but a variable created with ``colocate_with=<a variable on task k>`` lands
 :func:`ps_anchors` first creates one tiny anchor variable on each PS task the plan uses, and a
 variable creator (``tf.variable_creator_scope``) gives every variable of a planned unit its
 unit's anchor, or, for a unit whose storage the plan partitions over K tasks, creates it as K
-shards along axis 0 (:mod:`ralp_tf.place.sharding`).
+shards along one axis (:mod:`ralp_tf.place.sharding`); per-variable storage gives each variable,
+counted in creation order within its unit, its own home.
 
 The creator must know, when a variable is created, which unit it belongs to. Two ways:
 
@@ -24,27 +25,79 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections import Counter
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.model import keras_compat
 from ralp_tf.model.graph import ModelGraph
-from ralp_tf.place.sharding import sharded_creator
-from ralp_tf.plan.plans import Plan
+from ralp_tf.place.sharding import create_sharded
+from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.plan.shards import Sharded, VariableStorage
 
-__all__ = ["unit_homes", "ps_anchors", "Homes", "UnitScopes", "CreationOrder", "record_creations",
+__all__ = ["VariableHome", "UnitHome", "Homes", "unit_homes", "homes_tasks", "ps_anchors", "create_at", "UnitScopes",
+           "CreationOrder", "record_creations",
            "unit_of_variables"]
 
-#: Unit path -> the PS tasks holding its variables: one task, or one per shard.
-Homes = Mapping[str, tuple[int, ...]]
+@dataclasses.dataclass(frozen=True)
+class VariableHome:
+    """Where one variable lives: whole on PS task ``tasks[0]`` (one task), or split along ``axis``
+    into shards on ``tasks`` (:func:`ralp_tf.place.sharding.create_sharded`)."""
+
+    tasks: tuple[int, ...]
+    axis: int = 0
 
 
-def unit_homes(plan: Plan) -> dict[str, tuple[int, ...]]:
-    """Unit path -> the PS tasks holding its variables: the task of a PS-computed unit, the task(s)
-    the plan's ``storage`` names for a worker-computed one (several: shards along axis 0)."""
-    homes = {path: (k,) for path, k in plan.ps_layers().items()}
-    homes.update({path: tuple(tasks) for path, tasks in plan.stored_on().items()})
+@dataclasses.dataclass(frozen=True)
+class UnitHome:
+    """Where a unit's variables live: every variable at ``default``, or, when ``variables`` is
+    given (a plan's per-variable storage), the i-th variable (weight order) at ``variables[i]``."""
+
+    default: VariableHome | None = None
+    variables: tuple[VariableHome, ...] = ()
+
+    def of(self, index: int, path: str) -> VariableHome:
+        """The home of the unit's ``index``-th variable; PlanError when the plan lists fewer."""
+        if not self.variables:
+            assert self.default is not None
+            return self.default
+        if index >= len(self.variables):
+            raise PlanError(f"layer {path!r} creates more variables than the {len(self.variables)} its storage "
+                            "lists; list one entry per variable, in the order of layer.weights")
+        return self.variables[index]
+
+    @property
+    def tasks(self) -> set[int]:
+        return {k for h in ((self.default,) if self.default else ()) + self.variables for k in h.tasks}
+
+
+#: Unit path -> where its variables live.
+Homes = Mapping[str, UnitHome]
+
+
+def _task_of(device: str) -> int:
+    return int(parse_device(device).task)
+
+
+def unit_homes(plan: Plan) -> dict[str, UnitHome]:
+    """Unit path -> where its variables live: the task of a PS-computed unit; for a worker-computed
+    one, what the plan's ``storage`` says (one task; K tasks: every variable in shards along axis
+    0; the per-variable form: each variable whole on a task or in shards along its own axis)."""
+    homes = {path: UnitHome(VariableHome((k,))) for path, k in plan.ps_layers().items()}
+    for path, value in plan.storage.items():
+        if isinstance(value, VariableStorage):
+            homes[path] = UnitHome(variables=tuple(
+                VariableHome(e.tasks, e.axis) if isinstance(e, Sharded) else VariableHome((_task_of(e),))
+                for e in value.variables))
+        else:
+            devices = (value,) if isinstance(value, str) else tuple(value)
+            homes[path] = UnitHome(VariableHome(tuple(_task_of(d) for d in devices)))
     return homes
+
+
+def homes_tasks(homes: Homes) -> set[int]:
+    """Every PS task some unit of ``homes`` stores a variable on."""
+    return {k for home in homes.values() for k in home.tasks}
 
 
 def ps_anchors(strategy: Any, tasks: set[int], num_ps: int) -> dict[int, Any]:
@@ -64,11 +117,12 @@ def ps_anchors(strategy: Any, tasks: set[int], num_ps: int) -> dict[int, Any]:
     return anchors
 
 
-def _create_at(home: tuple[int, ...], anchors: Mapping[int, Any], next_creator: Callable[..., Any],
-               kwargs: dict[str, Any]) -> Any:
-    if len(home) > 1:
-        return sharded_creator([anchors[k] for k in home])(next_creator, **kwargs)
-    return next_creator(**dict(kwargs, colocate_with=anchors[home[0]], use_resource=True))
+def create_at(home: VariableHome, anchors: Mapping[int, Any], next_creator: Callable[..., Any],
+              kwargs: dict[str, Any]) -> Any:
+    """The variable ``kwargs`` describe, created at ``home`` (``anchors``: one variable per PS task)."""
+    if len(home.tasks) > 1:
+        return create_sharded(next_creator, kwargs, [anchors[k] for k in home.tasks], home.axis)
+    return next_creator(**dict(kwargs, colocate_with=anchors[home.tasks[0]], use_resource=True))
 
 
 class UnitScopes:
@@ -80,6 +134,7 @@ class UnitScopes:
         self.homes, self.anchors = homes, anchors
         self._stack: list[str] = []
         self._scoped: list[Any] = []
+        self._created: Counter[str] = Counter()
 
     def scope(self, layer: Any, path: str) -> None:
         """Run ``layer``'s ``build`` and ``call`` under the scope of unit ``path`` (planned or not)."""
@@ -98,8 +153,13 @@ class UnitScopes:
         return run
 
     def _creator(self, next_creator: Callable[..., Any], **kwargs: Any) -> Any:
-        home = self.homes.get(self._stack[-1]) if self._stack else None
-        return next_creator(**kwargs) if home is None else _create_at(home, self.anchors, next_creator, kwargs)
+        path = self._stack[-1] if self._stack else None
+        home = self.homes.get(path) if path else None
+        if home is None:
+            return next_creator(**kwargs)
+        index = self._created[path]
+        self._created[path] += 1
+        return create_at(home.of(index, path), self.anchors, next_creator, kwargs)
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
@@ -130,11 +190,17 @@ class CreationOrder:
         import tensorflow as tf
 
         created: list[Any] = []
+        per_unit: Counter[str] = Counter()
 
         def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
             i = len(created)
-            home = homes.get(self.units[i]) if i < len(self.units) and self.units[i] else None
-            v = next_creator(**kwargs) if home is None else _create_at(home, anchors, next_creator, kwargs)
+            unit = self.units[i] if i < len(self.units) else None
+            home = homes.get(unit) if unit else None
+            if home is None:
+                v = next_creator(**kwargs)
+            else:
+                v = create_at(home.of(per_unit[unit], unit), anchors, next_creator, kwargs)
+                per_unit[unit] += 1
             created.append(v)
             return v
 

@@ -1,20 +1,21 @@
-"""Partitioned storage: the variables of one worker-computed layer split over several PS tasks.
+"""Sharded variables: one variable of a layer split over several PS tasks.
 
-A plan's ``storage`` may name K > 1 PS tasks for a layer (:func:`ralp_tf.plan.storage.balance_storage`
-with ``partition=True``). The applier then creates each variable of that layer with at least K
-rows as K shards along axis 0 (sizes as even as possible, the first ``rows % K`` one row longer,
-as ParameterServerStrategy's ``variable_partitioner`` splits them), shard i on the i-th task,
-wrapped in a ``ShardedVariable``:
+A plan may store a variable in K shards (:mod:`ralp_tf.plan.plans`, ``storage``; a split layer's
+kernel or table, ``splits``): contiguous along one axis (sizes as even as possible, the first
+``n % K`` one entry longer, as ParameterServerStrategy's ``variable_partitioner`` splits them),
+shard i on the i-th task, wrapped in one variable (:func:`ralp_tf.model.keras_compat.sharded_variable`):
 
 * the layer reads the variable as one tensor (a concat on the reading device), so a worker pulls
-  ``p_v / K`` from each task, as the cost model prices it;
+  each shard from its task, as the cost model prices it;
 * tf_keras lists the shards as the layer's weights, so the tape and the optimizer see each shard,
   and each gradient shard is pushed to, and applied on, its own task;
-* a variable with fewer rows than K (a scalar, a short bias) is created whole on the first task.
+* a checkpoint stores the full variable, so it restores into a model sharded otherwise, or not;
+* a variable with fewer entries than K along the axis is split into as many shards as it has
+  entries; one with a single entry (or a scalar) is created whole on the first task.
 
-This is PSS's own mechanism (``ShardedVariable``, what ``variable_partitioner`` creates) applied
-per layer: the strategy-wide partitioner would shard every variable of the model and put the
-shards on PS tasks round-robin, not on the tasks the planner balanced.
+This is PSS's own mechanism (``ShardedVariable``) applied per variable: the strategy-wide
+partitioner would shard every variable of the model along axis 0 and put the shards on PS tasks
+round-robin, not on the tasks the planner chose.
 
 :func:`copy_weights` and :func:`full_weights` convert between a model's full-size weights and
 its shards (``Model.set_weights``/``get_weights`` see the shards).
@@ -24,38 +25,57 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
-__all__ = ["shard_rows", "sharded_creator", "weight_groups", "copy_weights", "full_weights"]
+from ralp_tf.plan.shards import shard_sizes
+
+__all__ = ["create_sharded", "sharded_creator", "shard_axis", "weight_groups", "copy_weights", "full_weights"]
 
 #: Suffix of shard i of a variable named ``name``: ``name/part_i`` (PSS's own naming).
 _SHARD_NAME = re.compile(r"/part_\d+(?=:\d+$)")
 
 
-def shard_rows(rows: int, num_shards: int) -> list[int]:
-    """Rows of each of ``min(num_shards, rows)`` shards: ``rows // K``, the first ``rows % K`` one more."""
-    k = max(1, min(num_shards, rows))
-    return [rows // k + (1 if i < rows % k else 0) for i in range(k)]
+#: Attribute a shard carries: the axis its variable is sharded along.
+_SHARD_AXIS = "_ralp_shard_axis"
 
 
-def sharded_creator(anchors: Sequence[Any]) -> Callable[..., Any]:
-    """A ``tf.variable_creator_scope`` creator that creates each variable as shards next to
-    ``anchors`` (one variable on each target PS task), per the module docstring."""
+def create_sharded(next_creator: Callable[..., Any], kwargs: dict[str, Any], anchors: Sequence[Any],
+                   axis: int = 0) -> Any:
+    """The variable ``kwargs`` describe, created as shards along ``axis`` next to ``anchors`` (one
+    variable on each target PS task, in shard order), per the module docstring."""
     import tensorflow as tf
 
+    from ralp_tf.errors import PlanError
     from ralp_tf.model.keras_compat import sharded_variable
 
+    init = kwargs.get("initial_value")
+    value = tf.convert_to_tensor(init() if callable(init) else init, dtype=kwargs.get("dtype"))
+    name = kwargs.get("name") or "Variable"
+    if value.shape.rank is not None and axis >= max(value.shape.rank, 1):
+        raise PlanError(f"variable {name!r} of shape {tuple(value.shape)} has no axis {axis} to shard along; "
+                        "shard it along one of its axes, or store it whole")
+    rows = shard_sizes(int(value.shape[axis]) if value.shape.rank else 1, len(anchors))
+    if len(rows) < 2:
+        return next_creator(**dict(kwargs, initial_value=value, colocate_with=anchors[0], use_resource=True))
+    shards = [next_creator(**dict(kwargs, initial_value=part, shape=part.shape, name=f"{name}/part_{i}",
+                                  colocate_with=anchor, use_resource=True))
+              for i, (part, anchor) in enumerate(zip(tf.split(value, rows, axis=axis), anchors))]
+    for shard in shards:
+        setattr(shard, _SHARD_AXIS, axis)
+    return sharded_variable(shards, name, axis)
+
+
+def sharded_creator(anchors: Sequence[Any], axis: int = 0) -> Callable[..., Any]:
+    """A ``tf.variable_creator_scope`` creator that creates each variable as shards along
+    ``axis`` next to ``anchors`` (:func:`create_sharded`)."""
+
     def creator(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
-        init = kwargs.get("initial_value")
-        value = tf.convert_to_tensor(init() if callable(init) else init, dtype=kwargs.get("dtype"))
-        rows = shard_rows(int(value.shape[0]) if value.shape.rank else 1, len(anchors))
-        if len(rows) < 2:
-            return next_creator(**dict(kwargs, initial_value=value, colocate_with=anchors[0], use_resource=True))
-        name = kwargs.get("name") or "Variable"
-        shards = [next_creator(**dict(kwargs, initial_value=part, shape=part.shape, name=f"{name}/part_{i}",
-                                      colocate_with=anchor, use_resource=True))
-                  for i, (part, anchor) in enumerate(zip(tf.split(value, rows, axis=0), anchors))]
-        return sharded_variable(shards, name)
+        return create_sharded(next_creator, kwargs, anchors, axis)
 
     return creator
+
+
+def shard_axis(shard: Any) -> int:
+    """The axis the variable ``shard`` is a shard of is sharded along (0 unless ralp_tf sharded it otherwise)."""
+    return int(getattr(shard, _SHARD_AXIS, 0))
 
 
 def weight_groups(model: Any) -> list[list[Any]]:
@@ -87,8 +107,9 @@ def copy_weights(model: Any, values: Sequence[Any]) -> None:
         if len(shards) == 1:
             shards[0].assign(value)
             continue
-        cuts = np.cumsum([int(s.shape[0]) for s in shards])[:-1]
-        for shard, part in zip(shards, np.split(value, cuts, axis=0)):
+        axis = shard_axis(shards[0])
+        cuts = np.cumsum([int(s.shape[axis]) for s in shards])[:-1]
+        for shard, part in zip(shards, np.split(value, cuts, axis=axis)):
             shard.assign(part)
 
 
@@ -97,5 +118,6 @@ def full_weights(model: Any) -> list[Any]:
     the unplaced model returns)."""
     import numpy as np
 
-    return [np.concatenate([np.asarray(s.numpy()) for s in shards], axis=0) if len(shards) > 1 else shards[0].numpy()
+    return [np.concatenate([np.asarray(s.numpy()) for s in shards], axis=shard_axis(shards[0])) if len(shards) > 1
+            else shards[0].numpy()
             for shards in weight_groups(model)]
