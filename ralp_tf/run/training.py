@@ -174,6 +174,8 @@ class Job:
     step_var: Any
     manager: Any = None
     resumed_from: int | None = None
+    #: one step without the loop (``train_step(iterator, 1)``'s math); None: closures of one step loop too
+    train_step_once: Any = None
     restored_checksum: float | None = None
 
 
@@ -200,7 +202,10 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
 
     The step function ``train_step(iterator, k)`` runs ``k`` steps (an int32 tensor, so one trace
     serves every ``k``) in one closure, a ``tf.range`` loop around ``strategy.run``, and returns
-    their ``k`` losses stacked (float32)."""
+    their ``k`` losses stacked (float32); ``train_step_once(iterator)`` is one step without the loop
+    (its float32 loss), the closure of one step: a loop's iterations cost control messages between
+    the worker and every PS task its body reaches (``ralp-tf floor``: a looped one-step closure
+    costs about 3x a plain one)."""
     import tensorflow as tf
     import tf_keras
 
@@ -220,24 +225,29 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
+    def replica_fn(batch: Any) -> Any:
+        xb, yb = batch
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return tf.cast(loss, tf.float32)
+
+    @tf.function
+    def train_step_once(it: Any) -> Any:
+        return strategy.run(replica_fn, args=(next(it),))
+
     @tf.function
     def train_step(it: Any, k: Any) -> Any:
-        def replica_fn(batch: Any) -> Any:
-            xb, yb = batch
-            with tf.GradientTape() as tape:
-                loss = loss_fn(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
-
         losses = tf.TensorArray(tf.float32, size=k)
         for i in tf.range(k):
-            losses = losses.write(i, tf.cast(strategy.run(replica_fn, args=(next(it),)), tf.float32))
+            losses = losses.write(i, strategy.run(replica_fn, args=(next(it),)))
         return losses.stack()
 
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="ralp_step")
     job = Job(config=config, cluster=cluster, prepared=prepared, plan=plan, analysis=analysis, model=model,
-              coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var)
+              coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var,
+              train_step_once=train_step_once)
     if config.checkpoint_dir:
         ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
         job.manager = tf.train.CheckpointManager(ckpt, config.checkpoint_dir, max_to_keep=3)
@@ -327,13 +337,17 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
 
 def _schedule_closures(job: Job, start: int, boundary: int, scheduled: list[Any],
                        on_step: Callable[[int], None] | None) -> None:
-    """Schedule steps ``start..boundary-1`` as closures of :func:`closure_sizes`, appending each
+    """Schedule steps ``start..boundary-1`` as closures of :func:`closure_sizes` (a closure of one
+    step: ``job.train_step_once``; of ``k``: ``job.train_step(iterator, k)``), appending each
     closure's remote value to ``scheduled`` and calling ``on_step`` for each of its steps."""
     import tensorflow as tf
 
     i = start
     for k in closure_sizes(start, boundary, job.config.steps_per_closure):
-        scheduled.append(job.coordinator.schedule(job.train_step, args=(job.iterator, tf.constant(k, tf.int32))))
+        if k == 1 and job.train_step_once is not None:
+            scheduled.append(job.coordinator.schedule(job.train_step_once, args=(job.iterator,)))
+        else:
+            scheduled.append(job.coordinator.schedule(job.train_step, args=(job.iterator, tf.constant(k, tf.int32))))
         if i == 0:
             log.info("phase: first step scheduled")
         for step in range(i, i + k):
