@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=16)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--prefix", default="rbab")
+    p.add_argument("--optimizer", default="sgd", help="the loop's SGD: sgd or legacy-sgd")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     ks = [int(k) for k in args.k.split(",")]
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(args.rounds):
             for k in ks:
                 rec = run_ps(tb, args.model, args.plan, workers=args.workers, ps=1, batch=args.batch, steps=args.steps,
-                             warmup=args.warmup, steps_per_closure=k)
+                             warmup=args.warmup, steps_per_closure=k, optimizer=args.optimizer)
                 rec.update(round=rnd, k=k)
                 records.append(rec)
                 print(f"round {rnd} K={k}: {rec.get('samples_per_s')} samples/s, valid={rec.get('valid')}",

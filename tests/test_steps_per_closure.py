@@ -30,6 +30,8 @@ def test_closure_sizes_fill_up_to_the_boundary() -> None:
         closure_sizes(0, 4, 0)
     with pytest.raises(ValidationError, match="steps_per_closure"):
         TrainConfig(steps_per_closure=0)
+    with pytest.raises(ValidationError, match="optimizer must be one of sgd, legacy-sgd, got 'adam'"):
+        TrainConfig(optimizer="adam")
 
 
 def _run(inprocess, steps_per_closure: int, **config) -> tuple[list[float], list[np.ndarray], object]:  # type: ignore[no-untyped-def]
@@ -56,6 +58,10 @@ def test_k_steps_per_closure_train_like_k_single_step_closures(inprocess) -> Non
     for a, b in zip(w_looped, w_single):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert looped[-1] < looped[0]
+    legacy, w_legacy, _ = _run(inprocess, 4, optimizer="legacy-sgd")  # the same SGD update
+    np.testing.assert_allclose(legacy, single, rtol=1e-5)
+    for a, b in zip(w_legacy, w_single):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.slow
@@ -121,7 +127,8 @@ def test_fit_with_steps_per_execution_trains_a_placed_model(inprocess) -> None: 
     (["bench", "--quick", "--testbed", "loopback", "--steps-per-closure", "0"],
      "--steps-per-closure must be a positive integer, got 0"),
     (["run", "--model", "small_cnn", "--restart-failed", "--steps-per-closure", "4"],
-     "--steps-per-closure is not supported by the supervised runs"),
+     "--steps-per-closure and --optimizer are not supported by the supervised runs"),
+    (["run", "--model", "small_cnn", "--optimizer", "adam"], "invalid choice: 'adam'"),
 ])
 def test_bad_steps_per_closure_is_one_error_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:

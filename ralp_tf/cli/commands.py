@@ -57,6 +57,9 @@ def register(subparsers: Any) -> None:
                    help="steps run in each closure the coordinator schedules (a loop inside the step's "
                         "tf.function): its fixed cost per closure is paid once per K steps; losses, checkpoints "
                         "and the measured window stay per step (default 1)")
+    r.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
+                   help="the loop's SGD: tf_keras.optimizers.SGD (default) or tf_keras.optimizers.legacy.SGD, the "
+                        "same update with far cheaper sparse (embedding) updates")
     r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
                    help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
                         "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "
@@ -133,10 +136,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if folder:
             writable_dir(folder, flag)  # before any cluster starts
     if supervised_requested(args):
-        if args.steps_per_closure != 1:
-            raise ValidationError("--steps-per-closure is not supported by the supervised runs (--restart-failed, "
-                                  "--add-worker-at, --fault, --fault-plan, --host-cpu): they count one step per "
-                                  "closure; leave it at 1 there")
+        if args.steps_per_closure != 1 or args.optimizer != "sgd":
+            raise ValidationError("--steps-per-closure and --optimizer are not supported by the supervised runs "
+                                  "(--restart-failed, --add-worker-at, --fault, --fault-plan, --host-cpu): they count "
+                                  "one step per closure with the default SGD; leave both at their defaults there")
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
         policies: list[Any] = ["ps", "ralp"]
@@ -163,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
                  "restored_weights_checksum": r.restored_weights_checksum,
                  "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
-                 "losses": r.losses}
+                 "optimizer": r.optimizer, "losses": r.losses}
         if name != "ps":
             entry["plan"] = r.plan.to_dict()
         out[key] = entry
@@ -198,7 +201,7 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
                    sequence_length=args.sequence_length, steps_per_closure=args.steps_per_closure,
-                   **cluster_rates(args))
+                   optimizer=args.optimizer, **cluster_rates(args))
 
 
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
@@ -217,7 +220,7 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
                             compression=args.compression, on_measure=_trace_hook(args),
                             step_callback=args.step_callback, sequence_length=args.sequence_length,
-                            steps_per_closure=args.steps_per_closure)
+                            steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
 
 
 def _trace_hook(args: argparse.Namespace) -> Any:

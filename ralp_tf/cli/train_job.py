@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         "(see ralp_tf.plan.compression)")
     p.add_argument("--steps-per-closure", type=positive_int, default=1,
                    help="steps per scheduled closure (ralp_tf.run.training.train)")
+    p.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
+                   help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
@@ -68,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
                        on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
                        compute_scale=args.compute_scale, compression=args.compression,
-                       steps_per_closure=args.steps_per_closure)
+                       steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.cli.train_job: error: {exc}", file=sys.stderr)
         return 2
