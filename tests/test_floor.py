@@ -46,3 +46,22 @@ def test_fit_terms_ignores_plain_cases_and_reports_its_worst_error() -> None:
 def test_fit_terms_refuses_too_few_cases() -> None:
     with pytest.raises(ValidationError, match="needs the trivial case"):
         fit_terms([_case(FloorCase(1, 1, 1)), _case(FloorCase(1, 1, 8))])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["floor", "--seconds", "0"], "--seconds must be positive, got 0.0"),
+    (["floor", "--out", "/nonexistent/dir/floor.json"], "does not exist"),
+    (["floor", "--ps", "0"], "must be >= 1, got 0"),
+])
+def test_floor_command_refuses_bad_arguments_before_starting(argv: list[str], message: str,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from ralp_tf.cli.main import main
+
+    monkeypatch.setenv("RALP_TF_NO_REEXEC", "1")
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
