@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli_exit import exit_code
 from ralp_tf.errors import ValidationError
 from ralp_tf.run.floor import CaseResult, FloorCase, FloorTerms, fit_terms, floor_cases
 
@@ -56,12 +57,5 @@ def test_fit_terms_refuses_too_few_cases() -> None:
 def test_floor_command_refuses_bad_arguments_before_starting(argv: list[str], message: str,
                                                              capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from ralp_tf.cli.main import main
-
-    monkeypatch.setenv("RALP_TF_NO_REEXEC", "1")
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    assert code == 2
+    assert exit_code(argv, monkeypatch) == 2
     assert message in capsys.readouterr().err

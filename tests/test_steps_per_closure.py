@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cli_exit import exit_code
 from ralp_tf import models
-from ralp_tf.cli.main import main
 from ralp_tf.errors import ValidationError
 from ralp_tf.run.training import TrainConfig, closure_sizes
 
@@ -132,10 +132,5 @@ def test_fit_with_steps_per_execution_trains_a_placed_model(inprocess) -> None: 
 ])
 def test_bad_steps_per_closure_is_one_error_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RALP_TF_NO_REEXEC", "1")
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    assert code == 2
+    assert exit_code(argv, monkeypatch) == 2
     assert message in capsys.readouterr().err
