@@ -122,6 +122,7 @@ class BenchConfig:
     command: str = ""
     layout: str = "dedicated"  # dedicated | colocated
     host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
+    steps_per_closure: int = 1  # PSS strategies: worker steps per scheduled closure
 
 
 def _split(text: str | Sequence[str] | None) -> list[str]:
@@ -293,7 +294,9 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
             cells.append(c)
     cells = [dataclasses.replace(c, layout=layout) for c in cells]
     check_layout(cells, host_cpu)
-    for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps")):
+    steps_per_closure = getattr(args, "steps_per_closure", 1)
+    for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps"),
+                        (steps_per_closure, "--steps-per-closure")):
         check_int(value, flag, error=BenchConfigError)
     for value, flag in ((steps, "--steps"), (warmup, "--warmup"), (args.min_steps, "--min-steps")):
         if value is not None:  # None: chosen automatically
@@ -316,4 +319,5 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        max_steps=args.max_steps, prefix=args.prefix, testbed=args.testbed,
                        scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
                        report=report, json_out=args.json, quick=args.quick,
-                       command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu)
+                       command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
+                       steps_per_closure=steps_per_closure)

@@ -155,7 +155,7 @@ class Bench:
                 "steps": cfg.steps or "auto", "warmup": cfg.warmup or "auto", "window_s": cfg.window_s,
                 "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
                 "layout": cfg.layout, "host_cpu": self.host_cpu, "host_cpu_requested": cfg.host_cpu,
-                "scheduler_solver": cfg.scheduler_solver,
+                "scheduler_solver": cfg.scheduler_solver, "steps_per_closure": cfg.steps_per_closure,
                 "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
             "units": dict(UNITS), "cells": self.cells, "complete": False,
         }
@@ -441,7 +441,8 @@ class Bench:
                 launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
-                                  compute_scale=compute_scale(cell.workers, self.host_cpu))
+                                  compute_scale=compute_scale(cell.workers, self.host_cpu),
+                                  steps_per_closure=self.cfg.steps_per_closure)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout)

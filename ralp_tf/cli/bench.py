@@ -71,6 +71,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compression", default=None, choices=("fp16", "bf16"),
                    help="also run the compressed variant of each strategy that has one: ralp_<CODEC> (activations "
                         "and weights on the wire) and horovod_fp16 (hvd.Compression.fp16); MWMS has no such option")
+    p.add_argument("--steps-per-closure", type=int, default=1, metavar="K",
+                   help="PSS strategies (ps, ralp, scheduler): worker steps per closure the coordinator schedules "
+                        "(a loop inside the step's tf.function; default 1). Give --steps so that a run's worker "
+                        "steps (steps x workers) span several closures")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

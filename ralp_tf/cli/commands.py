@@ -53,6 +53,13 @@ def register(subparsers: Any) -> None:
     r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
     r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
+    r.add_argument("--steps-per-closure", type=positive_int, default=1, metavar="K",
+                   help="steps run in each closure the coordinator schedules (a loop inside the step's "
+                        "tf.function): its fixed cost per closure is paid once per K steps; losses, checkpoints "
+                        "and the measured window stay per step (default 1)")
+    r.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
+                   help="the loop's SGD: tf_keras.optimizers.SGD (default) or tf_keras.optimizers.legacy.SGD, the "
+                        "same update with far cheaper sparse (embedding) updates")
     r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
                    help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
                         "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "
@@ -122,13 +129,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``--compare``) and print the measurements (``--json``: one object)."""
     from ralp_tf.cli.faults import run_supervised, supervised_requested
     from ralp_tf.cli.progress import StepProgress
-    from ralp_tf.errors import writable_dir
+    from ralp_tf.errors import ValidationError, writable_dir
     from ralp_tf.place.policies import policy_from_spec
 
     for flag, folder in (("--tensorboard-dir", args.tensorboard_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if folder:
             writable_dir(folder, flag)  # before any cluster starts
     if supervised_requested(args):
+        if args.steps_per_closure != 1 or args.optimizer != "sgd":
+            raise ValidationError("--steps-per-closure and --optimizer are not supported by the supervised runs "
+                                  "(--restart-failed, --add-worker-at, --fault, --fault-plan, --host-cpu): they count "
+                                  "one step per closure with the default SGD; leave both at their defaults there")
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
         policies: list[Any] = ["ps", "ralp"]
@@ -154,7 +165,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
                  "restored_weights_checksum": r.restored_weights_checksum,
-                 "final_weights_checksum": r.final_weights_checksum, "losses": r.losses}
+                 "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
+                 "optimizer": r.optimizer, "losses": r.losses}
         if name != "ps":
             entry["plan"] = r.plan.to_dict()
         out[key] = entry
@@ -188,7 +200,8 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    policies=policies, seed=args.seed, log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir,
                    checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
-                   sequence_length=args.sequence_length, **cluster_rates(args))
+                   sequence_length=args.sequence_length, steps_per_closure=args.steps_per_closure,
+                   optimizer=args.optimizer, **cluster_rates(args))
 
 
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
@@ -206,7 +219,8 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
                             compression=args.compression, on_measure=_trace_hook(args),
-                            step_callback=args.step_callback, sequence_length=args.sequence_length)
+                            step_callback=args.step_callback, sequence_length=args.sequence_length,
+                            steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
 
 
 def _trace_hook(args: argparse.Namespace) -> Any:

@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="multiply measured layer times by this (tasks sharing the cores)")
     p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
                                                         "(see ralp_tf.plan.compression)")
+    p.add_argument("--steps-per-closure", type=positive_int, default=1,
+                   help="steps per scheduled closure (ralp_tf.run.training.train)")
+    p.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
+                   help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
@@ -65,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
                        on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
-                       compute_scale=args.compute_scale, compression=args.compression)
+                       compute_scale=args.compute_scale, compression=args.compression,
+                       steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.cli.train_job: error: {exc}", file=sys.stderr)
         return 2

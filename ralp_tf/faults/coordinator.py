@@ -28,6 +28,8 @@ import os
 import threading
 from typing import Any, Callable
 
+import numpy as np
+
 __all__ = ["MARK", "StopRequested", "emit", "ProgressCoordinator", "checkpoint_step"]
 
 MARK = "RALP_JOB"
@@ -92,7 +94,7 @@ class ProgressCoordinator:
             self._done = len(ready)
             loss = None
             try:
-                loss = float(ready[-1].fetch())
+                loss = float(np.asarray(ready[-1].fetch()).reshape(-1)[-1])  # a closure's last step
             except Exception:  # a value of a step that is being retried: report the count alone
                 pass
             self._report(self.done, loss)

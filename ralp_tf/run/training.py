@@ -11,9 +11,9 @@ predictions).
 The step's loss is :func:`ralp_tf.model.data.per_sample_loss` averaged over the batch, plus
 ``model.losses`` (weight regularisers, ``add_loss``), as ``Model.fit`` adds them.
 
-:func:`compare` runs stock PSS and RALP on the same LocalCluster one after the other. Every
-step is scheduled as one closure; "bytes per step" is total bytes between workers and PS tasks
-divided by the number of closures (worker steps).
+:func:`compare` runs stock PSS and RALP on the same LocalCluster one after the other. Steps are
+scheduled ``steps_per_closure`` to a closure (default 1); "bytes per step" is total bytes between
+workers and PS tasks divided by the number of worker steps, whatever the closures.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ralp_tf.errors import ClusterRuntimeError, check_int
+from ralp_tf.errors import ClusterRuntimeError, ValidationError, check_int
 from ralp_tf.model.builtin import resolve_model
 from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksum
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
@@ -39,11 +39,15 @@ from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
-           "train_loss", "prepare_model", "prepare_job", "run_steps", "summarise", "train", "compare"]
+__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
+           "train_loss", "prepare_model", "prepare_job", "closure_sizes", "run_steps", "summarise", "train", "compare"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT_EVERY = 10
+#: The training loop's optimizers (SGD, the same update): ``"sgd"`` is ``tf_keras.optimizers.SGD``,
+#: ``"legacy-sgd"`` ``tf_keras.optimizers.legacy.SGD``, whose sparse (embedding) updates cost far less
+#: (ctr_dnn, batch 32, one process: 41 ms against 2.3 ms per step, benchmarks/optimizer_ab.py).
+OPTIMIZERS = ("sgd", "legacy-sgd")
 
 
 @dataclasses.dataclass
@@ -72,6 +76,10 @@ class RunResult:
     #: bytes crossing host links per synchronous step (``workers`` worker steps), loopback excluded:
     #: the cost model's ``StepEstimate.link_bytes_per_step``, comparable with a testbed's link counters
     predicted_link_bytes_per_step: float | None = None
+    #: steps each scheduled closure ran (at most; a closure stops at warmup end, checkpoints and the end)
+    steps_per_closure: int = 1
+    #: the loop's optimizer (:data:`OPTIMIZERS`)
+    optimizer: str = "sgd"
 
     @property
     def report(self) -> str | None:
@@ -101,9 +109,14 @@ class TrainConfig:
     compute_scale: float = 1.0
     compression: Any = None
     sequence_length: int | None = None
+    steps_per_closure: int = 1
+    optimizer: str = "sgd"
 
     def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValidationError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         check_int(self.steps, "steps")
+        check_int(self.steps_per_closure, "steps_per_closure", hint="pass e.g. 8 (steps run in one scheduled closure)")
         check_int(self.batch_size, "batch_size", hint="pass e.g. 32")
         check_int(self.warmup_steps, "warmup_steps", minimum=0)
         if self.checkpoint_dir:
@@ -170,6 +183,8 @@ class Job:
     step_var: Any
     manager: Any = None
     resumed_from: int | None = None
+    #: one step without the loop (``train_step(iterator, 1)``'s math); None: closures of one step loop too
+    train_step_once: Any = None
     restored_checksum: float | None = None
 
 
@@ -192,7 +207,14 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
                 coordinator: Any = None, prepared: Prepared | None = None) -> Job:
     """Plan ``builder``'s model (``prepared``, or :func:`prepare_model`), place it, and make the
     optimizer, the per-worker synthetic dataset, the step function and the checkpoint (restoring
-    the latest one in ``config.checkpoint_dir``)."""
+    the latest one in ``config.checkpoint_dir``).
+
+    The step function ``train_step(iterator, k)`` runs ``k`` steps (an int32 tensor, so one trace
+    serves every ``k``) in one closure, a ``tf.range`` loop around ``strategy.run``, and returns
+    their ``k`` losses stacked (float32); ``train_step_once(iterator)`` is one step without the loop
+    (its float32 loss), the closure of one step: a loop's iterations cost control messages between
+    the worker and every PS task its body reaches (``ralp-tf floor``: a looped one-step closure
+    costs about 3x a plain one)."""
     import tensorflow as tf
     import tf_keras
 
@@ -201,7 +223,8 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     model = place_from_builder(builder, prepared, plan, strategy, sequence_length=config.sequence_length)
     plan = model.ralp_plan
     with strategy.scope():
-        optimizer = tf_keras.optimizers.SGD(config.learning_rate)
+        optimizer = (tf_keras.optimizers.legacy.SGD if config.optimizer == "legacy-sgd"
+                     else tf_keras.optimizers.SGD)(config.learning_rate)
     spec = prepared.spec
     loss_fn = train_loss(model, spec)
     x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
@@ -212,21 +235,29 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
-    @tf.function
-    def train_step(it: Any) -> Any:
-        def replica_fn(batch: Any) -> Any:
-            xb, yb = batch
-            with tf.GradientTape() as tape:
-                loss = loss_fn(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return loss
+    def replica_fn(batch: Any) -> Any:
+        xb, yb = batch
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return tf.cast(loss, tf.float32)
 
+    @tf.function
+    def train_step_once(it: Any) -> Any:
         return strategy.run(replica_fn, args=(next(it),))
+
+    @tf.function
+    def train_step(it: Any, k: Any) -> Any:
+        losses = tf.TensorArray(tf.float32, size=k)
+        for i in tf.range(k):
+            losses = losses.write(i, strategy.run(replica_fn, args=(next(it),)))
+        return losses.stack()
 
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="ralp_step")
     job = Job(config=config, cluster=cluster, prepared=prepared, plan=plan, analysis=analysis, model=model,
-              coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var)
+              coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var,
+              train_step_once=train_step_once)
     if config.checkpoint_dir:
         ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
         job.manager = tf.train.CheckpointManager(ckpt, config.checkpoint_dir, max_to_keep=3)
@@ -250,12 +281,24 @@ class StepsOutcome:
     delta: dict[Any, float] | None
 
 
+def closure_sizes(start: int, boundary: int, steps_per_closure: int) -> list[int]:
+    """The steps of each closure scheduled from step ``start`` up to ``boundary``:
+    ``steps_per_closure`` each, the last one what is left (``[]`` when ``start >= boundary``)."""
+    check_int(steps_per_closure, "steps_per_closure")
+    left = max(boundary - start, 0)
+    return [steps_per_closure] * (left // steps_per_closure) + ([left % steps_per_closure] if left % steps_per_closure
+                                                                 else [])
+
+
 def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | None = None,
               on_measure: Callable[[str], None] | None = None) -> StepsOutcome:
-    """Schedule ``warmup_steps + steps`` steps (less what a restored checkpoint already did), one
-    closure each, checkpointing every ``checkpoint_every``; measure the last ``steps`` (wall time,
-    and bytes when ``meter`` counts them). A task failure raises ClusterRuntimeError naming the
-    last checkpoint."""
+    """Schedule ``warmup_steps + steps`` steps (less what a restored checkpoint already did) in
+    closures of ``steps_per_closure`` steps (:func:`closure_sizes`: a closure never crosses the end
+    of the warmup, a multiple of ``checkpoint_every`` when checkpointing, or the end), checkpointing
+    every ``checkpoint_every``; measure the last ``steps`` (wall time, and bytes when ``meter``
+    counts them). ``on_step(i)`` is called once per step, after the closure holding step ``i`` is
+    scheduled; the losses are one per step, in step order within each closure. A task failure
+    raises ClusterRuntimeError naming the last checkpoint."""
     import tensorflow as tf
 
     config, coordinator = job.config, job.coordinator
@@ -277,12 +320,7 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
             boundary = measured_from if done < measured_from else total
             if job.manager and config.checkpoint_every:
                 boundary = min(boundary, (done // config.checkpoint_every + 1) * config.checkpoint_every)
-            for i in range(done, boundary):
-                scheduled.append(coordinator.schedule(job.train_step, args=(job.iterator,)))
-                if i == 0:
-                    log.info("phase: first step scheduled")
-                if on_step:
-                    on_step(i)
+            _schedule_closures(job, done, boundary, scheduled, on_step)
             coordinator.join()
             done = boundary
             if job.manager:
@@ -291,7 +329,7 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
         elapsed = time.perf_counter() - t0
         if on_measure:
             on_measure("end")
-        losses = [float(np.asarray(r.fetch())) for r in scheduled]
+        losses = [float(v) for r in scheduled for v in np.asarray(r.fetch()).reshape(-1)]
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
             tf.errors.DeadlineExceededError, tf.errors.InternalError) as exc:
         manager = job.manager
@@ -305,6 +343,27 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
     counted = meter is not None and measured > 0  # a resumed run with no steps left measures nothing
     return StepsOutcome(losses=losses, elapsed=elapsed, measured=measured, done=done,
                         delta=meter.stop() if counted else None)
+
+
+def _schedule_closures(job: Job, start: int, boundary: int, scheduled: list[Any],
+                       on_step: Callable[[int], None] | None) -> None:
+    """Schedule steps ``start..boundary-1`` as closures of :func:`closure_sizes` (a closure of one
+    step: ``job.train_step_once``; of ``k``: ``job.train_step(iterator, k)``), appending each
+    closure's remote value to ``scheduled`` and calling ``on_step`` for each of its steps."""
+    import tensorflow as tf
+
+    i = start
+    for k in closure_sizes(start, boundary, job.config.steps_per_closure):
+        if k == 1 and job.train_step_once is not None:
+            scheduled.append(job.coordinator.schedule(job.train_step_once, args=(job.iterator,)))
+        else:
+            scheduled.append(job.coordinator.schedule(job.train_step, args=(job.iterator, tf.constant(k, tf.int32))))
+        if i == 0:
+            log.info("phase: first step scheduled")
+        for step in range(i, i + k):
+            if on_step:
+                on_step(step)
+        i += k
 
 
 #: Words of the error lines that say why a file could not be written.
@@ -354,7 +413,8 @@ def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
         predicted_link_bytes_per_step=pred.link_bytes_per_step,
         measured_step_s=elapsed / measured * job.cluster.num_workers, plan=job.plan, analysis=job.analysis,
         total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
-        final_weights_checksum=weights_checksum(job.model)[1])
+        final_weights_checksum=weights_checksum(job.model)[1], steps_per_closure=config.steps_per_closure,
+        optimizer=config.optimizer)
 
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
@@ -364,7 +424,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
           compute_scale: float = 1.0, compression: Any = None, sequence_length: int | None = None,
-          prepared: Prepared | None = None) -> RunResult:
+          prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = "sgd") -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is a policy name of :mod:`ralp_tf.place.policies` ("ralp", "ps", "rl", ...), a Plan,
@@ -386,11 +446,17 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     and trains only the remaining steps, so a failure loses at most ``checkpoint_every - 1``
     steps. A task failure raises ClusterRuntimeError naming the last checkpoint. ``prepared`` (from
     :func:`prepare_model`) reuses a model already built and profiled outside the strategy.
+
+    ``steps_per_closure`` steps run in each scheduled closure (a loop inside the ``tf.function``;
+    :func:`run_steps`): the coordinator's fixed cost per closure is paid once per that many steps.
+    Losses, checkpoints, warmup and the measured window stay per step. ``optimizer`` is one of
+    :data:`OPTIMIZERS` (SGD at ``learning_rate`` either way).
     """
     config = TrainConfig(policy=policy, steps=steps, warmup_steps=warmup_steps, batch_size=batch_size,
                          learning_rate=learning_rate, seed=seed, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, measure_compute=measure_compute,
-                         compute_scale=compute_scale, compression=compression, sequence_length=sequence_length)
+                         compute_scale=compute_scale, compression=compression, sequence_length=sequence_length,
+                         steps_per_closure=steps_per_closure, optimizer=optimizer)
     builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
     job = prepare_job(strategy, builder, config, cluster or cluster_of(strategy), coordinator, prepared)
     meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
@@ -405,7 +471,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             fault: tuple[str, int, int] | None = None, compression: Any = None,
             on_measure: Callable[[str], None] | None = None,
             step_callback: Callable[[str, int], None] | None = None,
-            sequence_length: int | None = None, prepared: Prepared | None = None) -> dict[str, RunResult]:
+            sequence_length: int | None = None, prepared: Prepared | None = None,
+            steps_per_closure: int = 1, optimizer: str = "sgd") -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, before the cluster starts, so a model that cannot be profiled is refused
     first; each policy's run places a fresh build of it with the same initial weights.
@@ -414,7 +481,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
     ``step_callback(policy name, step)`` is called after scheduling each step (progress).
     ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
-    model already built and profiled.
+    model already built and profiled. ``steps_per_closure`` and ``optimizer`` go to :func:`train`.
     """
     import tensorflow as tf
 
@@ -451,7 +518,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                                            checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
                                            on_step=on_step if fault or step_callback else None,
                                            compression=compression, on_measure=on_measure,
-                                           sequence_length=sequence_length, prepared=prepared)
+                                           sequence_length=sequence_length, prepared=prepared,
+                                           steps_per_closure=steps_per_closure, optimizer=optimizer)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None

@@ -30,9 +30,11 @@ CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal
 def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, workers: int = 2, ps: int = 1,
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
-           log_dir: str | None = None, compression: str | None = None) -> dict[str, Any]:
+           log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
+           optimizer: str = "sgd") -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
-    setting of :mod:`ralp_tf.plan.compression`, given to the planner). Never raises for a failed
+    setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
+    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`). Never raises for a failed
     job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
@@ -62,6 +64,10 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
             cmd += ["--measure-compute", "--compute-scale", str(scale)]
         if compression:
             cmd += ["--compression", compression]
+        if steps_per_closure != 1:
+            cmd += ["--steps-per-closure", str(steps_per_closure)]
+        if optimizer != "sgd":
+            cmd += ["--optimizer", optimizer]
         proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
         watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
                                   log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
@@ -98,7 +104,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         "link_bytes": link, "host_cpu_s_per_step": meter.cpu_per_step(global_steps),
         "final_loss": result.get("final_loss"), "plan": result.get("plan"),
         "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
-        "compression": compression,
+        "compression": compression, "steps_per_closure": steps_per_closure, "optimizer": optimizer,
         "testbed": tb.describe(), "valid": not reasons,
     }
     if reasons:

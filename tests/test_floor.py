@@ -1,0 +1,61 @@
+"""The step floor's fit (:func:`ralp_tf.run.floor.fit_terms`) on synthetic cases: pure, no cluster."""
+from __future__ import annotations
+
+import pytest
+
+from cli_exit import exit_code
+from ralp_tf.errors import ValidationError
+from ralp_tf.run.floor import CaseResult, FloorCase, FloorTerms, fit_terms, floor_cases
+
+TRUE = FloorTerms(closure_s=3e-3, closure_per_ps_s=2e-3, step_per_ps_s=1e-3, step_per_variable_s=2e-4,
+                  control_bytes_per_closure_per_ps=1800.0, control_bytes_per_step_per_ps=1200.0)
+
+
+def _case(c: FloorCase, t: FloorTerms = TRUE, noise: float = 1.0) -> CaseResult:
+    seconds = (t.closure_s + c.ps_tasks * t.closure_per_ps_s
+               + c.steps * c.ps_tasks * (t.step_per_ps_s + (c.variables - 1) * t.step_per_variable_s)) * noise
+    per_ps = (t.control_bytes_per_closure_per_ps + c.steps * t.control_bytes_per_step_per_ps
+              + 8.0 * c.steps * c.variables)
+    return CaseResult(case=c, closures=100, wall_s=[seconds * 50] * 3, closure_s=seconds, schedule_s=1e-4,
+                      bytes_per_closure={f"ps{k}": per_ps for k in range(c.ps_tasks)},
+                      coordinator_bytes_per_closure=500.0)
+
+
+def test_fit_terms_recovers_the_terms_of_noiseless_cases() -> None:
+    cases = floor_cases(2)
+    assert [c.name for c in cases][:2] == ["trivial closure", "loop m=1 n=1 k=1"]
+    assert cases[-1] == FloorCase(2, 1, 1, looped=False)
+    terms, error = fit_terms([_case(c) for c in cases])
+    assert error < 1e-9
+    for name in ("closure_s", "closure_per_ps_s", "step_per_ps_s", "step_per_variable_s"):
+        assert getattr(terms, name) == pytest.approx(getattr(TRUE, name), rel=1e-6), name
+    assert terms.closure_floor_s(2) == pytest.approx(3e-3 + 2 * 2e-3)
+    # bytes: per closure and per step per PS task, the 8-byte payload per variable and step folded in
+    assert terms.control_bytes_per_closure_per_ps == pytest.approx(1800.0, rel=1e-6)
+    assert terms.control_bytes_per_step_per_ps == pytest.approx(1200.0 + 8.0, rel=1e-6)
+
+
+def test_fit_terms_ignores_plain_cases_and_reports_its_worst_error() -> None:
+    cases = floor_cases(1)
+    results = [_case(c, noise=1.1 if c.steps == 32 else 1.0) for c in cases]
+    results[-1] = _case(cases[-1], noise=50.0)  # the plain one-step closure is reported, not fitted
+    _, error = fit_terms(results)
+    assert 0.0 < error < 0.1
+    assert fit_terms(results[:-1])[0] == fit_terms(results)[0]
+
+
+def test_fit_terms_refuses_too_few_cases() -> None:
+    with pytest.raises(ValidationError, match="needs the trivial case"):
+        fit_terms([_case(FloorCase(1, 1, 1)), _case(FloorCase(1, 1, 8))])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["floor", "--seconds", "0"], "--seconds must be positive, got 0.0"),
+    (["floor", "--out", "/nonexistent/dir/floor.json"], "does not exist"),
+    (["floor", "--ps", "0"], "must be >= 1, got 0"),
+])
+def test_floor_command_refuses_bad_arguments_before_starting(argv: list[str], message: str,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert exit_code(argv, monkeypatch) == 2
+    assert message in capsys.readouterr().err
