@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NATIVE := ralp_tf/run/_native/libloopback_bind.so
 
-.PHONY: setup demo test test-fast bench bench-quick horovod clean
+.PHONY: setup demo test test-fast test-release bench bench-quick horovod clean
 
 setup: $(STAMP) $(NATIVE)
 
@@ -27,14 +27,20 @@ demo: setup
 # Tiers are pytest markers (pytest.ini). `test` runs every tier CI can run (.ci/run): a test whose
 # requirement is missing (root, Horovod, shared data) skips, -rs lists why and tests/conftest.py
 # prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
-FAST_TIER := not slow and not integration and not needs_root and not needs_horovod
+FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release
 
+# `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
+# each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).
 test: setup
-	$(PY) -m pytest -q -rs tests
+	$(PY) -m pytest -q -rs -m "not release" tests
 
-# The quick tier, under 2 minutes: no real clusters, no root, no Horovod, no test over ~5 s.
+test-release: setup
+	$(PY) -m pytest -q -rs -m release tests
+
+# The quick tier, under 90 s: no real clusters, no root, no Horovod, no test over ~5 s; pure tests,
+# so they run on every core (pytest-xdist).
 test-fast: setup
-	$(PY) -m pytest -q -rs -m "$(FAST_TIER)" tests
+	$(PY) -m pytest -q -rs -n auto -m "$(FAST_TIER)" tests
 
 horovod: setup
 	bash scripts/install_horovod.sh $(PY)

@@ -19,7 +19,7 @@ setup(
         "scipy>=1.11",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis"],
+        "test": ["pytest", "hypothesis", "pytest-xdist>=3.5"],
         "bench": ["matplotlib"],
     },
     entry_points={

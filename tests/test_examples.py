@@ -53,19 +53,16 @@ def test_example_runs(name: str, args: list[str], expect: str) -> None:
     assert expect in out, out[-3000:]
     if name not in ("cnn_ps", "recommender"):  # the recommender prints its embeddings' placement instead
         assert "computes on /job:" in out, out[-3000:]  # the plan and the devices were printed
-
-
-def test_recommender_explains_its_embeddings() -> None:
-    out = _run_example("recommender", TINY + ["--examples=128", "--files=2", "--features=user:3000,hour:24"], 60)
-    assert "RALP analysis of recommender" in out
-    assert "user_embedding" in out and "InputContext(num_input_pipelines=" in out
+    if name == "recommender":  # it explains where its embeddings go and how its input is split
+        assert "RALP analysis of recommender" in out
+        assert "user_embedding" in out and "InputContext(num_input_pipelines=" in out
 
 
 def test_vs_horovod_runs_a_bench_cell_and_says_why_horovod_is_missing() -> None:
-    out = _run_example("vs_horovod", ["--model=small_cnn", "--strategies=ps,ralp,allreduce,horovod", "--repeats=1",
+    out = _run_example("vs_horovod", ["--model=small_cnn", "--strategies=ps,ralp,horovod", "--repeats=1",
                                       "--steps=2", "--warmup=1", "--batch_size=8"], timeout=120)
     assert "testbed: " in out
-    for strategy in ("ps ", "ralp ", "allreduce "):
+    for strategy in ("ps ", "ralp "):
         assert any(line.startswith(strategy) and " ok " in line for line in out.splitlines()), out
     from ralp_tf.testbed.horovod_job import horovod_available
 

@@ -34,8 +34,8 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            optimizer: str = "sgd") -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
-    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`). Never raises for a failed
-    job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
+    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`).
+    Never raises for a failed job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
     from ralp_tf.run.launch import LocalCluster
@@ -60,14 +60,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--warmup-steps", str(warmup * workers), "--batch-size", str(batch), "--emit-marks",
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
-        if measure_compute:
-            cmd += ["--measure-compute", "--compute-scale", str(scale)]
-        if compression:
-            cmd += ["--compression", compression]
-        if steps_per_closure != 1:
-            cmd += ["--steps-per-closure", str(steps_per_closure)]
-        if optimizer != "sgd":
-            cmd += ["--optimizer", optimizer]
+        cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
         proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
         watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
                                   log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
@@ -112,6 +105,19 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         out["log_tail"] = watcher.tail_text() + ("\n" + tails if tails else "")
         if crash_signal is not None:
             out["crash_signal"] = crash_signal
+    return out
+
+
+def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
+             optimizer: str) -> list[str]:
+    """The train job's options for the settings that are not its defaults."""
+    out = ["--measure-compute", "--compute-scale", str(scale)] if measure_compute else []
+    if compression:
+        out += ["--compression", compression]
+    if steps_per_closure != 1:
+        out += ["--steps-per-closure", str(steps_per_closure)]
+    if optimizer != "sgd":
+        out += ["--optimizer", optimizer]
     return out
 
 

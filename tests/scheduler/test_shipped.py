@@ -88,6 +88,7 @@ def test_same_seed_and_recipe_same_weights_bit_for_bit() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 @pytest.mark.parametrize("kind", list(FILES))
 def test_the_documented_command_reproduces_the_shipped_weights(kind: str) -> None:
     """``python -m scheduler.shipped`` (the recipe and seed in the shipped file) makes the same bytes."""
