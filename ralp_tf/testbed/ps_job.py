@@ -51,7 +51,6 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     cores = os.cpu_count() or 1
     scale = compute_scale if compute_scale is not None else max(1.0, workers / cores)
     steps_total = steps * workers  # worker steps: `steps` global steps
-    args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "policy": policy}
     meter = jobs.LinkMeter(tb)
     record_strategy = "ralp" if policy == "ralp" else ("ps" if policy == "ps" else "plan")
     with LocalCluster(workers=workers, ps=ps, launcher=tb, log_dir=log_dir, env=jobs.base_env()) as lc:
