@@ -20,6 +20,9 @@ Strategies, on the same hosts and links (:data:`STRATEGIES`):
 * ``stock PSS``: nothing placed, variables round-robin over the PS tasks;
 * ``colocated RALP``: the analyzer's choice (:func:`ralp_tf.plan.analyzer.analyze`): a cut, the
   head split over PS tasks, balanced or partitioned storage, or none of them;
+* ``RALP as placed today``: the analyzer's choice without head splits (``split=False``, the
+  ``ralp`` policy's default), the plan :func:`ralp_tf.place.applier.place` builds: it prices
+  splits but does not apply them;
 * ``ring all-reduce``: :func:`ralp_tf.plan.costmodel.estimate_allreduce` over the N workers (dense
   all-reduce of every trainable byte, embedding tables included, as MultiWorkerMirroredStrategy
   does); CPU-only PS hosts take no part.
@@ -51,7 +54,7 @@ GPU_FLOPS = 100e12
 HOST_CPU_FLOPS = 1e12
 HOSTS = (2, 4, 8, 16, 32, 64)
 BANDWIDTHS_BPS = (10e9, 25e9, 100e9)
-STRATEGIES = ("stock PSS", "colocated RALP", "ring all-reduce")
+STRATEGIES = ("stock PSS", "colocated RALP", "RALP as placed today", "ring all-reduce")
 #: CPU-only PS hosts per worker host in the second row set (N/4 of them, at least 1).
 PS_HOST_RATIO = 0.25
 BUILTIN_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
@@ -120,10 +123,12 @@ def project(profiles: Iterable[ModelProfile], hosts: Sequence[int] = HOSTS,
             for bw in bandwidths_bps:
                 cluster = projection_cluster(n, bw, gpu_flops, host_cpu_flops, ps_hosts=extra)
                 analysis = analyze(prof, cluster)
+                built = analyze(prof, cluster, split=False).chosen
                 ring = estimate_allreduce(prof, cluster)
                 picks: list[tuple[str, str, StepEstimate]] = [
                     ("stock PSS", "no split, round-robin storage", estimate(prof, cluster)),
                     ("colocated RALP", analysis.chosen.label, analysis.chosen.estimate),
+                    ("RALP as placed today", built.label, built.estimate),
                     ("ring all-reduce", "dense all-reduce", ring)]
                 for strategy, plan, e in picks:
                     rows.append(ProjectionRow(model=prof.model_name, hosts=n, bandwidth_bps=bw, gpu_flops=gpu_flops,
@@ -155,27 +160,34 @@ def _table(rows: Sequence[ProjectionRow], heading: str) -> list[str]:
             model = name
             batch = next(iter(point.values())).batch_size
             out += ["", f"## {name} (batch {batch} per worker){heading}", "",
-                    "| hosts | link | CPU-only PS hosts | predicted samples/s: stock PSS | ralp_tf's plan | ring | "
-                    "ralp_tf / ring | predicted MB/link: stock PSS | ralp_tf's plan | ring | ralp_tf's plan |",
-                    "|---|---|---|---|---|---|---|---|---|---|---|"]
-        cells = [point[s] for s in STRATEGIES]
+                    "| hosts | link | CPU-only PS hosts | predicted samples/s: stock PSS | ralp_tf's plan | "
+                    "as placed today | ring | ralp_tf / ring | as placed today / ring | predicted MB/link: stock PSS | "
+                    "ralp_tf's plan | ring | ralp_tf's plan |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        stock, plan, built, ring = (point[s] for s in STRATEGIES)
         out.append(f"| {n} | {format_bandwidth(bw)} | {extra} | "
-                   + " | ".join(f"{r.samples_per_s:,.0f}" for r in cells) + f" | {cells[1].vs_ring:.2f}x | "
-                   + " | ".join(f"{r.max_link_bytes / 1e6:,.1f}" for r in cells) + f" | {cells[1].plan} |")
+                   + " | ".join(f"{r.samples_per_s:,.0f}" for r in (stock, plan, built, ring))
+                   + f" | {plan.vs_ring:.2f}x | {built.vs_ring:.2f}x | "
+                   + " | ".join(f"{r.max_link_bytes / 1e6:,.1f}" for r in (stock, plan, ring)) + f" | {plan.plan} |")
     return out
 
 
 def _summary(rows: Sequence[ProjectionRow]) -> list[str]:
-    """Per model and row set: the lowest ralp_tf / ring ratio and where it is."""
-    out = ["| model | CPU-only PS hosts | lowest ralp_tf / ring (predicted) | at | highest |", "|---|---|---|---|---|"]
-    groups: dict[tuple[str, bool], list[ProjectionRow]] = {}
+    """Per model and row set: the lowest ralp_tf / ring ratio and where it is, for the analyzer's
+    plan and for the plan placed today (no head splits)."""
+    out = ["| model | CPU-only PS hosts | lowest ralp_tf / ring (predicted) | at | highest | "
+           "lowest as placed today | at |", "|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, bool], dict[str, list[ProjectionRow]]] = {}
     for r in rows:
-        if r.strategy == "colocated RALP":
-            groups.setdefault((r.model, r.ps_hosts > 0), []).append(r)
-    for (model, extra), rs in groups.items():
+        if r.strategy in ("colocated RALP", "RALP as placed today"):
+            groups.setdefault((r.model, r.ps_hosts > 0), {}).setdefault(r.strategy, []).append(r)
+    for (model, extra), by in groups.items():
+        rs, built = by["colocated RALP"], by["RALP as placed today"]
         low, high = min(rs, key=lambda r: r.vs_ring), max(rs, key=lambda r: r.vs_ring)
+        low_built = min(built, key=lambda r: r.vs_ring)
         out.append(f"| {model} | {'N/4' if extra else 'none'} | {low.vs_ring:.2f}x | {low.hosts} hosts, "
-                   f"{format_bandwidth(low.bandwidth_bps)} | {high.vs_ring:.2f}x |")
+                   f"{format_bandwidth(low.bandwidth_bps)} | {high.vs_ring:.2f}x | {low_built.vs_ring:.2f}x | "
+                   f"{low_built.hosts} hosts, {format_bandwidth(low_built.bandwidth_bps)} |")
     return out
 
 
@@ -195,7 +207,9 @@ def to_markdown(rows: Sequence[ProjectionRow], command: str) -> str:
            f"GPU rate {rows[0].gpu_flops / 1e12:g} TFLOP/s sustained per worker; PS compute on the host CPU "
            f"at {rows[0].host_cpu_flops / 1e12:g} TFLOP/s (see `ralp_tf/plan/projection.py` for why). "
            "MB/link is the busiest host link's busier direction per synchronous step (one step of every worker). "
-           "\"ralp_tf's plan\" is the analyzer's choice (`ralp_tf.analyze`); the ring is "
+           "\"ralp_tf's plan\" is the analyzer's choice (`ralp_tf.analyze`), head splits over PS tasks included; "
+           "\"as placed today\" is its choice without head splits (the `ralp` policy's default, what `place()` "
+           "builds: splits are priced, not applied); the ring is "
            "`ralp_tf.plan.costmodel.estimate_allreduce` on the worker hosts.", "", "## Summary (predicted)", "",
            *_summary(rows)]
     out += _table(main, "")

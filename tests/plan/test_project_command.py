@@ -12,7 +12,7 @@ def test_project_prints_json_rows_and_markdown(capsys: pytest.CaptureFixture[str
     assert main(["project", "--json", "--models", "resnet50_size", "--hosts", "2", "--bandwidths", "10gbit",
                  "--ps-host-ratio", "0.5"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 6 and {r["ps_hosts"] for r in rows} == {0, 1}
+    assert len(rows) == 8 and {r["ps_hosts"] for r in rows} == {0, 1}  # 4 strategies x 2 row sets
     assert {"model", "hosts", "link_bps", "strategy", "samples_per_s", "max_link_bytes", "plan"} <= set(rows[0])
     out = f"{tmp_path}/p.md"
     assert main(["project", "--markdown", "--models", "resnet50_size", "--hosts", "2", "--bandwidths", "10gbit",
