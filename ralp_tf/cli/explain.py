@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from ralp_tf.cli.args import add_cluster_args, add_policy_args, cluster_rates, policy_options
 from ralp_tf.errors import ValidationError, read_json_file, writable_file
+from ralp_tf.plan.cluster import TaskRef
 
 __all__ = ["WORKER_COLOR", "PS_COLORS", "measured_links", "explain_data", "step_resources", "draw", "register", "cmd_explain"]
 
@@ -37,7 +38,8 @@ PS_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "
 
 
 def _ps_color(loc: str) -> str:
-    return WORKER_COLOR if loc == "worker" else PS_COLORS[int(loc[3:]) % len(PS_COLORS)]
+    ref = TaskRef.parse(loc)
+    return WORKER_COLOR if not ref.is_ps else PS_COLORS[(ref.index or 0) % len(PS_COLORS)]
 
 
 def _pair_key(src: str, dst: str) -> str:

@@ -41,7 +41,7 @@ from ralp_tf.model.graph import ModelGraph, is_container, walk
 from ralp_tf.model.data import TrainingSpec, training_spec
 from ralp_tf.model.kinds import ps_refusal
 from ralp_tf.model.profiler import check_tf_keras_model, profile
-from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.model.profiles import OP_REFUSAL, ModelProfile
 from ralp_tf.model.trace import input_signature
 from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, create_at, homes_tasks, ps_anchors,
                                       record_creations, unit_of_variables, unit_homes)
@@ -52,7 +52,7 @@ from ralp_tf.place.sharding import full_weights, weight_groups
 from ralp_tf.place.verify import verify_placement
 from ralp_tf.place.wrappers import install_placement
 from ralp_tf.plan.cluster import Cluster, Rates
-from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.plans import Plan, parse_device
 
 __all__ = ["PlacementPolicy", "Prepared", "cluster_of", "check_strategy", "resolve_plan", "place", "prepare",
            "place_from_builder", "colocated_variables", "unplace", "placement"]
@@ -89,7 +89,7 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
     if not isinstance(plan, Plan):
         raise PlanError(f"place() takes a ralp_tf.Plan, got {type(plan).__name__}; build one with "
                         "Plan(placements={...}) or Plan.from_json(text)")
-    fields = {"placements": dict(plan.placements), "storage": dict(plan.storage),
+    fields = {"placements": _without_worker_op_records(plan, graph), "storage": dict(plan.storage),
               "compression": {k: v.to_dict() for k, v in plan.compression.items()}}
     names = {n for f in fields.values() for n in f if n != "*"}
     mapping = graph.resolve(sorted(names))
@@ -103,7 +103,8 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
                                 f"ralp_tf places a layer that holds layers as a whole: name {path!r} once")
             out[path] = value
         renamed[field] = out
-    resolved = plan if all(k == v for k, v in mapping.items()) else dataclasses.replace(plan, **renamed)
+    unchanged = all(k == v for k, v in mapping.items()) and renamed["placements"] == dict(plan.placements)
+    resolved = plan if unchanged else dataclasses.replace(plan, **renamed)
     resolved.validate(graph.paths, cluster)
     if resolved.splits:
         raise PlanError(f"plan splits layer(s) {sorted(resolved.splits)} over several PS tasks: the cost model prices "
@@ -120,6 +121,20 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
             raise PlanError(f"layer {path!r} is also called at {other!r} (inside a nested model), where the plan "
                             f"cannot place it; keep {path!r} on the workers, or build the model without nesting it")
     return resolved
+
+
+def _without_worker_op_records(plan: Plan, graph: ModelGraph) -> dict[str, str]:
+    """``plan.placements`` without the profile's ``op:`` records (TensorFlow ops of a model's own
+    ``call``, which are no units of the walk) placed on the workers, where they run anyway; such
+    a record placed on a PS task raises PlanError with the reason."""
+    out = {}
+    for name, device in plan.placements.items():
+        record = name not in graph.paths and name.rsplit("/", 1)[-1].startswith("op:")
+        if record and parse_device(device).is_ps:
+            raise PlanError(f"plan places {name!r} on {device}, but it is {OP_REFUSAL}; keep it on the workers")
+        if not record:
+            out[name] = device
+    return out
 
 
 def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True,
@@ -261,10 +276,28 @@ def prepare(build: Callable[[], Any], batch_size: int = 32, *, input_shape: Any 
             return model, prof, graph
 
         (model, prof, graph), created = record_creations(built)
+        check_trains_under_pss(model)
         return Prepared(base=model, profile=prof, order=unit_of_variables(graph, created), graph=graph,
                         weights=model.get_weights(), spec=training_spec(model, input_shape, sequence_length))
 
     return outside_strategy(run)
+
+
+def check_trains_under_pss(model: Any) -> None:
+    """ModelError, naming the layer and the fix, for what tf.distribute's ParameterServerStrategy
+    cannot train (tf_keras raises only at the first step, after a cluster has started): a layer
+    under a ``mixed_*`` dtype policy, and a stateful RNN."""
+    import tf_keras
+
+    for layer in [model, *(m for m in model.submodules if isinstance(m, tf_keras.layers.Layer))]:
+        policy = getattr(getattr(layer, "dtype_policy", None), "name", "") or ""
+        if policy.startswith("mixed_"):
+            raise ModelError(f"layer {layer.name!r} computes under the {policy!r} dtype policy, and tf_keras does not "
+                             "support mixed precision with ParameterServerStrategy; build the model under the "
+                             "'float32' policy (tf_keras.mixed_precision.set_global_policy('float32'))")
+        if not isinstance(layer, tf_keras.Model) and getattr(layer, "stateful", False) is True:
+            raise ModelError(f"layer {layer.name!r} is a stateful RNN, which tf.distribute strategies do not support; "
+                             "build it with stateful=False (carry the state in the inputs if you need it)")
 
 
 def place_from_builder(build: Callable[[], Any], prepared: Prepared, plan: Plan, strategy: Any, *,

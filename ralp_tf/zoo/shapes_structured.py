@@ -123,13 +123,13 @@ def deep_cross_network() -> keras.Model:
     (tensorflow.org/recommenders/examples/dcn), its ``tfrs.layers.dcn.Cross`` written as a plain
     Keras layer; the Embedding holds 1.6M of ~1.7M weights."""
     categorical = keras.Input(shape=(8,), dtype="int32", name="categorical")
-    dense = keras.Input(shape=(13,), name="dense")
+    numeric = keras.Input(shape=(13,), name="numeric")  # named "dense", it collides with a fresh process's first Dense
     embeddings = layers.Embedding(100_000, 16)(categorical)
-    x0 = layers.concatenate([layers.Flatten()(embeddings), dense])
+    x0 = layers.concatenate([layers.Flatten()(embeddings), numeric])
     x = x0
     for _ in range(3):
         x = Cross()(x0, x)
     for _ in range(2):
         x = layers.Dense(256, activation="relu")(x)
     outputs = layers.Dense(1, activation="sigmoid")(x)
-    return keras.Model([categorical, dense], outputs)
+    return keras.Model([categorical, numeric], outputs)

@@ -48,3 +48,57 @@ def test_a_plan_with_stable_paths_is_returned_as_it_is_and_refusals_name_the_rea
         resolve_plan(Plan({"gru": PS0}), walk(stateful), Cluster.local(1, 2))
     with pytest.raises(PlanError, match="not in the cluster"):
         resolve_plan(Plan({"dense": "/job:ps/replica:0/task:5/device:CPU:0"}), walk(stateful), Cluster.local(1, 2))
+
+
+def test_the_ops_of_a_subclassed_models_own_call_are_planned_on_the_workers_and_refused_on_a_ps() -> None:
+    """The profile records the TensorFlow ops of a subclassed model's ``call`` (``op:...``) beside
+    its layers, and the analyzer's plans name them on the worker; they are no units of the walk,
+    so the applier drops them there and refuses them on a PS task (the Keras collaborative
+    filtering example's shape: embeddings combined with ``tf`` ops in ``call``)."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ralp_tf.place.applier import prepare
+
+    class Recommender(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.users, self.items = keras.layers.Embedding(50, 4), keras.layers.Embedding(40, 4)
+
+        def call(self, x: Any) -> Any:
+            return tf.nn.sigmoid(tf.reduce_sum(self.users(x[:, 0]) * self.items(x[:, 1]), axis=1))
+
+    def build() -> Any:
+        model = Recommender()
+        model(tf.zeros((1, 2), tf.int32))
+        return model
+
+    prepared = prepare(build, 4)
+    records = [l.name for l in prepared.profile.layers if l.name.startswith("op:")]
+    assert records and not set(records) & set(prepared.graph.paths)
+    cluster = Cluster.local(1, 2)
+    plan = Plan({name: "/job:worker/device:CPU:0" for name in [*records, *prepared.graph.paths]})
+    assert set(resolve_plan(plan, prepared.graph, cluster, prepared.profile).placements) == set(prepared.graph.paths)
+    with pytest.raises(PlanError, match=rf"places '{records[-1]}' on .*TensorFlow op of the model's own call"):
+        resolve_plan(Plan({records[-1]: PS0}), prepared.graph, cluster, prepared.profile)
+
+
+@pytest.mark.parametrize("make, words", [
+    ("mixed", r"layer 'mlp_dense' computes under the 'mixed_float16' dtype policy.*'float32' policy"),
+    ("stateful", r"layer 'char_gru' is a stateful RNN.*stateful=False"),
+])
+def test_what_parameter_server_strategy_cannot_train_is_refused_before_any_cluster(make: str, words: str) -> None:
+    import tf_keras as keras
+
+    from ralp_tf.errors import ModelError
+    from ralp_tf.place.applier import prepare
+
+    def build() -> Any:
+        if make == "stateful":
+            inp = keras.Input((5, 3), batch_size=4)
+            return keras.Model(inp, keras.layers.GRU(4, stateful=True, name="char_gru")(inp))
+        inp = keras.Input((6,))
+        return keras.Model(inp, keras.layers.Dense(3, dtype="mixed_float16", name="mlp_dense")(inp))
+
+    with pytest.raises(ModelError, match=words):
+        prepare(build, 4)
