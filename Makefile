@@ -32,7 +32,7 @@ FAST_TIER := not slow and not integration and not needs_root and not needs_horov
 # `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
 # each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).
 test: setup
-	$(PY) -m pytest -q -rs -m "not release" tests
+	$(PY) -m pytest -q -rs --durations=10 -m "not release" tests
 
 test-release: setup
 	$(PY) -m pytest -q -rs -m release tests
