@@ -25,7 +25,7 @@ casts that compress a layer's input on the worker before it crosses (scope ``ral
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from ralp_tf.errors import PlacementMismatchError
 from ralp_tf.plan.plans import Plan, parse_device
@@ -78,11 +78,26 @@ def _carries_data(op: Any) -> bool:
     return any(o.shape.rank != 0 for o in op.outputs)
 
 
-def _in_scope(op_name: str, keras_path: str) -> bool:
-    """Whether ``op_name`` lies under the name scope of the unit whose nested Keras names are
-    ``keras_path`` ("fc1", "classifier/fc1"): those names appear consecutively among the op's scopes."""
+def _match_at(op_name: str, keras_path: str) -> int | None:
+    """The index of the first of the op's name scopes at which the unit whose nested Keras names
+    are ``keras_path`` ("fc1", "classifier/fc1") appears as consecutive scopes, or None."""
     scopes, parts = op_name.split("/")[:-1], keras_path.split("/")
-    return any(scopes[i:i + len(parts)] == parts for i in range(len(scopes) - len(parts) + 1))
+    return next((i for i in range(len(scopes) - len(parts) + 1) if scopes[i:i + len(parts)] == parts), None)
+
+
+def _in_scope(op_name: str, keras_path: str, others: Sequence[str] = ()) -> bool:
+    """Whether ``op_name`` lies under the name scope of the unit ``keras_path`` and of no unit of
+    ``others`` that matches it further out (or as far out, with a longer path): a layer named
+    "relu" does not own the ops of a layer named "conv1/relu" (Keras allows "/" in names)."""
+    at = _match_at(op_name, keras_path)
+    if at is None:
+        return False
+    length = len(keras_path.split("/"))
+    for other in others:
+        o = _match_at(op_name, other) if other != keras_path else None
+        if o is not None and (o < at or (o == at and len(other.split("/")) > length)):
+            return False
+    return True
 
 
 def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequence_length: int | None = None) -> None:
@@ -104,13 +119,14 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequenc
         return
     step = traced_training_step(model, input_shape, sequence_length)
     scopes = {path: graph.units[path].keras_path for path in ps_units}
+    every = [unit.keras_path for unit in graph.units.values()]
     var_shapes = {path: {tuple(v.shape) for v in graph.layer(path).trainable_weights} for path in ps_units}
     for op in step.get_operations():
         if not _carries_data(op):
             continue
         for path, dev in ps_units.items():
             misplaced = not _same_task(op.device, "ps", dev.task)
-            if misplaced and _in_scope(op.name, scopes[path]):
+            if misplaced and _in_scope(op.name, scopes[path], every):
                 raise PlacementMismatchError(
                     f"layer {path!r}: op {op.name} ({op.type}) runs on {op.device or 'the worker'}, not on "
                     f"{dev.canonical()} as planned")

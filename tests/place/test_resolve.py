@@ -102,3 +102,15 @@ def test_what_parameter_server_strategy_cannot_train_is_refused_before_any_clust
 
     with pytest.raises(ModelError, match=words):
         prepare(build, 4)
+
+
+def test_an_op_belongs_to_the_outermost_unit_whose_scope_it_is_under() -> None:
+    """Keras allows "/" in layer names (DenseNet's "conv1/relu" beside its last "relu"): the op
+    densenet/conv1/relu/Relu is conv1/relu's, not relu's."""
+    from ralp_tf.place.verify import _in_scope
+
+    op = "densenet121/conv1/relu/Relu"
+    assert _in_scope(op, "conv1/relu", ["relu", "conv1/relu"])
+    assert not _in_scope(op, "relu", ["relu", "conv1/relu"])
+    assert _in_scope("gradient_tape/densenet121/relu/ReluGrad", "relu", ["relu", "conv1/relu"])
+    assert _in_scope("model/classifier/fc1/MatMul", "classifier/fc1", ["classifier", "classifier/fc1", "fc1"])
