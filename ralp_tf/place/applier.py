@@ -289,7 +289,7 @@ def check_trains_under_pss(model: Any) -> None:
     under a ``mixed_*`` dtype policy, and a stateful RNN."""
     import tf_keras
 
-    for layer in [model, *(m for m in model.submodules if isinstance(m, tf_keras.layers.Layer))]:
+    for layer in [*(m for m in model.submodules if isinstance(m, tf_keras.layers.Layer)), model]:
         policy = getattr(getattr(layer, "dtype_policy", None), "name", "") or ""
         if policy.startswith("mixed_"):
             raise ModelError(f"layer {layer.name!r} computes under the {policy!r} dtype policy, and tf_keras does not "
