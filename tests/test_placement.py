@@ -208,6 +208,7 @@ def test_errors(inprocess) -> None:  # type: ignore[no-untyped-def]
         placement("fastest", strategy=strategy)(_base)()
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Train with placement, then save/load on a single machine: same predictions, no device pins."""
     import tensorflow as tf
@@ -242,6 +243,7 @@ def test_trained_placed_model_exports_to_savedmodel_and_weights(inprocess, tmp_p
     np.testing.assert_allclose(fresh.predict(x, verbose=0), expected, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_decorator_applies_a_scheduler_solver(inprocess) -> None:  # type: ignore[no-untyped-def]
     """`placement(policy=<scheduler solver>)`: the solver's Plan is applied on the live cluster."""
     import scheduler

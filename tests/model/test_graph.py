@@ -81,6 +81,7 @@ def test_paths_come_from_attributes_and_positions_not_keras_names() -> None:
     assert walk(nameless_functional()).paths == walk(nameless_functional()).paths == ["dense", "dense_1", "logits"]
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_paths_are_the_same_in_a_fresh_process() -> None:
     code = ("import sys; sys.path.insert(0, 'tests/model'); import tf_keras; tf_keras.layers.Dense(3); "
             "from test_graph import nameless_subclassed, nameless_functional; from ralp_tf.model.graph import walk; "

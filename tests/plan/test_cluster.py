@@ -69,6 +69,7 @@ def test_local_cluster_shape_errors() -> None:
         Cluster.local(2, 1, ps_hosts=-1)
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_any_positive_cluster_size_plans() -> None:
     """100,000 workers (past 10,000 tasks, where placeholder ports would run out) plan in
     pure arithmetic, with distinct, valid placeholder addresses."""

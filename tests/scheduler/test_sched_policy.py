@@ -97,6 +97,7 @@ def test_beam_of_width_one_is_the_greedy_decode_and_deterministic() -> None:
     assert s1.objective <= s1.notes["greedy_decode_objective"] + 1e-12
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_dagger_on_maxload_graphs_and_bad_input() -> None:
     graphs = [dp.from_dict(g, g["name"]) for g in training_layer_graphs(2, seed=1, min_nodes=10, max_nodes=30)]
     assert all(10 <= sum(1 for m in g.groups) for g in graphs)

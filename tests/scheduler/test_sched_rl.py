@@ -31,6 +31,7 @@ def test_features_same_width_across_problems() -> None:
     assert len(widths) == 1
 
 
+@pytest.mark.slow  # over ~5 s: the fast tier's limit
 def test_generalisation_small_scale() -> None:
     train = [random_problem(s, n=6) for s in range(6)]
     test = [random_problem(s, n=6) for s in (50, 51, 52)]
