@@ -356,10 +356,11 @@ def _check_unit_homes(graph: ModelGraph, homes: Homes) -> None:
     import tensorflow as tf
 
     for path, home in homes.items():
-        for index, shards in enumerate(weight_groups(graph.layer(path))):
+        layer = graph.layer(path)
+        for index, shards in enumerate(weight_groups(layer)):
             want = home.of(index, path).tasks
-            got = [(tf.DeviceSpec.from_string(v.device).job, int(tf.DeviceSpec.from_string(v.device).task or 0))
-                   for v in shards]
+            specs = [tf.DeviceSpec.from_string(v.device) for v in shards]
+            got = [(spec.job, int(spec.task or 0)) for spec in specs]
             if got != [("ps", k) for k in want[:len(shards)]]:
                 where = f"PS task {want[0]}" if len(want) == 1 else f"PS tasks {list(want)}"
                 order = (" (the plan's per-variable storage counts variables in the order of layer.weights, "
@@ -370,7 +371,6 @@ def _check_unit_homes(graph: ModelGraph, homes: Homes) -> None:
                     "function that builds it (@ralp_tf.placement, place_from_builder); a variable created outside "
                     "the layer's build() and call() cannot be colocated by place(): keep the layer on the workers")
         tasks = home.default.tasks if home.default else ()
-        layer = graph.layer(path)
         used = {int(tf.DeviceSpec.from_string(v.device).task or 0) for v in layer.weights}
         if len(tasks) > 1 and layer.weights and used != set(tasks):
             raise PlanError(f"layer {path!r} is split over PS tasks {list(tasks)} but its variables landed on "
