@@ -36,6 +36,10 @@ import sys
 from types import ModuleType
 from typing import Sequence
 
+# ralp-tf trains tf_keras models: with tf.keras as tf_keras, a model reference written against tf.keras
+# is a tf_keras model, and importing TensorFlow skips Keras 3 (1.4 s here). Set before anything imports TF.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 import scheduler.cli as scheduler_cli
 from ralp_tf.cli import bench as bench_cli
 from ralp_tf.cli import commands, explain, manifest, project, server, soak, zoo

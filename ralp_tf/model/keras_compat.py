@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
            "restore_method", "overridden", "swapped_attributes", "attribute_value_ids", "weight_loss_callables", "set_weight_loss_callables",
-           "base_variable", "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def", "remote_value_ready", "kernel_devices"]
+           "base_variable", "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def", "server_lib_alone", "remote_value_ready", "kernel_devices"]
 
 
 def is_graph_network(model: Any) -> bool:
@@ -232,6 +232,52 @@ def axis_sharded_variable_class() -> type:
 
     tf.register_tensor_conversion_function(AxisShardedVariable, to_tensor, priority=99)
     return AxisShardedVariable
+
+
+def server_lib_alone() -> Any:
+    """TensorFlow's ``server_lib`` module (``tf.distribute.Server``, ``ClusterSpec``) imported
+    without TensorFlow's Python API: 0.7 s of CPU instead of 3-4.4 s here.
+
+    Private: puts a bare ``tensorflow`` package module (the real package's path, no
+    ``tensorflow/__init__.py`` run) in ``sys.modules`` before importing
+    ``tensorflow.python.training.server_lib``, which loads the same C++ runtime (every kernel,
+    the gRPC server) with only the Python modules it needs. Public stand-in: ``import
+    tensorflow`` (``tf.distribute.Server``). So only a process that runs nothing but a server may
+    call it, before anything else imports TensorFlow (a LocalCluster task: its ops come from the
+    coordinator as graphs). What the full import adds and a task would miss: the pluggable-device
+    libraries of ``site-packages/tensorflow-plugins``, which this loads too, and the modular
+    file systems of ``TF_USE_MODULAR_FILESYSTEM``, which it does not (a task that needs them runs
+    the full import: ``RALP_TF_TASK_FULL_IMPORT=1``). Checked on TensorFlow 2.21.
+    """
+    import importlib.util
+    import sys
+    import types
+
+    if "tensorflow" not in sys.modules:
+        spec = importlib.util.find_spec("tensorflow")
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("TensorFlow is not installed (pip install tensorflow)")
+        package = types.ModuleType("tensorflow")
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec
+        sys.modules["tensorflow"] = package
+    from tensorflow.python.training import server_lib
+
+    _load_pluggable_devices()
+    return server_lib
+
+
+def _load_pluggable_devices() -> None:
+    """Load ``site-packages/tensorflow-plugins/*.so`` as ``tensorflow/__init__.py`` does."""
+    import glob
+    import os
+    import site
+
+    from tensorflow.python.framework import load_library
+
+    for root in {*site.getsitepackages(), site.getusersitepackages()}:
+        for lib in sorted(glob.glob(os.path.join(root, "tensorflow-plugins", "*.so"))):
+            load_library.load_pluggable_device_library(lib)
 
 
 def server_def() -> Any:

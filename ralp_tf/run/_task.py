@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+from typing import Any
 
 from ralp_tf.run._procutil import die_with_parent
 
@@ -31,15 +32,14 @@ def main() -> None:
         die_with_parent(args.parent_pid)
     stop = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # before TF starts threads: all inherit it, sigwait gets them
-    import tensorflow as tf
-
+    server_lib, errors, config_pb2 = _tensorflow_server(light=not args.standalone)
     config = None
     if args.inter_op_threads:
-        config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=args.inter_op_threads)
+        config = config_pb2.ConfigProto(inter_op_parallelism_threads=args.inter_op_threads)
     try:
-        server = tf.distribute.Server(tf.train.ClusterSpec(json.loads(args.cluster)), job_name=args.job,
-                                      task_index=args.index, protocol="grpc", config=config, start=True)
-    except tf.errors.OpError as exc:
+        server = server_lib.Server(server_lib.ClusterSpec(json.loads(args.cluster)), job_name=args.job,
+                                   task_index=args.index, protocol="grpc", config=config, start=True)
+    except errors.OpError as exc:
         print(f"error: task {args.job}:{args.index} could not start its gRPC server ({exc.message}): its port is "
               "taken by another process, or the address is not one of this machine's", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -48,6 +48,25 @@ def main() -> None:
     print(f"task {args.job}:{args.index} stopped by {signal.Signals(signum).name}", flush=True)
     sys.stdout.flush()
     os._exit(0)  # no interpreter teardown: TF's server threads would otherwise keep it waiting
+
+
+def _tensorflow_server(light: bool) -> tuple[Any, Any, Any]:
+    """``(server_lib, errors, config_pb2)``. A LocalCluster task (``light``) imports only TensorFlow's
+    server library (:func:`ralp_tf.model.keras_compat.server_lib_alone`), so a cluster starts in
+    a fraction of the CPU time; ``ralp-tf server`` on a real machine, or any task with
+    ``RALP_TF_TASK_FULL_IMPORT=1``, imports all of TensorFlow (with tf.keras as tf_keras: a task builds no
+    Keras model, and the import then skips Keras 3)."""
+    if light and os.environ.get("RALP_TF_TASK_FULL_IMPORT") != "1":
+        from ralp_tf.model.keras_compat import server_lib_alone
+
+        server_lib = server_lib_alone()
+    else:
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"
+        from tensorflow.python.training import server_lib
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.framework import errors
+
+    return server_lib, errors, config_pb2
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@
   listens on loopback too: ``start()`` points TensorFlow's ``bind()`` calls in this process at
   the same rewrite (:func:`bind_loopback_in_this_process`), however the user's script started;
 * ``start()`` returns once every task accepts connections, or raises ``ClusterRuntimeError``
-  with the log tail of the task that died or timed out;
+  with the log tail of the task that died or timed out. ``start(wait=False)`` returns once the
+  tasks are spawned, so the caller's own work (importing TensorFlow, profiling the model) overlaps
+  their start; ``wait_ready()``, ``strategy()`` and ``cluster_resolver()`` then wait for them;
 * each task's stdout/stderr go to ``log_dir/<job>-<index>.log`` (a temporary folder by default,
   removed when the ``with`` block ends without an error and kept when one occurred);
 * ``stop()`` (also on ``__exit__``, on error, at interpreter exit) first lets this process's
@@ -263,12 +265,14 @@ class LocalCluster:
         self.extra_env = env or {}
         self.inter_op_threads = inter_op_threads
         self.tasks: list[TaskProcess] = []
+        self._ready = False
         self._spec: dict[str, list[str]] = {}
         self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- life cycle
     def __enter__(self) -> "LocalCluster":
-        self.start()
+        if not self.tasks:  # `with LocalCluster(...).start(wait=False) as c:` does not wait here
+            self.start()
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
@@ -276,19 +280,23 @@ class LocalCluster:
         if exc_type is None and self._own_log_dir:
             shutil.rmtree(self.log_dir, ignore_errors=True)  # keep the logs only when something failed
 
-    def start(self) -> "LocalCluster":
+    def start(self, wait: bool = True) -> "LocalCluster":
+        """Spawn every task; with ``wait``, return once all accept connections (module docstring)."""
         if self.tasks:
+            if wait:
+                self.wait_ready()
             return self
         _install_exit_handlers()
         _LIVE.add(self)
         try:
-            if self._loopback_only:
-                self._bind_coordinator_loopback()
             spec = self._spec = self._make_spec()
             for job in ("ps", "worker"):
                 for i, addr in enumerate(spec.get(job, [])):
                     self.tasks.append(self._spawn(job, i, addr, spec))
-            self._wait_ready()
+            if self._loopback_only:  # imports TensorFlow here while the tasks import it
+                self._bind_coordinator_loopback()
+            if wait:
+                self.wait_ready()
         except BaseException:
             self.stop()
             raise
@@ -360,9 +368,18 @@ class LocalCluster:
             self._wait_ready([task])
         return task
 
-    def wait_ready(self, tasks: list[TaskProcess]) -> None:
-        """Return once every task of ``tasks`` accepts connections; ClusterRuntimeError with its log
-        tail if one dies first or is not ready within ``ready_timeout``."""
+    def wait_ready(self, tasks: list[TaskProcess] | None = None) -> None:
+        """Return once every task of ``tasks`` (default: all, once) accepts connections;
+        ClusterRuntimeError with its log tail if one dies first or is not ready within ``ready_timeout``."""
+        if tasks is None:
+            if not self._ready:
+                try:
+                    self._wait_ready()
+                except BaseException:
+                    self.stop()
+                    raise
+                self._ready = True
+            return
         self._wait_ready(tasks)
 
     def _wait_ready(self, tasks: list[TaskProcess] | None = None) -> None:
@@ -386,7 +403,7 @@ class LocalCluster:
         """Kill every task and wait for it. With ``release`` (not from a signal handler), first let
         this process's eager context let go of the tasks (see the module docstring)."""
         with self._lock:
-            tasks, self.tasks = self.tasks, []
+            tasks, self.tasks, self._ready = self.tasks, [], False
         if release and tasks and all(t.alive() for t in tasks):
             try:
                 release_cluster_in_this_process({t.address for t in tasks})
@@ -421,6 +438,8 @@ class LocalCluster:
     def cluster_resolver(self) -> Any:
         import tensorflow as tf
 
+        if self.tasks:
+            self.wait_ready()
         return tf.distribute.cluster_resolver.SimpleClusterResolver(self.cluster_spec(), rpc_layer="grpc")
 
     def cluster(self, **rates: Any) -> Cluster:

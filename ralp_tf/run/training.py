@@ -474,8 +474,9 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             sequence_length: int | None = None, prepared: Prepared | None = None,
             steps_per_closure: int = 1, optimizer: str = "sgd") -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
-    and profiled once, before the cluster starts, so a model that cannot be profiled is refused
-    first; each policy's run places a fresh build of it with the same initial weights.
+    and profiled once, while the cluster's tasks start; a model that cannot be profiled is refused
+    before any step, and the tasks are stopped. Each policy's run places a fresh build of it with
+    the same initial weights.
 
     With several policies, each gets its own ``checkpoint_dir/<policy>``. ``fault`` =
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
@@ -483,17 +484,17 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
     model already built and profiled. ``steps_per_closure`` and ``optimizer`` go to :func:`train`.
     """
-    import tensorflow as tf
-
     from ralp_tf.run.launch import LocalCluster
     from ralp_tf.run.traffic import cluster_endpoints
 
     rates = Rates(bandwidth, flops).kwargs()
     builder = resolve_model(model) if isinstance(model, str) else model
-    prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
-                                                              sequence_length=sequence_length))
     results: dict[str, RunResult] = {}
-    with LocalCluster(workers=workers, ps=ps, log_dir=log_dir) as lc:
+    with LocalCluster(workers=workers, ps=ps, log_dir=log_dir).start(wait=False) as lc:
+        import tensorflow as tf
+
+        prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
+                                                                  sequence_length=sequence_length))
         strategy = lc.strategy()
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)

@@ -157,3 +157,17 @@ def test_cluster_resolver_of_a_strategy() -> None:
         cluster_resolver = "resolver"
 
     assert keras_compat.cluster_resolver_of(Strategy()) == "resolver" and keras_compat.cluster_resolver_of(1) is None
+
+
+def test_server_lib_alone_loads_the_server_without_the_python_api() -> None:
+    """A LocalCluster task imports TensorFlow's server library alone: the same Server class, a
+    fraction of the modules (the cluster tests show such tasks train)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ralp_tf.model.keras_compat import server_lib_alone; s = server_lib_alone(); "
+            "import tensorflow; print(callable(s.Server), callable(s.ClusterSpec), hasattr(tensorflow, 'function'), "
+            "len(sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    server, spec, api, modules = out.stdout.split()
+    assert (server, spec, api) == ("True", "True", "False") and int(modules) < 1000, out.stdout
