@@ -31,6 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ralp_tf.errors import RalpError
     from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.plan.cluster import Cluster, Rates
+    from ralp_tf.run.remote import CONNECT_TIMEOUT_S, wait_reachable
     from ralp_tf.run.training import train
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.train_job")
@@ -53,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="steps per scheduled closure (ralp_tf.run.training.train)")
     p.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
                    help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")
+    p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S,
+                   help="seconds to wait for every task to accept connections")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
     args = p.parse_args(argv)
@@ -63,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = json.loads(args.cluster)
         cluster = Cluster.from_dict(spec, **Rates(args.bandwidth or None, args.flops or None).kwargs())
+        wait_reachable(spec, args.connect_timeout)  # the caller may start this job while its tasks start
         policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
         strategy = tf.distribute.ParameterServerStrategy(resolver)

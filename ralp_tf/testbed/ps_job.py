@@ -53,16 +53,24 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     steps_total = steps * workers  # worker steps: `steps` global steps
     meter = jobs.LinkMeter(tb)
     record_strategy = "ralp" if policy == "ralp" else ("ps" if policy == "ps" else "plan")
-    with LocalCluster(workers=workers, ps=ps, launcher=tb, log_dir=log_dir, env=jobs.base_env()) as lc:
+    # The chief starts at once and waits for the tasks itself, so its TensorFlow import overlaps theirs.
+    with LocalCluster(workers=workers, ps=ps, launcher=tb, log_dir=log_dir, env=jobs.base_env()).start(wait=False) as lc:
         cmd = [sys.executable, "-m", "ralp_tf.cli.train_job", "--cluster", json.dumps(lc.cluster_spec_dict),
                "--model", model, "--policy", policy, "--steps", str(steps_total),
                "--warmup-steps", str(warmup * workers), "--batch-size", str(batch), "--emit-marks",
+               "--connect-timeout", str(lc.ready_timeout),
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
         proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
         watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
                                   log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
+        try:
+            lc.wait_ready()
+        except BaseException:
+            _nsops.killpg_quiet(proc.pid, 9)
+            proc.wait()
+            raise
         finished = watcher.wait(timeout)
         if not finished:
             _nsops.killpg_quiet(proc.pid, 9)
