@@ -26,3 +26,20 @@ def compare_in_subprocess(model: str, policies: Sequence[str | Plan], timeout_s:
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return {name: SimpleNamespace(**r) for name, r in json.loads(lines[-1][len("RESULTS "):]).items()}
+
+
+def compare_many_in_subprocess(runs: Sequence[tuple[str, Sequence[str | Plan], dict[str, Any]]], workers: int = 2,
+                               ps: int = 1, timeout_s: float = 900) -> list[dict[str, SimpleNamespace]]:
+    """Each ``(model, policies, train kwargs)`` of ``runs`` trained on one LocalCluster in one fresh
+    process, one after the other (as ``compare`` runs its policies): one cluster start and one
+    TensorFlow import for them all. Results in the order of ``runs``, as :func:`compare_in_subprocess`'s."""
+    spec = {"workers": workers, "ps": ps,
+            "runs": [{"model": model, "policies": [p if isinstance(p, str) else p.to_dict() for p in policies],
+                      "kwargs": kwargs} for model, policies, kwargs in runs]}
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "scripts" / "compare_json.py"), json.dumps(spec)],
+                          capture_output=True, text=True, timeout=timeout_s, env=env)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULTS ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return [{name: SimpleNamespace(**r) for name, r in results.items()}
+            for results in json.loads(lines[-1][len("RESULTS "):])]

@@ -139,15 +139,14 @@ def test_sublayer_creating_variables_outside_build_is_refused_by_name(inprocess:
 
 @pytest.mark.integration
 def test_measured_bytes_of_subclassed_and_nested_models_match() -> None:
-    from measure import compare_in_subprocess as compare
+    from measure import compare_many_in_subprocess
 
-    functional = compare("alexnet_cifar", workers=2, ps=1, steps=3, warmup_steps=1, policies=["ralp"])["ralp"]
-    subclassed = compare("alexnet_cifar_subclassed", workers=2, ps=1, steps=3, warmup_steps=1,
-                         policies=["ralp"])["ralp"]
+    short = {"steps": 3, "warmup_steps": 1}
+    functional, subclassed, nested = (r["ralp"] for r in compare_many_in_subprocess(
+        [(name, ["ralp"], short) for name in ("alexnet_cifar", "alexnet_cifar_subclassed", "transfer_classifier")]))
     assert subclassed.plan["placements"] == functional.plan["placements"]
     # same initial weights; later losses depend on the order two asynchronous workers update in
     assert subclassed.losses[0] == pytest.approx(functional.losses[0], rel=1e-6)
     assert functional.bytes_per_step and subclassed.bytes_per_step == pytest.approx(functional.bytes_per_step, rel=0.01)
-    nested = compare("transfer_classifier", workers=2, ps=1, steps=3, warmup_steps=1, policies=["ralp"])["ralp"]
     assert "classifier/fc2" in nested.plan["placements"]
     assert nested.bytes_per_step == pytest.approx(nested.predicted_bytes_per_step, rel=0.10)

@@ -199,9 +199,8 @@ def test_a_layer_also_called_inside_a_nested_model_is_refused(inprocess: Any) ->
 
 
 # ----------------------------------------------------------------------------- measured bytes (real processes)
-@pytest.mark.slow
-@pytest.mark.integration
-@pytest.mark.parametrize("model, plan", [
+#: Each model with its placed plan (None: the analyzer's), measured against stock PS on one cluster.
+MEASURED: list[tuple[str, dict[str, str] | None]] = [
     ("siamese_cnn", None),
     ("reused_dense", None),
     ("ctr_head", {"flatten": PS0, "fc1": PS0, "fc2": PS0, "logits": PS0}),
@@ -209,14 +208,33 @@ def test_a_layer_also_called_inside_a_nested_model_is_refused(inprocess: Any) ->
     # embeddings computed on the PS: their gradient still goes to the worker and back
     ("ctr_dnn", {n: PS0 for n in ("emb0", "emb1", "emb2", "emb3", "flat0", "flat1", "flat2", "flat3", "concat",
                                   "fc1", "fc2", "fc3", "logit")}),
-])
-def test_measured_bytes_match_the_prediction(model: str, plan: dict[str, str] | None) -> None:
-    from measure import compare_in_subprocess as compare
+]
 
-    policies: list[Any] = ["ps", Plan(plan, policy="head") if plan else "ralp"]
-    results = compare(model, workers=2, ps=1, steps=4, warmup_steps=2, batch_size=BATCH, policies=policies)
-    assert len(results) == 2
-    for name, r in results.items():
+
+@pytest.fixture(scope="module")
+def measured() -> dict[tuple[str, str], Any]:
+    """Every run of :data:`MEASURED` (stock PS once per model), on one 2-worker, 1-PS LocalCluster;
+    keyed by (model, policy name)."""
+    from measure import compare_many_in_subprocess
+
+    runs, keys, seen = [], [], set()
+    for model, plan in MEASURED:
+        policies: list[Any] = [] if model in seen else ["ps"]
+        policies.append(Plan(plan, policy="head") if plan else "ralp")
+        seen.add(model)
+        runs.append((model, policies, {"steps": 4, "warmup_steps": 2, "batch_size": BATCH}))
+        keys.append(model)
+    return {(model, name): r for model, results in zip(keys, compare_many_in_subprocess(runs))
+            for name, r in results.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.parametrize("model, plan", MEASURED)
+def test_measured_bytes_match_the_prediction(measured: dict[tuple[str, str], Any], model: str,
+                                             plan: dict[str, str] | None) -> None:
+    for name in ("ps", "head" if plan else "ralp"):
+        r = measured[(model, name)]
         assert r.bytes_per_step and r.predicted_bytes_per_step, name
         if name != "ps":
             assert r.plan["placements"], "the analyzer chose to split"

@@ -108,6 +108,9 @@ def address_host(address: str) -> str:
     return address.lower() if loopback else host
 
 
+_TASK_REFS: dict[tuple[str, int | None], "TaskRef"] = {}
+
+
 class TaskRef(str):
     """A task of one worker step's traffic and compute: ``TaskRef.worker()`` (``"worker"``, whichever
     worker runs the step) or ``TaskRef.ps(k)`` (``"ps:K"``).
@@ -120,6 +123,10 @@ class TaskRef(str):
     index: int | None
 
     def __new__(cls, job: str, index: int | None = None) -> "TaskRef":
+        exact = cls is TaskRef and type(job) is str and (index is None or type(index) is int)
+        known = _TASK_REFS.get((job, index)) if exact else None
+        if known is not None:  # references are immutable: the cost model makes the same few per placement
+            return known
         if job == "worker" and index is None:
             key = "worker"
         elif job == "ps" and isinstance(index, int) and not isinstance(index, bool) and index >= 0:
@@ -129,6 +136,8 @@ class TaskRef(str):
                                      f"({job!r}, {index!r})")
         ref = super().__new__(cls, key)
         ref.job, ref.index = job, index
+        if exact and len(_TASK_REFS) < 4096:
+            _TASK_REFS[(job, index)] = ref
         return ref
 
     def __getnewargs__(self) -> tuple[str, int | None]:  # type: ignore[override]

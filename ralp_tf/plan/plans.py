@@ -99,6 +99,7 @@ channels)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import difflib
 import json
 import re
@@ -156,7 +157,15 @@ class DeviceName:
 
 def parse_device(device: str) -> DeviceName:
     """Parse a full device string; raise PlanError naming the expected shape."""
-    m = _DEVICE.match(device) if isinstance(device, str) else None
+    if not isinstance(device, str):
+        raise PlanError(f"device {device!r} is not a full TF device string; write e.g. "
+                        "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
+    return _parse_device(device)
+
+
+@functools.lru_cache(maxsize=4096)  # the cost model parses the same few strings for every placement it prices
+def _parse_device(device: str) -> DeviceName:
+    m = _DEVICE.match(device)
     if not m:
         raise PlanError(f"device {device!r} is not a full TF device string; write e.g. "
                         "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
