@@ -31,8 +31,14 @@ FAST_TIER := not slow and not integration and not needs_root and not needs_horov
 
 # `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
 # each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).
+# The quick tier runs on every core first, then the tiers that start clusters, namespaces and
+# subprocesses run one test at a time (they use both cores themselves, and share namespace
+# prefixes and the testbed lock). The status is the first failure's, after both ran.
 test: setup
-	$(PY) -m pytest -q -rs --durations=10 -m "not release" tests
+	@status=0; \
+	$(PY) -m pytest -q -rs -n auto -m "$(FAST_TIER)" tests || status=$$?; \
+	$(PY) -m pytest -q -rs --durations=10 -m "not release and not ($(FAST_TIER))" tests || status=$$?; \
+	exit $$status
 
 test-release: setup
 	$(PY) -m pytest -q -rs -m release tests

@@ -230,7 +230,9 @@ def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
     with no capabilities, so the fallback path really runs (files stay readable, unlike with
     a plain uid switch, because the kernel still checks them against the outside uid)."""
     out_dir = tmp_path / "out"
-    cmd = [PY, "-m", "ralp_tf.cli.main", "bench", "--quick", "--json", "--out-dir", str(out_dir), "--prefix", "rbtl"]
+    # ralp and the ring: the PS job (stock PS runs it too) and the collective job, each on the fallback
+    cmd = [PY, "-m", "ralp_tf.cli.main", "bench", "--quick", "--json", "--strategies", "ralp,allreduce", "--out-dir",
+           str(out_dir), "--prefix", "rbtl"]
     (tmp_path / "tmp").mkdir()  # own TMPDIR: the unprivileged lock folder lives under it
     env = _env({"PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp_path / "tmp")})
     if IS_ROOT:
@@ -244,7 +246,7 @@ def test_quick_without_root_uses_the_loopback_fallback(tmp_path):
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     out = _last_json(r.stdout)
-    _check_cell_json(out, ["ps", "ralp", "allreduce"])
+    _check_cell_json(out, ["ralp", "allreduce"])
     for s in out:
         assert out[s]["valid"] and out[s]["bytes_kind"] == "tcp_payload_live_sockets", out[s]
     assert "falling back to LoopbackTestbed" in r.stderr
@@ -424,24 +426,25 @@ def test_bytes_per_host_link_and_layout_in_json():
 @pytest.mark.slow
 @pytest.mark.integration
 def test_quick_colocated_with_host_budgets(tmp_path):
-    """Every strategy of the quick cell on 2 colocated hosts (worker i + PS i, chief on host 0), each
-    host capped at 1 core; bytes reported per host link."""
+    """The quick cell on 2 colocated hosts (worker i + PS i, chief on host 0), each host capped at 1
+    core; bytes reported per host link. ralp and the ring: the PS job (stock PS runs the same job)
+    and the collective job."""
     from ralp_tf.testbed import cpu_budget_support
 
     budget = ["--host-cpu", "1"] if cpu_budget_support()[0] else []
-    r = _bench(["--quick", "--json", "--layout", "colocated", *budget, "--strategies", "ps,ralp,allreduce",
+    r = _bench(["--quick", "--json", "--layout", "colocated", *budget, "--strategies", "ralp,allreduce",
                 "--out-dir", str(tmp_path), "--prefix", "rbtqc"], timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     out = _last_json(r.stdout)
-    _check_cell_json(out, ["ps", "ralp", "allreduce"])
-    for s in ("ps", "ralp", "allreduce"):
+    _check_cell_json(out, ["ralp", "allreduce"])
+    for s in ("ralp", "allreduce"):
         assert out[s]["valid"] and out[s]["layout"] == "colocated", out[s]
         assert set(out[s]["hosts"]) == {"host0", "host1"} and set(out[s]["link_bytes_per_step"]) == {"host0", "host1"}
         assert out[s]["host_cpu"] == {"host0": 1.0 if budget else None, "host1": 1.0 if budget else None}
     doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
     assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
     assert doc["cells"][0]["bench_predictions"]["analysis"]["compute_scale"] == 1.0
-    for s in ("ps", "ralp", "allreduce"):  # CPU seconds per global step of each host, in its budget
+    for s in ("ralp", "allreduce"):  # CPU seconds per global step of each host, in its budget
         cpu = doc["cells"][0]["strategies"][s]["runs"][0]["host_cpu_s_per_step"]
         if budget:
             assert set(cpu) == {"host0", "host1"} and all(v > 0 for v in cpu.values()), (s, cpu)
