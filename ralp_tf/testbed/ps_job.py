@@ -39,7 +39,6 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
     from ralp_tf.run.launch import LocalCluster
-    from ralp_tf.testbed import _nsops
 
     jobs.check_model_name(model)
     need = [f"worker{i}" for i in range(workers)] + [f"ps{i}" for i in range(ps)] + ["chief"]
@@ -62,20 +61,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
-        proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
-        watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
-                                  log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
-        try:
-            lc.wait_ready()
-        except BaseException:
-            _nsops.killpg_quiet(proc.pid, 9)
-            proc.wait()
-            raise
-        finished = watcher.wait(timeout)
-        if not finished:
-            _nsops.killpg_quiet(proc.pid, 9)
-            proc.wait()
-            watcher.wait(10)
+        proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
         tails = "\n".join(f"--- {t.job}:{t.index}\n{t.log_tail(15)}" for t in lc.tasks if not t.alive())
     result = watcher.results[-1] if watcher.results else {}
@@ -113,6 +99,29 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         if crash_signal is not None:
             out["crash_signal"] = crash_signal
     return out
+
+
+def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None,
+               timeout: float) -> tuple[Any, Any, bool]:
+    """Start the chief's train job while ``lc``'s tasks start, wait for both; ``(proc, watcher,
+    finished)``. A chief past ``timeout`` s is killed; a task that never starts raises (chief killed)."""
+    from ralp_tf.testbed import _nsops
+
+    proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
+    watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
+                              log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
+    try:
+        lc.wait_ready()
+    except BaseException:
+        _nsops.killpg_quiet(proc.pid, 9)
+        proc.wait()
+        raise
+    finished = watcher.wait(timeout)
+    if not finished:
+        _nsops.killpg_quiet(proc.pid, 9)
+        proc.wait()
+        watcher.wait(10)
+    return proc, watcher, finished
 
 
 def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
