@@ -19,8 +19,10 @@ import re
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
-           "restore_method", "overridden", "swapped_attributes", "attribute_value_ids", "weight_loss_callables", "set_weight_loss_callables",
-           "base_variable", "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def", "server_lib_alone", "remote_value_ready", "kernel_devices"]
+           "restore_method", "overridden", "swapped_attributes", "attribute_value_ids",
+           "weight_loss_callables", "set_weight_loss_callables", "call_loss_lists", "base_variable",
+           "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def",
+           "server_lib_alone", "remote_value_ready", "kernel_devices"]
 
 
 def is_graph_network(model: Any) -> bool:
@@ -63,11 +65,12 @@ _OVERRIDES = "_ralp_tf_overrides"
 
 
 def override_method(layer: Any, name: str, method: Callable[..., Any]) -> None:
-    """Make ``layer.<name>`` (``call`` or ``build``) be ``method`` on this instance only, until
+    """Make ``layer.<name>`` (``call``, ``build`` or ``compute_mask``) be ``method`` on this instance only, until
     :func:`restore_method` takes this override off (overrides stack: each restore undoes the last).
 
     Private: an instance attribute shadowing the class's method, which tf_keras's ``__call__``
-    (``self.call``, ``self.build`` in ``_maybe_build``) picks up (checked on tf_keras 2.21).
+    (``self.call``, ``self.build`` in ``_maybe_build``, ``self.compute_mask`` in ``_set_mask_metadata``)
+    picks up (checked on tf_keras 2.21).
     Public stand-in: none that keeps the layer's identity, name scope and checkpoint keys (a
     ``Wrapper`` layer changes all three; docs/placement.md)."""
     stack = layer.__dict__.setdefault(_OVERRIDES, {}).setdefault(name, [])
@@ -130,6 +133,25 @@ def set_weight_loss_callables(layer: Any, losses: list[Callable[[], Any]]) -> No
 
     Private: assigns ``Layer._callable_losses`` (a plain list on tf_keras 2.21)."""
     layer._callable_losses[:] = losses
+
+
+def call_loss_lists(layer: Any) -> list[list[Any]]:
+    """The lists in which tf_keras keeps the tensor losses a call adds (``self.add_loss(tensor)``
+    inside ``call``, e.g. a VAE's KL term) while a ``tf.function`` traces it: ``layer``'s and each
+    of its sublayers', the very list objects (entries may be replaced in place).
+
+    Private: ``Layer._eager_losses`` (a plain list on tf_keras 2.21, cleared at each top-level
+    call). Public stand-in: ``layer.losses``, which reads them but cannot say which call added one."""
+    import tf_keras
+
+    layers = [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]
+    lists, seen = [], set()
+    for sub in layers:
+        own = getattr(sub, "_eager_losses", None)
+        if isinstance(own, list) and id(own) not in seen:
+            seen.add(id(own))
+            lists.append(own)
+    return lists
 
 
 def base_variable(weight: Any) -> Any:

@@ -30,8 +30,8 @@ from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
-__all__ = ["CallChain", "ps_call", "ENCODE_SCOPE", "narrow_weights_call", "gpu_call", "compression_of",
-           "install_placement"]
+__all__ = ["CallChain", "ps_call", "ENCODE_SCOPE", "narrow_weights_call", "on_device", "gpu_call",
+           "compression_of", "install_placement"]
 
 
 class CallChain:
@@ -146,6 +146,8 @@ class _PsCall:
         n_in, n_reg = len(inputs), (len(self.regularisers.functions) if graph_mode and not carried_in else 0)
         call, device = self.call, self.device
 
+        added: list[tuple[list[Any], int]] = []  # (loss list, index) of each loss the call adds
+
         @tf.custom_gradient
         def block(*xs: Any) -> Any:
             with tf.device(device), tf.GradientTape(watch_accessed_variables=True) as tape:
@@ -157,21 +159,29 @@ class _PsCall:
                 for i, x in zip(at, decoded):
                     replaced[i] = x
                 a, kw = tf.nest.pack_sequence_as(structure, replaced)
+                lists = keras_compat.call_loss_lists(self.layer) if graph_mode else []
+                marks = [len(losses) for losses in lists]
                 y = call(*a, **kw)
-                regs = self.regularisers.compute() if n_reg else []
+                added.extend((losses, i) for losses, m in zip(lists, marks) for i in range(m, len(losses)))
+                extra = (self.regularisers.compute() if n_reg else []) + [
+                    tf.convert_to_tensor(losses[i]) for losses, i in added]
                 tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
             flat_y = tf.nest.flatten(y)
 
             def grad(*dys: Any, variables: Any = None) -> Any:
-                return self._gradients(tape, xs, dtypes, flat_y + regs, list(dys), chained, carried_in,
+                return self._gradients(tape, xs, dtypes, flat_y + extra, list(dys), chained, carried_in,
                                        list(variables or []))
 
-            return (y, regs, tokens), grad
+            return (y, extra, tokens), grad
 
         with tf.device(device):
-            y, regs, tokens = block(*inputs, *carried_in)
+            y, extra, tokens = block(*inputs, *carried_in)
+        # The losses the call added (add_loss inside call) are read as block outputs, so their
+        # gradient joins the block's on its device, as the regularisers' does.
+        for (losses, i), value in zip(added, extra[n_reg:]):
+            losses[i] = value
         if n_reg:
-            self.regularisers.store(regs)
+            self.regularisers.store(extra[:n_reg])
         if chained:
             self.chain.record(list(tokens))
         return y
@@ -300,6 +310,26 @@ def _pull(var: Any, dtype: Any, gradients: str = "none", path: str = "", prefix:
         return pull()
 
 
+def on_device(function: Callable[..., Any], device: str) -> Callable[..., Any]:
+    """``function`` with the ops it creates on ``device``: a PS-computed unit's ``compute_mask``,
+    which tf_keras's ``__call__`` runs outside ``call`` (TimeDistributed and Bidirectional reshape
+    their inputs there), so its ops run where the unit's call does."""
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with tf.device(device):
+            return function(*args, **kwargs)
+
+    return wrapped
+
+
+def _computes_its_mask(layer: Any) -> bool:
+    import tf_keras
+
+    return type(layer).compute_mask is not tf_keras.layers.Layer.compute_mask
+
+
 def gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
     import tensorflow as tf
 
@@ -346,6 +376,8 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         if d.is_ps:
             keras_compat.override_method(layer, "call", ps_call(layer, layer.call, d.canonical(), path,
                                                                 setting.activations))
+            if _computes_its_mask(layer):
+                keras_compat.override_method(layer, "compute_mask", on_device(layer.compute_mask, d.canonical()))
             continue
         if setting.weights != "none" or setting.gradients != "none":
             keras_compat.override_method(layer, "call", narrow_weights_call(layer, layer.call, setting.weights, path,

@@ -171,3 +171,29 @@ def test_server_lib_alone_loads_the_server_without_the_python_api() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     server, spec, api, modules = out.stdout.split()
     assert (server, spec, api) == ("True", "True", "False") and int(modules) < 1000, out.stdout
+
+
+def test_call_loss_lists_hold_what_add_loss_adds_inside_call() -> None:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    class Penalised(keras.layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = keras.layers.Dense(2)
+
+        def call(self, x: Any) -> Any:
+            self.add_loss(tf.reduce_sum(x))
+            return self.inner(x)
+
+    layer = Penalised()
+    seen: list[int] = []
+
+    @tf.function
+    def step(x: Any) -> Any:
+        out = layer(x)
+        seen.append(sum(len(losses) for losses in keras_compat.call_loss_lists(layer)))
+        return out
+
+    step(tf.ones((1, 3)))
+    assert seen and set(seen) == {1} and len(keras_compat.call_loss_lists(layer)) == 2  # its list, its sublayer's

@@ -118,3 +118,45 @@ def test_a_variable_length_input_is_placed_at_the_given_length(inprocess: Any) -
     x, y = synthetic_batch(spec, 4)
     assert x.shape == (4, 6)
     _gradients_match(coordinator, placed, prepared.base, x, y, spec)
+
+
+def test_losses_added_in_call_and_masks_run_where_their_unit_is(inprocess: Any) -> None:
+    """A unit on a PS that adds a loss inside ``call`` (an activity penalty; the Keras VAE guide's
+    Sampling layer with its KL term) has that loss's gradient on the PS too, and a PS-placed
+    TimeDistributed computes its mask there (tf_keras's ``__call__`` runs ``compute_mask`` outside
+    ``call``). Gradients, the added loss's included, equal the unplaced model's."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ralp_tf.zoo.shapes_guides import Sampling
+
+    _, strategy, coordinator = inprocess
+    L = keras.layers
+
+    class Penalised(L.Layer):
+        def call(self, x: Any) -> Any:
+            self.add_loss(0.5 * tf.reduce_mean(tf.square(x)))
+            return 2.0 * x
+
+    def build(sampling: bool) -> Callable[[], Any]:
+        def model() -> Any:
+            inp = L.Input((5, 12), name="frames")
+            x = L.Flatten()(L.TimeDistributed(L.Dense(16, activation="relu"), name="per_frame")(inp))
+            if sampling:
+                x = Sampling(name="sampling")((L.Dense(8, name="z_mean")(x), L.Dense(8, name="z_log_var")(x)))
+            else:
+                x = Penalised(name="penalised")(L.Dense(8, name="fc")(x))
+            return keras.Model(inp, L.Dense(3, name="logits")(x))
+        return model
+
+    plan = Plan({"per_frame": PS0, "z_mean": PS0, "z_log_var": PS0, "sampling": PS0}, policy="test")
+    _, placed = _placed(strategy, build(True), plan)
+    verify_placement(placed, plan)  # no op of theirs on the worker: forward, mask, gradient, KL term
+    plan = Plan({"per_frame": PS0, "fc": PS0, "penalised": PS0}, policy="test")
+    prepared, placed = _placed(strategy, build(False), plan)
+    verify_placement(placed, plan)
+    graph = traced_training_step(placed)
+    penalty = [op for op in graph.get_operations() if "/penalised/" in op.name and op.type in ("Square", "Mean")]
+    assert penalty and all(op.device == PS0 for op in penalty), [(op.name, op.device) for op in penalty]
+    x, y = synthetic_batch(prepared.base, 4)
+    _gradients_match(coordinator, placed, prepared.base, x, y)
