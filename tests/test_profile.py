@@ -195,3 +195,14 @@ def test_summary_lists_every_layer(alexnet_profile: ModelProfile) -> None:
     text = alexnet_profile.summary()
     assert alexnet_profile.names and all(name in text for name in alexnet_profile.names)
     assert np.isclose(alexnet_profile.flops, sum(l.flops for l in alexnet_profile.layers))
+
+
+def test_profile_marks_the_variables_a_weight_regulariser_reads() -> None:
+    import tf_keras as k
+
+    inp = k.Input((3,), dtype="int32")
+    e = k.layers.Embedding(1000, 8, embeddings_regularizer=k.regularizers.l2(1e-6), name="emb")(inp)
+    x = k.layers.Dense(4, kernel_regularizer="l2", name="fc")(k.layers.Flatten()(e))
+    p = profile(k.Model(inp, k.layers.Dense(1, name="out")(x)), batch_size=8)
+    assert [(l.name, l.regularised) for l in p.layers if l.has_params] == [
+        ("emb", (True,)), ("fc", (True, False)), ("out", ())]

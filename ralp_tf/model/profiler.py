@@ -116,7 +116,8 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             inbound=tuple(dict.fromkeys(u for u in inbound if u in earlier)),
             output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
             calls=len(calls), ps_refusal=refusal,
-            gathered=tuple((a, b) for a, b in gathered) if any(a or b for a, b in gathered) else ()))
+            gathered=tuple((a, b) for a, b in gathered) if any(a or b for a, b in gathered) else (),
+            regularised=_regularised(layer, weights) if layer is not None else ()))
     order = list(by_name)
     outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
     tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)
@@ -169,3 +170,24 @@ def _measure_layer(layer: Any, call: LayerCall, batch_size: int, repeats: int) -
         _ = [o.numpy() if hasattr(o, "numpy") else o for o in tf.nest.flatten(out)]
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def _regularised(layer: Any, weights: list[Any]) -> tuple[bool, ...]:
+    """Per weight of ``layer``, whether one of its weight regularisers (its own or a sublayer's
+    ``add_loss(callable)``) reads it: each regulariser is traced once and its captured variables read."""
+    import tensorflow as tf
+    import tf_keras
+
+    from ralp_tf.model import keras_compat
+
+    losses = [fn for sub in [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]
+              for fn in keras_compat.weight_loss_callables(sub)]
+    if not losses or not weights:
+        return ()
+    read: set[int] = set()
+    for fn in losses:
+        graph = tf.function(fn, autograph=False).get_concrete_function().graph
+        read.update(id(keras_compat.base_variable(v)) for v in graph.variables)
+    flags = tuple(id(keras_compat.base_variable(w)) in read for w in weights)
+    return flags if any(flags) else ()
+

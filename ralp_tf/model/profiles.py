@@ -63,6 +63,9 @@ class LayerProfile:
     ps_refusal: str = ""
     #: per variable, the rows its calls look up: (ids per sample, ids per batch); (0, 0): read whole
     gathered: tuple[tuple[int, int], ...] = ()
+    #: per variable, whether a weight regulariser of the layer reads it (then it is read whole
+    #: where the loss is computed, and its gradient is dense)
+    regularised: tuple[bool, ...] = ()
 
     @property
     def has_params(self) -> bool:
@@ -78,6 +81,10 @@ class LayerProfile:
             d["gathered"] = [list(g) for g in self.gathered]
         else:
             del d["gathered"]
+        if any(self.regularised):
+            d["regularised"] = list(self.regularised)
+        else:
+            del d["regularised"]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -127,6 +134,10 @@ class LayerProfile:
                 gathered and len(gathered) != len(var_bytes)):
             raise ValidationError(f"layer {name!r}: 'gathered' must be one [ids per sample, ids per batch] pair per "
                                   "entry of 'var_bytes'")
+        regularised = d.get("regularised", [])
+        if not isinstance(regularised, list) or not all(isinstance(r, bool) for r in regularised) or (
+                regularised and len(regularised) != len(var_bytes)):
+            raise ValidationError(f"layer {name!r}: 'regularised' must be one true/false per entry of 'var_bytes'")
         refusal = d.get("ps_refusal", default_refusal(d["kind"], name))
         if not isinstance(refusal, str):
             raise ValidationError(f"layer {name!r}: 'ps_refusal' must be a string (empty: it can compute on a PS)")
@@ -136,7 +147,7 @@ class LayerProfile:
         return cls(var_bytes=tuple(int(v) for v in var_bytes), var_shapes=tuple(tuple(s) for s in var_shapes),
                    inbound=tuple(inbound), output_shape=tuple(shape),
                    measured_seconds=measured, calls=calls, ps_refusal=refusal,
-                   gathered=tuple((int(a), int(b)) for a, b in gathered), **kw)
+                   gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised), **kw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,10 @@ computed on the worker:
   embedding the plan computes on PS tasks, split or not: the gradient still comes to the worker
   and goes back (measured on ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4
   KB priced without it). A profile without shapes prices ``min(b a_l k_l, p_v) + 4 b ids_l k_l``;
+* a table a weight regulariser reads (the profile's ``regularised``; an ``embeddings_regularizer``)
+  of a worker-computed layer: the loss reads it whole on the worker (``p_v`` down, pull phase),
+  and the tape sums the regulariser's dense gradient with the rows' into a dense one (``p_v`` up
+  instead of the rows). Computed on a PS task, the regulariser runs there and moves nothing;
 * any other variable whose rows a layer's calls look up (the profile's ``gathered``: a composite
   layer holding a token and a position embedding) is priced alike, and its looked-up rows,
   ``n * r``, come down to the worker: in the forward phase when the layer is computed on the
@@ -90,7 +94,7 @@ from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire
 from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.plan.shards import VariableStorage, shard_fractions
 
-__all__ = ["distinct_rows", "gathered_rows", "WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
+__all__ = ["distinct_rows", "gathered_rows", "regularised", "WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
            "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic"]
 
@@ -254,7 +258,8 @@ def variable_traffic_bytes(layer: LayerProfile, batch_size: int) -> float:
     if layer.kind == "embedding":
         rows = batch_size * layer.output_bytes * layer.calls
         ids = rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
-        return sum(rows + min(rows, v) + INDEX_BYTES * ids for v in layer.var_bytes)
+        return sum(rows + 2 * v if regularised(layer, i) else rows + min(rows, v) + INDEX_BYTES * ids
+                   for i, v in enumerate(layer.var_bytes))
     return sum((layer.calls + 1) * v for v in layer.var_bytes)
 
 
@@ -308,6 +313,11 @@ def distinct_rows(draws: float, rows: float) -> float:
     return rows * -math.expm1(draws * math.log1p(-1.0 / rows))
 
 
+def regularised(layer: LayerProfile, index: int) -> bool:
+    """Whether a weight regulariser reads variable ``index`` of ``layer`` (its profile's ``regularised``)."""
+    return index < len(layer.regularised) and layer.regularised[index]
+
+
 def gathered_rows(layer: LayerProfile, index: int, batch_size: int, share: float) -> tuple[float, float, float] | None:
     """``(ids, distinct ids, bytes per row)`` one worker step looks up in the ``share`` of variable
     ``index`` of ``layer`` (its profile's ``gathered``: ids per sample from the data, ids per batch
@@ -346,6 +356,10 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                     else:
                         rows, ids = _embedding_ids(l, b, share)
                         push = min(rows, v * share) + INDEX_BYTES * ids
+                    if not on_ps and regularised(l, i):  # the loss reads it whole; its gradient sum is dense
+                        push = v * share
+                        out.add(task, WORKER, v * share, PULL)
+                        out.extra(task, WORKER, extra, PULL)
                     out.add(WORKER, task, push, PUSH)
                     out.extra(WORKER, task, extra, PUSH)
                     if l.kind != "embedding":  # rows looked up inside a layer's call (a composite layer)

@@ -45,3 +45,25 @@ def test_split_messages_beyond_the_first_cost_control_bytes() -> None:
     # x goes to 4 shards: 4 messages, 3 further ones, 3/4 of one each, half each way
     for k in range(4):
         assert traffic[("worker", f"ps:{k}", "fwd:x")] == pytest.approx(x + 0.75 * RPC_CONTROL_BYTES / 2)
+
+
+def test_a_regularised_table_moves_whole_unless_its_layer_is_on_the_ps() -> None:
+    """An embedding whose table a weight regulariser reads: computed on the worker, the loss reads
+    the table whole and the summed gradient is dense (both ways, the whole table); computed on the
+    PS, its regulariser runs there and the table stays."""
+    import dataclasses
+
+    p = builtin("ctr_dnn")
+    emb = p.layer("emb0")
+    table = emb.var_bytes[0]
+    regularised = dataclasses.replace(p, layers=tuple(dataclasses.replace(l, regularised=(True,)) if l.name == "emb0"
+                                                      else l for l in p.layers))
+    on_worker = {l.name: "worker" for l in p.layers}
+    plain, whole = (worker_step_traffic(q, on_worker, 1) for q in (p, regularised))
+    assert whole[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(table)
+    added = whole[("worker", "ps:0", PUSH)] - plain[("worker", "ps:0", PUSH)]
+    assert 0.9 * table < added < table  # the whole table instead of the step's few rows
+    on_ps = dict(on_worker, emb0="ps:0")
+    assert worker_step_traffic(regularised, on_ps, 1) == worker_step_traffic(p, on_ps, 1)
+    assert regularised.layer("emb0").to_dict()["regularised"] == [True] and "regularised" not in emb.to_dict()
+
