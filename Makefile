@@ -29,17 +29,19 @@ demo: setup
 # prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
 FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release
 
-# `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
-# each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).
-# The quick tier runs on every core first, then the tiers that start clusters, namespaces and
-# subprocesses run one test at a time (they use both cores themselves, and share namespace
-# prefixes and the testbed lock). The status is the first failure's, after both ran.
+# Tests that start no cluster, namespace or Horovod job (the quick tier and the in-process slow
+# tests) run first, on every core; then the tiers that start clusters, namespaces and
+# subprocesses run one test at a time (they use both cores themselves, share namespace prefixes
+# and the testbed lock, and check timings). The status is the first failure's, after both ran.
+IN_PROCESS := not integration and not needs_root and not needs_horovod and not release
 test: setup
 	@status=0; \
-	$(PY) -m pytest -q -rs -n auto -m "$(FAST_TIER)" tests || status=$$?; \
-	$(PY) -m pytest -q -rs --durations=10 -m "not release and not ($(FAST_TIER))" tests || status=$$?; \
+	$(PY) -m pytest -q -rs -n auto -m "$(IN_PROCESS)" tests || status=$$?; \
+	$(PY) -m pytest -q -rs --durations=10 -m "not release and not ($(IN_PROCESS))" tests || status=$$?; \
 	exit $$status
 
+# `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
+# each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).
 test-release: setup
 	$(PY) -m pytest -q -rs -m release tests
 
