@@ -33,6 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ralp_tf.plan.cluster import Cluster, Rates
     from ralp_tf.run.remote import CONNECT_TIMEOUT_S, wait_reachable
     from ralp_tf.run.training import train
+    from ralp_tf.testbed.jobs import emit
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.train_job")
     p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     def mark(kind: str, **data: Any) -> None:
-        print(f"RALP_JOB {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+        emit(kind, **data)  # with RALP_JOB_ACK set, returns once the launcher has read its counters
 
     try:
         spec = json.loads(args.cluster)

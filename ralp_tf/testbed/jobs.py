@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-__all__ = ["MARK", "emit", "add_job_args", "parse_job_args", "setup_tf", "make_timer", "report", "parse_line",
+__all__ = ["MARK", "ACK_ENV", "emit", "add_job_args", "parse_job_args", "setup_tf", "make_timer", "report", "parse_line",
            "JobWatcher", "LinkMeter", "summarize", "check_model_name", "resolve_workers", "job_argv", "base_env",
            "is_finite"]
 
@@ -35,9 +35,23 @@ MARK = "RALP_JOB"
 # rank side
 
 
+#: Set (to "1") by a launcher whose :class:`JobWatcher` answers each ``start``/``end`` mark on the
+#: rank's stdin once it has read its counters: the rank then waits for that answer.
+ACK_ENV = "RALP_JOB_ACK"
+
+
 def emit(kind: str, **data: Any) -> None:
-    """Print one protocol line (flushed at once, so the launcher sees it when it happens)."""
+    """Print one protocol line (flushed at once, so the launcher sees it when it happens). With
+    :data:`ACK_ENV` set, a ``start`` or ``end`` mark returns once the launcher has answered it
+    (at most 30 s), so the counters it reads bracket the timed steps however busy the machine is."""
     print(f"{MARK} {kind} {json.dumps(data, sort_keys=True)}", flush=True)
+    if kind in ("start", "end") and os.environ.get(ACK_ENV) == "1":
+        import select
+        import sys
+
+        ready, _, _ = select.select([sys.stdin], [], [], 30.0)
+        if ready:
+            sys.stdin.readline()
 
 
 def add_job_args(ap: argparse.ArgumentParser) -> None:
@@ -152,10 +166,13 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]] | None:
 
 class JobWatcher:
     """Reads the merged stdout/stderr of several processes on threads: keeps a tail per process,
-    collects ``result`` messages, and calls ``on_mark(kind)`` for rank 0's ``start``/``end``."""
+    collects ``result`` messages, and calls ``on_mark(kind)`` for rank 0's ``start``/``end``; with
+    ``ack``, then answers the mark on that process's stdin (a pipe; the rank runs with
+    :data:`ACK_ENV` and waits for it in :func:`emit`)."""
 
     def __init__(self, procs: Sequence[tuple[str, subprocess.Popen]], on_mark: Callable[[str], None] | None = None,
-                 tail_lines: int = 60, log_path: str | None = None) -> None:
+                 tail_lines: int = 60, log_path: str | None = None, ack: bool = False) -> None:
+        self.ack = ack
         self.procs = list(procs)
         self.on_mark = on_mark
         self.tails = {label: collections.deque(maxlen=tail_lines) for label, _ in self.procs}
@@ -187,6 +204,12 @@ class JobWatcher:
                     self.marks[kind] = time.monotonic()
                     if self.on_mark:
                         self.on_mark(kind)
+                    if self.ack and proc.stdin is not None:
+                        try:
+                            proc.stdin.write("ack\n")
+                            proc.stdin.flush()
+                        except (BrokenPipeError, ValueError, OSError):
+                            pass
 
     def wait(self, timeout: float, expected_results: int | None = None, linger_s: float = 20.0) -> bool:
         """Wait for every process to exit; False on timeout (the caller kills them).

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -107,8 +108,9 @@ def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None
     finished)``. A chief past ``timeout`` s is killed; a task that never starts raises (chief killed)."""
     from ralp_tf.testbed import _nsops
 
-    proc = tb.popen("chief", cmd, env=jobs.base_env(), stdout=-1, stderr=-2, text=True)
-    watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter,
+    proc = tb.popen("chief", cmd, env={**jobs.base_env(), jobs.ACK_ENV: "1"}, stdout=-1, stderr=-2, text=True,
+                    stdin=subprocess.PIPE)
+    watcher = jobs.JobWatcher([("chief", proc)], on_mark=meter, ack=True,
                               log_path=os.path.join(log_dir, "chief.log") if log_dir else None)
     try:
         lc.wait_ready()

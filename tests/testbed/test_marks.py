@@ -1,0 +1,37 @@
+"""The job protocol's answered marks: a rank that prints ``start`` with ``RALP_JOB_ACK=1`` goes on
+only once the launcher's watcher has read its counters and answered."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from ralp_tf.testbed import jobs
+
+RANK = ("import time; from ralp_tf.testbed.jobs import emit; emit('start'); print('timed steps', time.time(), "
+        "flush=True); emit('end'); emit('result', ok=True)")
+
+
+def test_a_rank_waits_until_the_launcher_has_read_its_counters() -> None:
+    seen: list[tuple[str, float]] = []
+
+    def slow_meter(kind: str) -> None:  # a launcher busy for 0.5 s before it reads
+        time.sleep(0.5)
+        seen.append((kind, time.time()))
+
+    proc = subprocess.Popen([sys.executable, "-c", RANK], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.PIPE, text=True, env={**os.environ, jobs.ACK_ENV: "1"})
+    watcher = jobs.JobWatcher([("chief", proc)], on_mark=slow_meter, ack=True)
+    assert watcher.wait(60)
+    assert [k for k, _ in seen] == ["start", "end"] and watcher.results == [{"ok": True}]
+    timed = float(next(l for l in watcher.tails["chief"] if l.startswith("timed steps")).split()[-1])
+    assert timed >= seen[0][1]  # the timed steps began after the launcher had read its counters
+
+
+def test_without_the_answer_asked_a_rank_does_not_wait() -> None:
+    env = {k: v for k, v in os.environ.items() if k != jobs.ACK_ENV}
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", RANK], capture_output=True, text=True, env=env, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert out.returncode == 0 and "timed steps" in out.stdout and time.monotonic() - t0 < 20
