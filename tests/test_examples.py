@@ -44,7 +44,7 @@ def _run_example(name: str, args: list[str], timeout: float) -> str:
     ("subclassed", TINY + ["--hidden=64"], "trained 2 steps: loss"),
     ("recommender", TINY + ["--examples=256", "--features=user:5000,item:2000,hour:24"],
      "trained 2 steps from the TFRecord files"),
-    ("rl_placement", TINY + ["--rl_train_seconds=2", "--rl_iterations=50", "--rl_max_solve_seconds=8"],
+    ("rl_placement", TINY + ["--rl_train_seconds=2", "--rl_iterations=10", "--rl_max_solve_seconds=8"],
      "trained 2 steps on the RL plan"),
     ("cnn_ps", ["--model=small_cnn", "--steps=2", "--batch_size=8"], "final loss"),
 ])
