@@ -68,6 +68,8 @@ def test_uncapped_counts_and_both_directions():
         r2 = measure(tb, "ps0", "worker1", nbytes=3_000_000, seconds=10, port=5202)
         d = bytes_delta(tb.link_bytes(), before)
     assert r1["bytes"] == 5_000_000 and r2["bytes"] == 3_000_000
-    assert 5_000_000 < d["worker0"]["tx"] < 5_300_000
-    assert 3_000_000 < d["worker1"]["rx"] < 3_200_000
+    # payload plus headers (~4.6%); an uncapped veth drops frames when the receiving namespace's
+    # backlog overflows on a busy machine, and the retransmissions are wire bytes too (seen: 5.43 MB)
+    assert 5_000_000 < d["worker0"]["tx"] < 5_000_000 * 1.15
+    assert 3_000_000 < d["worker1"]["rx"] < 3_000_000 * 1.15
     assert d["ps0"]["rx"] >= d["worker0"]["tx"] and d["ps0"]["tx"] >= d["worker1"]["rx"]
