@@ -43,7 +43,7 @@ from ralp_tf.errors import PlanError
 from ralp_tf.model import keras_compat
 from ralp_tf.model.kinds import registered_kind
 
-__all__ = ["Unit", "ModelGraph", "walk", "is_generated_name", "is_container"]
+__all__ = ["Unit", "ModelGraph", "walk", "is_generated_name", "is_container", "layer_and_sublayers"]
 
 #: How deep attribute paths go into nested lists and dicts.
 _MAX_ATTRIBUTE_DEPTH = 4
@@ -129,6 +129,14 @@ class ModelGraph:
                      "(another build numbers them differently): plan again to name layers by their stable paths")
         return f"{text}; the model's layers are: {', '.join(self.paths)}"
 
+
+
+def layer_and_sublayers(layer: Any) -> list[Any]:
+    """``layer`` and every Keras layer inside it, at any depth (``Layer.submodules`` holds
+    non-layers too: variables' modules, trackable lists)."""
+    import tf_keras
+
+    return [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]
 
 def is_container(layer: Any) -> bool:
     """Whether the walk opens ``layer``: a tf_keras Model whose class has no registered kind."""

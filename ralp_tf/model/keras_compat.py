@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 __all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
            "restore_method", "overridden", "swapped_attributes", "attribute_value_ids",
@@ -135,16 +135,13 @@ def set_weight_loss_callables(layer: Any, losses: list[Callable[[], Any]]) -> No
     layer._callable_losses[:] = losses
 
 
-def call_loss_lists(layer: Any) -> list[list[Any]]:
+def call_loss_lists(layers: Iterable[Any]) -> list[list[Any]]:
     """The lists in which tf_keras keeps the tensor losses a call adds (``self.add_loss(tensor)``
-    inside ``call``, e.g. a VAE's KL term) while a ``tf.function`` traces it: ``layer``'s and each
-    of its sublayers', the very list objects (entries may be replaced in place).
+    inside ``call``, e.g. a VAE's KL term) while a ``tf.function`` traces it: each of ``layers``'
+    (a unit and its sublayers), the very list objects (entries may be replaced in place), each once.
 
     Private: ``Layer._eager_losses`` (a plain list on tf_keras 2.21, cleared at each top-level
     call). Public stand-in: ``layer.losses``, which reads them but cannot say which call added one."""
-    import tf_keras
-
-    layers = [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]
     lists, seen = [], set()
     for sub in layers:
         own = getattr(sub, "_eager_losses", None)

@@ -176,12 +176,11 @@ def _regularised(layer: Any, weights: list[Any]) -> tuple[bool, ...]:
     """Per weight of ``layer``, whether one of its weight regularisers (its own or a sublayer's
     ``add_loss(callable)``) reads it: each regulariser is traced once and its captured variables read."""
     import tensorflow as tf
-    import tf_keras
 
     from ralp_tf.model import keras_compat
+    from ralp_tf.model.graph import layer_and_sublayers
 
-    losses = [fn for sub in [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]
-              for fn in keras_compat.weight_loss_callables(sub)]
+    losses = [fn for sub in layer_and_sublayers(layer) for fn in keras_compat.weight_loss_callables(sub)]
     if not losses or not weights:
         return ()
     read: set[int] = set()

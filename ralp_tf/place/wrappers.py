@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from ralp_tf.plan.compression import FLOAT_CODECS, Compression, setting_of
 from ralp_tf.model import keras_compat
-from ralp_tf.model.graph import ModelGraph
+from ralp_tf.model.graph import ModelGraph, layer_and_sublayers
 from ralp_tf.model.keras_compat import swapped_attributes
 from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.model.kinds import layer_kind
@@ -73,13 +73,11 @@ class _Regularisers:
     eagerly, a regulariser is computed on the device directly."""
 
     def __init__(self, layer: Any, device: str) -> None:
-        import tf_keras
-
         self.device = device
         self.functions: list[Callable[[], Any]] = []
         self._graph: Any = None
         self._values: list[Any] = []
-        for sub in [layer, *(m for m in layer.submodules if isinstance(m, tf_keras.layers.Layer))]:
+        for sub in layer_and_sublayers(layer):
             own = keras_compat.weight_loss_callables(sub)
             if own:
                 readers = [self._reader(len(self.functions) + k) for k in range(len(own))]
@@ -159,7 +157,7 @@ class _PsCall:
                 for i, x in zip(at, decoded):
                     replaced[i] = x
                 a, kw = tf.nest.pack_sequence_as(structure, replaced)
-                lists = keras_compat.call_loss_lists(self.layer) if graph_mode else []
+                lists = keras_compat.call_loss_lists(layer_and_sublayers(self.layer)) if graph_mode else []
                 marks = [len(losses) for losses in lists]
                 y = call(*a, **kw)
                 added.extend((losses, i) for losses, m in zip(lists, marks) for i in range(m, len(losses)))

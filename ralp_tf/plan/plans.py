@@ -158,17 +158,20 @@ class DeviceName:
 def parse_device(device: str) -> DeviceName:
     """Parse a full device string; raise PlanError naming the expected shape."""
     if not isinstance(device, str):
-        raise PlanError(f"device {device!r} is not a full TF device string; write e.g. "
-                        "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
+        raise _not_a_device(device)
     return _parse_device(device)
+
+
+def _not_a_device(device: Any) -> PlanError:
+    return PlanError(f"device {device!r} is not a full TF device string; write e.g. "
+                     "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
 
 
 @functools.lru_cache(maxsize=4096)  # the cost model parses the same few strings for every placement it prices
 def _parse_device(device: str) -> DeviceName:
     m = _DEVICE.match(device)
     if not m:
-        raise PlanError(f"device {device!r} is not a full TF device string; write e.g. "
-                        "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
+        raise _not_a_device(device)
     if m.group("replica") not in (None, "0"):
         raise PlanError(f"device {device!r}: replica must be 0")
     if m.group("job") == "ps" and m.group("task") is None:
