@@ -67,3 +67,20 @@ def test_a_regularised_table_moves_whole_unless_its_layer_is_on_the_ps() -> None
     assert worker_step_traffic(regularised, on_ps, 1) == worker_step_traffic(p, on_ps, 1)
     assert regularised.layer("emb0").to_dict()["regularised"] == [True] and "regularised" not in emb.to_dict()
 
+
+def test_a_regularised_kernel_is_read_once_more_and_pushed_once() -> None:
+    """A weight regulariser reads its variable apart from the layer's call: a worker-computed
+    layer pulls it once more; the tape sums both gradients, so one push. On the PS it moves nothing."""
+    import dataclasses
+
+    p = mlp((64, 32, 4))
+    fc1 = p.layer("fc1")
+    regularised = dataclasses.replace(p, layers=tuple(
+        dataclasses.replace(l, regularised=(True, False)) if l.name == "fc1" else l for l in p.layers))
+    on_worker = {l.name: "worker" for l in p.layers}
+    plain, again = (worker_step_traffic(q, on_worker, 1) for q in (p, regularised))
+    assert again[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(fc1.var_bytes[0])
+    assert again[("worker", "ps:0", PUSH)] == plain[("worker", "ps:0", PUSH)]
+    on_ps = dict(on_worker, fc1="ps:0")
+    assert worker_step_traffic(regularised, on_ps, 1) == worker_step_traffic(p, on_ps, 1)
+
