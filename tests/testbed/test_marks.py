@@ -32,6 +32,13 @@ def test_a_rank_waits_until_the_launcher_has_read_its_counters() -> None:
 def test_without_the_answer_asked_a_rank_does_not_wait() -> None:
     env = {k: v for k, v in os.environ.items() if k != jobs.ACK_ENV}
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", RANK], capture_output=True, text=True, env=env, timeout=60,
-                         stdin=subprocess.DEVNULL)
-    assert out.returncode == 0 and "timed steps" in out.stdout and time.monotonic() - t0 < 20
+    # stdin stays open and unanswered: a rank that waited would sit 30 s on each of its two marks
+    proc = subprocess.Popen([sys.executable, "-c", RANK], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        out = proc.stdout.read()
+        assert proc.wait(timeout=90) == 0 and "timed steps" in out and time.monotonic() - t0 < 30
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.stdout.close()
