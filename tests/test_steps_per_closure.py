@@ -12,7 +12,7 @@ import pytest
 from cli_exit import exit_code
 from ralp_tf import models
 from ralp_tf.errors import ValidationError
-from ralp_tf.run.training import TrainConfig, closure_sizes
+from ralp_tf.run.training import TrainConfig, closure_sizes, warmup_steps_for
 
 BATCH = 8
 
@@ -32,6 +32,13 @@ def test_closure_sizes_fill_up_to_the_boundary() -> None:
         TrainConfig(steps_per_closure=0)
     with pytest.raises(ValidationError, match="optimizer must be one of sgd, legacy-sgd, got 'adam'"):
         TrainConfig(optimizer="adam")
+
+
+def test_a_warmup_gives_every_worker_a_step_before_the_measured_window() -> None:
+    """A worker's first step registers the step function with the PS tasks (hundreds of KB for a
+    recurrent model): with any warm-up, at least one warm-up step per worker; none stays none."""
+    assert warmup_steps_for(0, 4) == 0
+    assert warmup_steps_for(1, 2) == 2 and warmup_steps_for(3, 2) == 3 and warmup_steps_for(1, 1) == 1
 
 
 def _run(inprocess, steps_per_closure: int, **config) -> tuple[list[float], list[np.ndarray], object]:  # type: ignore[no-untyped-def]

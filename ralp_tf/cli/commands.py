@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     r.add_argument("--tensorboard-trace", action="store_true",
                    help="with --tensorboard-dir: also record a TF profiler trace of the measured steps (keep "
                         "--steps small)")
-    r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3)")
+    r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3; when not 0, at least one per worker)")
     r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
     r.add_argument("--steps-per-closure", type=positive_int, default=1, metavar="K",
@@ -131,6 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ralp_tf.cli.progress import StepProgress
     from ralp_tf.errors import ValidationError, writable_dir
     from ralp_tf.place.policies import policy_from_spec
+    from ralp_tf.run.training import warmup_steps_for
 
     for flag, folder in (("--tensorboard-dir", args.tensorboard_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if folder:
@@ -145,7 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         policies: list[Any] = ["ps", "ralp"]
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
-    progress = StepProgress("run", args.warmup_steps + args.steps, enabled=None if not args.json else False)
+    progress = StepProgress("run", warmup_steps_for(args.warmup_steps, args.workers) + args.steps,
+                            enabled=None if not args.json else False)
     args.step_callback = progress.update
     try:
         results = _run_on_cluster(args, policies) if args.cluster else _run_local(args, policies)
