@@ -22,7 +22,7 @@ __all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolv
            "restore_method", "overridden", "swapped_attributes", "attribute_value_ids",
            "weight_loss_callables", "set_weight_loss_callables", "call_loss_lists", "base_variable",
            "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def",
-           "server_lib_alone", "remote_value_ready", "kernel_devices"]
+           "server_lib_alone", "remote_value_ready", "kernel_devices", "sum_gradients_where_they_are"]
 
 
 def is_graph_network(model: Any) -> bool:
@@ -338,3 +338,41 @@ def kernel_devices(op_type: str) -> set[str]:
     from tensorflow.python.framework import kernels
 
     return {k.device_type for k in kernels.get_registered_kernels_for_op(op_type).kernel}
+
+
+_SUMS_COLOCATED = False
+
+
+def sum_gradients_where_they_are() -> None:
+    """Make ``tf.GradientTape`` add the gradients of a tensor used more than once on the device
+    of its summands when they all share one (process-wide; idempotent).
+
+    The tape sums the gradient contributions of a tensor with several consumers (``AddN``) under
+    the caller's device scope, that is, on the worker. When the producer and the consumers are
+    layers computed on a PS task, every contribution would cross to the worker and the sum cross
+    back: measured on deep_cross_network, whose ``x0`` feeds three Cross layers on the PS, 2.5x the
+    bytes of its plan. Colocated with its summands the sum moves nothing, and a sum on the worker of
+    tensors on the worker stays there; summands on several devices keep the tape's placement.
+
+    Private: ``tensorflow.python.eager.backprop._default_vspace`` (its ``aggregate_fn``) and
+    ``pywrap_tfe.TFE_Py_RegisterVSpace``, which the tape reads. Public stand-in: none (graph-mode
+    ``tf.gradients`` had ``colocate_gradients_with_ops``; the tape has no such option)."""
+    global _SUMS_COLOCATED
+    if _SUMS_COLOCATED:
+        return
+    import tensorflow as tf
+    from tensorflow.python import pywrap_tfe
+    from tensorflow.python.eager import backprop
+
+    tape_sum = backprop._default_vspace.aggregate_fn
+
+    def colocated_sum(gradients: list[Any]) -> Any:
+        devices = {getattr(g, "device", "") for g in gradients}
+        if len(gradients) > 1 and len(devices) == 1 and next(iter(devices)):
+            with tf.device(next(iter(devices))):
+                return tape_sum(gradients)
+        return tape_sum(gradients)
+
+    backprop._default_vspace = backprop._default_vspace._replace(aggregate_fn=colocated_sum)
+    pywrap_tfe.TFE_Py_RegisterVSpace(backprop._default_vspace)
+    _SUMS_COLOCATED = True

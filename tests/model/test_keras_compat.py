@@ -199,3 +199,45 @@ def test_call_loss_lists_hold_what_add_loss_adds_inside_call() -> None:
 
     step(tf.ones((1, 3)))
     assert seen and set(seen) == {1} and len(keras_compat.call_loss_lists(layer_and_sublayers(layer))) == 2  # its list, its sublayer's
+
+
+def test_the_tape_sums_a_tensors_gradients_on_the_device_of_its_summands() -> None:
+    """In a traced step, a tensor read by two blocks whose gradients are computed on one device
+    (as a PS unit's are) has its two gradient contributions summed on that device, not under the
+    caller's (empty) device scope; summands on no device stay where the tape puts them."""
+    import tensorflow as tf
+
+    keras_compat.sum_gradients_where_they_are()
+    keras_compat.sum_gradients_where_they_are()  # idempotent
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+    def sin_on_device(x: Any) -> Any:
+        @tf.custom_gradient
+        def block(x: Any) -> Any:
+            with tf.device(device):
+                y = tf.sin(x)
+
+            def grad(dy: Any) -> Any:
+                with tf.device(device):
+                    return dy * tf.cos(x)
+
+            return y, grad
+
+        return block(x)
+
+    @tf.function(autograph=False)
+    def step(x: Any) -> Any:
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = 3.0 * x
+            z = tf.sin(x)
+            loss = tf.reduce_sum(sin_on_device(y) + 2.0 * sin_on_device(y)) + tf.reduce_sum(z * z + tf.cos(z))
+        return tape.gradient(loss, x)
+
+    graph = step.get_concrete_function(tf.TensorSpec([3])).graph
+    sums = {op.name: op.device for op in graph.get_operations() if op.type == "AddN"}
+    assert device in sums.values() and "" in sums.values(), sums
+    x = tf.constant([0.1, 0.2, 0.3])
+    z = tf.sin(x)
+    expected = 9.0 * tf.cos(3.0 * x) + tf.cos(x) * (2 * z - tf.sin(z))
+    tf.debugging.assert_near(step(x), expected)
