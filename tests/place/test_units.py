@@ -160,3 +160,30 @@ def test_losses_added_in_call_and_masks_run_where_their_unit_is(inprocess: Any) 
     assert penalty and all(op.device == PS0 for op in penalty), [(op.name, op.device) for op in penalty]
     x, y = synthetic_batch(prepared.base, 4)
     _gradients_match(coordinator, placed, prepared.base, x, y)
+
+
+def test_the_gradient_sum_of_a_tensor_several_ps_units_read_is_on_the_ps(inprocess: Any) -> None:
+    """x0 feeds three Cross layers on the PS (deep & cross): the tape sums its three gradient
+    contributions on the PS, where they are, not on the worker; gradients equal the unplaced model's."""
+    import tf_keras as keras
+
+    from ralp_tf.zoo.shapes_structured import Cross
+
+    _, strategy, coordinator = inprocess
+
+    def build() -> Any:
+        inp = keras.Input((6,))
+        x0 = keras.layers.Dense(6, name="stem")(inp)
+        x = x0
+        for i in range(3):
+            x = Cross(name=f"cross{i}")(x0, x)
+        return keras.Model(inp, keras.layers.Dense(1, name="head")(x))
+
+    plan = Plan({"cross0": PS0, "cross1": PS0, "cross2": PS0, "head": PS0}, policy="test")
+    prepared, placed = _placed(strategy, build, plan)
+    graph = traced_training_step(placed)
+    sums = [op for op in graph.get_operations() if op.type == "AddN"
+            and all(t.op.device == PS0 for t in op.inputs)]
+    assert sums and all(op.device == PS0 for op in sums), [(op.name, op.device) for op in sums]
+    x, y = synthetic_batch(prepared.base, 4)
+    _gradients_match(coordinator, placed, prepared.base, x, y)
