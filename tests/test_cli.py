@@ -130,3 +130,17 @@ def test_the_exit_code_table() -> None:
     assert run_command(fail, None) == 3
     with pytest.raises(ZeroDivisionError):  # a bug is not turned into a one-line error
         run_command(lambda args: 1 / 0, None)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--restart-failed"], "--check-gradients is not supported by the supervised runs"),
+    (["--cluster", "TF_CONFIG"], "--check-gradients compares with the unplaced model on this machine"),
+])
+def test_check_gradients_where_it_cannot_run_is_one_error_exit_2(extra: list[str], message: str,
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli_exit import exit_code
+
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["127.0.0.1:1"], "ps": ["127.0.0.1:2"]}}))
+    assert exit_code(["run", "--model", "small_cnn", "--check-gradients", *extra], monkeypatch) == 2
+    assert message in capsys.readouterr().err

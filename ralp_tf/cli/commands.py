@@ -60,6 +60,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
                    help="the loop's SGD: tf_keras.optimizers.SGD (default) or tf_keras.optimizers.legacy.SGD, the "
                         "same update with far cheaper sparse (embedding) updates")
+    r.add_argument("--check-gradients", action="store_true",
+                   help="before training, compare the placed model's first-step loss and gradients with the "
+                        "unplaced model's on the same batch (exit 2 naming the variable that differs; a model that "
+                        "samples is not compared); local runs only")
     r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
                    help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
                         "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "
@@ -141,6 +145,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValidationError("--steps-per-closure and --optimizer are not supported by the supervised runs "
                                   "(--restart-failed, --add-worker-at, --fault, --fault-plan, --host-cpu): they count "
                                   "one step per closure with the default SGD; leave both at their defaults there")
+        if args.check_gradients:
+            raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "
+                                  "--add-worker-at, --fault, --fault-plan, --host-cpu); check the model with a plain "
+                                  "`ralp-tf run --check-gradients` first")
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
         policies: list[Any] = ["ps", "ralp"]
@@ -168,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
                  "restored_weights_checksum": r.restored_weights_checksum,
                  "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
-                 "optimizer": r.optimizer, "losses": r.losses}
+                 "optimizer": r.optimizer, "gradients_checked": r.gradients_checked, "losses": r.losses}
         if name != "ps":
             entry["plan"] = r.plan.to_dict()
         out[key] = entry
@@ -203,7 +211,7 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
                    sequence_length=args.sequence_length, steps_per_closure=args.steps_per_closure,
-                   optimizer=args.optimizer, **cluster_rates(args))
+                   optimizer=args.optimizer, check_gradients=args.check_gradients, **cluster_rates(args))
 
 
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
@@ -214,6 +222,9 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
 
     if args.inject_fault:
         raise ValidationError("--inject-fault kills local task processes; it cannot be used with --cluster")
+    if args.check_gradients:
+        raise ValidationError("--check-gradients compares with the unplaced model on this machine before a local "
+                              "cluster starts; it cannot be used with --cluster (run it locally first)")
     config = load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster)
     args.workers, args.ps = len(config.spec.get("worker", [])), len(config.spec.get("ps", []))
     return train_on_cluster(config, args.model, policies=policies, agent_port=args.agent_port,

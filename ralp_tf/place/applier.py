@@ -260,6 +260,9 @@ class Prepared:
     graph: ModelGraph
     weights: list[Any]
     spec: TrainingSpec
+    #: the unplaced model's first-step gradients, when a job will compare its own with them
+    #: (:func:`ralp_tf.place.verify.reference_gradients`)
+    reference: Any = None
 
 
 def prepare(build: Callable[[], Any], batch_size: int = 32, *, input_shape: Any = None,

@@ -25,6 +25,7 @@ casts that compress a layer's input on the worker before it crosses (scope ``ral
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 from ralp_tf.errors import PlacementMismatchError
@@ -32,7 +33,7 @@ from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.model.graph import walk
 from ralp_tf.model.trace import input_signature
 
-__all__ = ["traced_training_step", "verify_placement"]
+__all__ = ["traced_training_step", "verify_placement", "GradientReference", "reference_gradients", "verify_gradients"]
 
 #: Op types that never carry a layer's data (no check).
 _UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
@@ -136,3 +137,85 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequenc
                     f"layer {path!r}: the sum of its calls' weight gradients ({op.name}) runs on "
                     f"{op.device or 'the worker'}, not on {dev.canonical()}; its weight gradients would cross "
                     "the network")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientReference:
+    """The unplaced model's loss and gradients on one batch (:func:`reference_gradients`), taken
+    before this process connects to a cluster (its variables live on ``/job:localhost``)."""
+
+    loss: float
+    gradients: list[Any]
+    names: list[str]
+    #: False when two evaluations differ (a layer that samples): nothing can be compared
+    deterministic: bool
+
+
+def reference_gradients(base: Any, loss: Any, x: Any, y: Any) -> GradientReference:
+    """``base``'s loss and gradients on ``(x, y)`` in inference mode (no dropout; BatchNormalization
+    on its moving statistics), evaluated twice to tell whether the model is deterministic."""
+    import numpy as np
+    import tensorflow as tf
+
+    def once() -> tuple[Any, list[Any]]:
+        with tf.GradientTape() as tape:
+            value = loss(y, base(x, training=False))
+        return np.asarray(value), _dense(tape.gradient(value, base.trainable_variables))
+
+    (value, grads), (again, grads_again) = once(), once()
+    same = np.array_equal(value, again) and all(
+        (a is None) == (b is None) and (a is None or np.array_equal(a, b)) for a, b in zip(grads, grads_again))
+    return GradientReference(float(value), grads, [v.name for v in base.trainable_variables], same)
+
+
+def _dense(grads: Sequence[Any]) -> list[Any]:
+    import numpy as np
+    import tensorflow as tf
+
+    return [None if g is None else np.asarray(tf.convert_to_tensor(g)) for g in grads]
+
+
+def verify_gradients(placed: Any, loss: Any, x: Any, y: Any, coordinator: Any, reference: GradientReference, *,
+                     rtol: float = 1e-4) -> bool:
+    """Check that one step of ``placed`` (on the cluster, through ``coordinator``), with the weights
+    the unplaced model had, gives ``reference``'s loss and gradients on the same batch ``(x, y)``,
+    in inference mode; ``loss`` is the placed model's training loss, ``model.losses`` included.
+    Each gradient ``g`` must be within ``rtol * max|w| + 0.1 * rtol * G`` of the reference ``w``
+    (elementwise, largest difference), ``G`` the largest entry of any reference gradient: a
+    gradient that should be zero (a BatchNormalization beta under a later normalisation, an
+    attention key's bias) is float32 noise from sums taken in another order, at about 1e-7 of
+    the summands.
+
+    Returns True when compared, False when the reference model is not deterministic. Raises
+    PlacementMismatchError naming the first variable whose gradient differs."""
+    import numpy as np
+    import tensorflow as tf
+
+    if not reference.deterministic:
+        return False
+
+    @tf.function
+    def step(xb: Any, yb: Any) -> Any:
+        with tf.GradientTape() as tape:
+            value = loss(yb, placed(xb, training=False))
+        return value, tape.gradient(value, placed.trainable_variables)
+
+    got_loss, got = coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x),
+                                                     tf.nest.map_structure(tf.constant, y))).fetch()
+    if not np.isclose(float(got_loss), reference.loss, rtol=rtol, atol=rtol):
+        raise PlacementMismatchError(f"the placed model's loss is {float(got_loss):.6g}, the unplaced model's "
+                                     f"{reference.loss:.6g} on the same batch and weights")
+    overall = max((float(np.max(np.abs(w))) for w in reference.gradients if w is not None and w.size), default=0.0)
+    for name, g, w in zip(reference.names, _dense(got), reference.gradients):
+        if (w is None) != (g is None):
+            raise PlacementMismatchError(f"variable {name}: a gradient on one side only (placed: {g is not None}, "
+                                         f"unplaced: {w is not None})")
+        if w is None:
+            continue
+        scale = float(np.max(np.abs(w))) if w.size else 0.0
+        error = float(np.max(np.abs(g - w))) if w.size and g.shape == w.shape else float("inf")
+        if error > rtol * scale + 0.1 * rtol * overall:
+            raise PlacementMismatchError(f"variable {name}: the placed model's gradient differs from the unplaced "
+                                         f"model's by {error:.3g} (largest entry {scale:.3g})")
+    return True

@@ -33,6 +33,7 @@ from ralp_tf.model.builtin import resolve_model
 from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksum
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
 from ralp_tf.place.policies import plan_with_policy
+from ralp_tf.place.verify import reference_gradients, verify_gradients
 from ralp_tf.plan.analyzer import Analysis
 from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.costmodel import estimate
@@ -80,6 +81,10 @@ class RunResult:
     steps_per_closure: int = 1
     #: the loop's optimizer (:data:`OPTIMIZERS`)
     optimizer: str = "sgd"
+    #: with ``check_gradients``: True when the placed model's first-step loss and gradients equal the
+    #: unplaced model's (:func:`ralp_tf.place.verify.verify_gradients`), False when the model is not
+    #: deterministic (nothing to compare); None when not asked
+    gradients_checked: bool | None = None
 
     @property
     def report(self) -> str | None:
@@ -111,6 +116,7 @@ class TrainConfig:
     sequence_length: int | None = None
     steps_per_closure: int = 1
     optimizer: str = "sgd"
+    check_gradients: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -186,6 +192,7 @@ class Job:
     #: one step without the loop (``train_step(iterator, 1)``'s math); None: closures of one step loop too
     train_step_once: Any = None
     restored_checksum: float | None = None
+    gradients_checked: bool | None = None
 
 
 def prepare_model(builder: Callable[[], Any], config: TrainConfig) -> Prepared:
@@ -200,7 +207,17 @@ def prepare_model(builder: Callable[[], Any], config: TrainConfig) -> Prepared:
                        measure=config.measure_compute)
     if config.measure_compute:
         prepared.profile = prepared.profile.scaled_compute(config.compute_scale)
+    if config.check_gradients:
+        x, y = _batch(prepared.spec, config)
+        prepared.reference = reference_gradients(prepared.base, train_loss(prepared.base, prepared.spec), x, y)
     return prepared
+
+
+def _batch(spec: Any, config: TrainConfig) -> tuple[Any, Any]:
+    """The job's synthetic batch; a multi-input model's list of inputs (or labels) as a tuple, one
+    nested structure for tf.data."""
+    x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
+    return (tuple(x) if isinstance(x, list) else x), (tuple(y) if isinstance(y, list) else y)
 
 
 def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, cluster: Cluster,
@@ -227,12 +244,15 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
                      else tf_keras.optimizers.SGD)(config.learning_rate)
     spec = prepared.spec
     loss_fn = train_loss(model, spec)
-    x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
-    if isinstance(x, list):  # multi-input models: a tuple is one nested structure for tf.data, a list is not
-        x = tuple(x)
-    if isinstance(y, list):
-        y = tuple(y)
+    x, y = _batch(spec, config)
     coordinator = coordinator or tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
+    checked = None
+    if config.check_gradients:
+        if prepared.reference is None:
+            raise ValidationError("check_gradients needs the unplaced model's gradients, taken before connecting "
+                                  "to the cluster: prepare the model with prepare_model(builder, config) and the "
+                                  "same config")
+        checked = verify_gradients(model, loss_fn, x, y, coordinator, prepared.reference)
     iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
     def replica_fn(batch: Any) -> Any:
@@ -257,7 +277,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="ralp_step")
     job = Job(config=config, cluster=cluster, prepared=prepared, plan=plan, analysis=analysis, model=model,
               coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var,
-              train_step_once=train_step_once)
+              train_step_once=train_step_once, gradients_checked=checked)
     if config.checkpoint_dir:
         ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
         job.manager = tf.train.CheckpointManager(ckpt, config.checkpoint_dir, max_to_keep=3)
@@ -431,7 +451,7 @@ def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
         measured_step_s=elapsed / measured * job.cluster.num_workers, plan=job.plan, analysis=job.analysis,
         total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
         final_weights_checksum=weights_checksum(job.model)[1], steps_per_closure=config.steps_per_closure,
-        optimizer=config.optimizer)
+        optimizer=config.optimizer, gradients_checked=job.gradients_checked)
 
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
@@ -441,7 +461,8 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
           compute_scale: float = 1.0, compression: Any = None, sequence_length: int | None = None,
-          prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = "sgd") -> RunResult:
+          prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = "sgd",
+          check_gradients: bool = False) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is a policy name of :mod:`ralp_tf.place.policies` ("ralp", "ps", "rl", ...), a Plan,
@@ -467,13 +488,15 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     ``steps_per_closure`` steps run in each scheduled closure (a loop inside the ``tf.function``;
     :func:`run_steps`): the coordinator's fixed cost per closure is paid once per that many steps.
     Losses, checkpoints, warmup and the measured window stay per step. ``optimizer`` is one of
-    :data:`OPTIMIZERS` (SGD at ``learning_rate`` either way).
+    :data:`OPTIMIZERS` (SGD at ``learning_rate`` either way). With ``check_gradients`` the placed
+    model's first step is compared with the unplaced model's before training
+    (:func:`ralp_tf.place.verify.verify_gradients`; ``RunResult.gradients_checked``).
     """
     config = TrainConfig(policy=policy, steps=steps, warmup_steps=warmup_steps, batch_size=batch_size,
                          learning_rate=learning_rate, seed=seed, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, measure_compute=measure_compute,
                          compute_scale=compute_scale, compression=compression, sequence_length=sequence_length,
-                         steps_per_closure=steps_per_closure, optimizer=optimizer)
+                         steps_per_closure=steps_per_closure, optimizer=optimizer, check_gradients=check_gradients)
     builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
     job = prepare_job(strategy, builder, config, cluster or cluster_of(strategy), coordinator, prepared)
     meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
@@ -489,7 +512,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             on_measure: Callable[[str], None] | None = None,
             step_callback: Callable[[str, int], None] | None = None,
             sequence_length: int | None = None, prepared: Prepared | None = None,
-            steps_per_closure: int = 1, optimizer: str = "sgd") -> dict[str, RunResult]:
+            steps_per_closure: int = 1, optimizer: str = "sgd", check_gradients: bool = False) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, while the cluster's tasks start; a model that cannot be profiled is refused
     before any step, and the tasks are stopped. Each policy's run places a fresh build of it with
@@ -499,7 +522,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
     ``step_callback(policy name, step)`` is called after scheduling each step (progress).
     ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
-    model already built and profiled. ``steps_per_closure`` and ``optimizer`` go to :func:`train`.
+    model already built and profiled. ``steps_per_closure``, ``optimizer`` and ``check_gradients`` go
+    to :func:`train`.
     """
     from ralp_tf.run.launch import LocalCluster
     from ralp_tf.run.traffic import cluster_endpoints
@@ -511,7 +535,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
         import tensorflow as tf
 
         prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
-                                                                  sequence_length=sequence_length))
+                                                                  sequence_length=sequence_length,
+                                                                  check_gradients=check_gradients))
         strategy = lc.strategy()
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)
@@ -537,7 +562,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                                            on_step=on_step if fault or step_callback else None,
                                            compression=compression, on_measure=on_measure,
                                            sequence_length=sequence_length, prepared=prepared,
-                                           steps_per_closure=steps_per_closure, optimizer=optimizer)
+                                           steps_per_closure=steps_per_closure, optimizer=optimizer,
+                                           check_gradients=check_gradients)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None

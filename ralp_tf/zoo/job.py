@@ -4,8 +4,9 @@
 It does what a user does with the model: build it and profile it (:func:`ralp_tf.run.training.
 prepare_model`), plan it with the ``ralp`` policy on the cluster shape, then, on a LocalCluster of
 real task processes, place it (the verifier checks every placed layer's variables, forward and
-gradient ops), train ``STEPS`` measured steps after one warm-up step, and count the bytes between
-workers and PS tasks. It writes one JSON row to ``OUT`` (:func:`run_one`); a model that fails
+gradient ops), compare its first-step loss and gradients with the unplaced model's
+(:func:`ralp_tf.place.verify.verify_gradients`), train ``STEPS`` measured steps after a warm-up step
+on each worker, and count the bytes between workers and PS tasks. It writes one JSON row to ``OUT`` (:func:`run_one`); a model that fails
 gets a row that says at which stage and why, and the process still exits 0 (the row is the result).
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ def run_one(ref: str, *, workers: int = 2, ps: int = 1, bandwidth: str = "100mbi
     t0 = time.perf_counter()
     try:
         builder = resolve_model(ref)
-        prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, sequence_length=sequence_length))
+        prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, sequence_length=sequence_length,
+                                                      check_gradients=True))
         prof = prepared.profile
         row.update(parameters=int(prepared.base.count_params()), param_bytes=prof.param_bytes,
                    layers=len(prof.compute_layers), stage="plan")
@@ -51,9 +53,10 @@ def run_one(ref: str, *, workers: int = 2, ps: int = 1, bandwidth: str = "100mbi
         row.update(plan=_plan_summary(plan), ps_layers=sorted(plan.ps_layers()), stage="train")
         result = compare(builder, workers=workers, ps=ps, steps=steps, warmup_steps=1, batch_size=batch_size,
                          bandwidth=bandwidth, policies=["ralp"], sequence_length=sequence_length,
-                         prepared=prepared)["ralp"]
+                         prepared=prepared, check_gradients=True)["ralp"]
         measured, predicted = result.bytes_per_step, result.predicted_bytes_per_step
-        row.update(stage="trained", verified=True, bytes_per_step=measured, predicted_bytes_per_step=predicted,
+        row.update(stage="trained", verified=True, gradients=result.gradients_checked, bytes_per_step=measured,
+                   predicted_bytes_per_step=predicted,
                    bytes_error=(measured - predicted) / predicted if measured and predicted else None,
                    losses_finite=all(math.isfinite(l) for l in result.losses), samples_per_s=result.samples_per_s,
                    plan=_plan_summary(result.plan))

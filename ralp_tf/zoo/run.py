@@ -135,28 +135,36 @@ def _mb(x: Any) -> str:
     return f"{x / 1e6:.3f}" if isinstance(x, (int, float)) else ""
 
 
+def _gradients(checked: bool | None) -> str:
+    return {True: "yes", False: "sampled"}.get(checked, "") if checked is not None else ""
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The zoo table (one row per model) with the command and the summary."""
     s = doc.get("summary") or summary(doc["rows"])
     c = doc["config"]
     lines = [f"Command: `{doc['command']}`", "",
              f"Each model: {c['workers']} workers, {c['ps']} PS, planned for {c['bandwidth']}, batch {c['batch_size']} "
-             f"per worker, inputs of variable length at {c['sequence_length']}, {c['steps']} measured steps after one "
-             "warm-up step, on a LocalCluster of real processes (bytes from the kernel's per-socket counters).", "",
+             f"per worker, inputs of variable length at {c['sequence_length']}, {c['steps']} measured steps after a "
+             "warm-up step on each worker, on a LocalCluster of real processes (bytes from the kernel's per-socket "
+             "counters). *Gradients*: the placed model's first-step loss and gradients against the unplaced "
+             "model's on the same batch and weights (`yes`: equal within 1e-4; `sampled`: the model draws random "
+             "numbers, so two unplaced evaluations differ and nothing is compared).", "",
              f"**{s['trained']} of {s['models']} trained with their placement verified; {s['bytes_within_10pct']} of "
              f"those within 10% of the predicted bytes; {s['refused_before_cluster']} refused before a cluster "
              f"started; {s['failed_after_start']} failed after; {s['tracebacks']} with a traceback.**", "",
              "| model | source | parameters | plan (ralp) | MB/step measured | MB/step predicted | error | verified | "
-             "s | refused or failed: why |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "gradients | s | refused or failed: why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         err = f"{100 * r['bytes_error']:+.1f}%" if r.get("bytes_error") is not None else ""
         why = (r.get("error") or "").replace("|", "/")[:220]
         lines.append(f"| {r['name']} | {r.get('source', '')} | {r.get('parameters', ''):,} | {r.get('plan', '')} | "
                      f"{_mb(r.get('bytes_per_step'))} | {_mb(r.get('predicted_bytes_per_step'))} | {err} | "
-                     f"{'yes' if r.get('verified') else 'no'} | {r.get('seconds', 0):.0f} | "
+                     f"{'yes' if r.get('verified') else 'no'} | {_gradients(r.get('gradients'))} | "
+                     f"{r.get('seconds', 0):.0f} | "
                      f"{(r.get('stage', '') + ': ' + why) if why else ''} |"
                      if isinstance(r.get("parameters"), int) else
-                     f"| {r['name']} | {r.get('source', '')} |  | {r.get('plan', '')} |  |  |  | no | "
+                     f"| {r['name']} | {r.get('source', '')} |  | {r.get('plan', '')} |  |  |  | no |  | "
                      f"{r.get('seconds', 0):.0f} | {r.get('stage', '')}: {why} |")
     return "\n".join(lines) + "\n"

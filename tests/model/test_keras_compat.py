@@ -209,7 +209,7 @@ def test_the_tape_sums_a_tensors_gradients_on_the_device_of_its_summands() -> No
 
     keras_compat.sum_gradients_where_they_are()
     keras_compat.sum_gradients_where_they_are()  # idempotent
-    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    device = "/device:CPU:0"  # this process's CPU, connected to a cluster (another test's) or not
 
     def sin_on_device(x: Any) -> Any:
         @tf.custom_gradient

@@ -187,3 +187,40 @@ def test_the_gradient_sum_of_a_tensor_several_ps_units_read_is_on_the_ps(inproce
     assert sums and all(op.device == PS0 for op in sums), [(op.name, op.device) for op in sums]
     x, y = synthetic_batch(prepared.base, 4)
     _gradients_match(coordinator, placed, prepared.base, x, y)
+
+
+def test_verify_gradients_compares_the_first_step_with_the_unplaced_models(inprocess: Any) -> None:
+    """The placed model's loss and gradients equal the unplaced model's: compared, True; against a
+    reference of other weights: PlacementMismatchError naming a variable; a model that samples
+    (two unplaced evaluations differ) is not compared: False."""
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from ralp_tf.errors import PlacementMismatchError
+    from ralp_tf.place.verify import reference_gradients, verify_gradients
+
+    _, strategy, coordinator = inprocess
+
+    def build() -> Any:
+        inp = keras.Input((5,))
+        return keras.Model(inp, keras.layers.Dense(3, name="head")(keras.layers.Dense(8, name="fc")(inp)))
+
+    plan = Plan({"fc": PS0, "head": PS1}, policy="test")
+    prepared, placed = _placed(strategy, build, plan)
+    x, y = synthetic_batch(prepared.base, 4)
+    reference = reference_gradients(prepared.base, train_loss(prepared.base), x, y)
+    assert reference.deterministic and verify_gradients(placed, train_loss(placed), x, y, coordinator, reference)
+    other = build()
+    with pytest.raises(PlacementMismatchError, match="the placed model's (loss|gradient)"):
+        verify_gradients(placed, train_loss(placed), x, y, coordinator,
+                         reference_gradients(other, train_loss(other), x, y))
+
+    class Noisy(keras.layers.Layer):
+        def call(self, x: Any) -> Any:
+            return x + tf.random.normal(tf.shape(x))
+
+    inp = keras.Input((5,))
+    noisy = keras.Model(inp, keras.layers.Dense(3)(Noisy()(inp)))
+    sampled = reference_gradients(noisy, train_loss(noisy), x, y)
+    assert not sampled.deterministic
+    assert verify_gradients(placed, train_loss(placed), x, y, coordinator, sampled) is False

@@ -27,7 +27,7 @@ def test_the_sample_trains_with_its_placement_verified_and_bytes_as_predicted(tm
     rows = {r["name"]: r for r in json.loads(results.read_text())["rows"]}
     assert list(rows) == list(SAMPLE)
     for name, row in rows.items():
-        assert row["stage"] == "trained" and row["verified"], (name, row.get("error"))
+        assert row["stage"] == "trained" and row["verified"] and row["gradients"] is True, (name, row.get("error"))
         # benchmarks/zoo.md reports each row's error; 15% here guards against regressions
         assert row["bytes_error"] is not None and abs(row["bytes_error"]) <= 0.15, (name, row["bytes_error"])
     table = out.read_text()
