@@ -29,15 +29,22 @@ demo: setup
 # prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
 FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release
 
-# Tests that start no cluster, namespace or Horovod job (the quick tier and the in-process slow
-# tests) run first, on every core; then the tiers that start clusters, namespaces and
-# subprocesses run one test at a time (they use both cores themselves, share namespace prefixes
-# and the testbed lock, and check timings). The status is the first failure's, after both ran.
+# Three passes. Tests that start no cluster, namespace or Horovod job (the quick tier and the
+# in-process slow tests) run on every core. Tests that start local clusters and subprocesses run
+# two files at a time (a file's tests share its module fixtures): each spends much of its time
+# importing TensorFlow and waiting on its tasks, and counts only its own tasks' sockets. Tests
+# that build network namespaces, CPU groups or Horovod jobs run one at a time: they share
+# namespace prefixes and the testbed lock, check that no namespace is left, and measure link
+# rates and CPU shares. The status is the first failure's, after all ran.
 IN_PROCESS := not integration and not needs_root and not needs_horovod and not release
+LOCAL_CLUSTERS := integration and not needs_root and not needs_horovod and not release
+NAMESPACES := (needs_root or needs_horovod) and not release
+
 test: setup
 	@status=0; \
 	$(PY) -m pytest -q -rs -n auto -m "$(IN_PROCESS)" tests || status=$$?; \
-	$(PY) -m pytest -q -rs --durations=10 -m "not release and not ($(IN_PROCESS))" tests || status=$$?; \
+	$(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 -m "$(LOCAL_CLUSTERS)" tests || status=$$?; \
+	$(PY) -m pytest -q -rs --durations=10 -m "$(NAMESPACES)" tests || status=$$?; \
 	exit $$status
 
 # `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
