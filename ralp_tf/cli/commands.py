@@ -50,7 +50,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--tensorboard-trace", action="store_true",
                    help="with --tensorboard-dir: also record a TF profiler trace of the measured steps (keep "
                         "--steps small)")
-    r.add_argument("--warmup-steps", type=non_negative_int, default=3, help="unmeasured steps first (default 3; when not 0, at least one per worker)")
+    r.add_argument("--warmup-steps", type=non_negative_int, default=3,
+                   help="unmeasured steps first (default 3; when not 0, at least one per worker)")
     r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
     r.add_argument("--steps-per-closure", type=positive_int, default=1, metavar="K",
@@ -62,8 +63,8 @@ def register(subparsers: Any) -> None:
                         "same update with far cheaper sparse (embedding) updates")
     r.add_argument("--check-gradients", action="store_true",
                    help="before training, compare the placed model's first-step loss and gradients with the "
-                        "unplaced model's on the same batch (exit 2 naming the variable that differs; a model that "
-                        "samples is not compared); local runs only")
+                        "unplaced model's on the same batch (exit 2 naming the variable that differs; a model whose "
+                        "eager and traced evaluations already differ is not compared); local runs only")
     r.add_argument("--cluster", metavar="TF_CONFIG|FILE",
                    help="train on a running cluster (tasks started with `ralp-tf server`) from TF_CONFIG or a "
                         "TF_CONFIG-style/bare cluster-spec file, instead of starting a local one; "

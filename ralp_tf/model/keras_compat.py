@@ -368,10 +368,9 @@ def sum_gradients_where_they_are() -> None:
 
     def colocated_sum(gradients: list[Any]) -> Any:
         devices = {getattr(g, "device", "") for g in gradients}
-        if len(gradients) > 1 and len(devices) == 1 and next(iter(devices)):
-            with tf.device(next(iter(devices))):
-                return tape_sum(gradients)
-        return tape_sum(gradients)
+        device = devices.pop() if len(gradients) > 1 and len(devices) == 1 else ""
+        with tf.device(device) if device else contextlib.nullcontext():
+            return tape_sum(gradients)
 
     backprop._default_vspace = backprop._default_vspace._replace(aggregate_fn=colocated_sum)
     pywrap_tfe.TFE_Py_RegisterVSpace(backprop._default_vspace)

@@ -118,7 +118,7 @@ def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
     return _PsCall(layer, call, device, path, activations)
 
 
-class _slots:
+class _Slots:
     """Indices of a unit's variables, to match the variables a ``tf.custom_gradient`` hands its
     gradient function (PSS wraps them, so not by identity) by name and shape, and among variables
     alike (``add_weight`` without a name: every one is ``Variable``) in order: ``take(v)`` is
@@ -221,7 +221,7 @@ class _PsCall:
             grads = tape.gradient(outputs, [xs[i] for i in float_idx] + variables, output_gradients=dy,
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             var_grads = list(grads[len(float_idx):])
-            slots = _slots(chained)
+            slots = _Slots(chained)
             index = [slots.take(v) for v in variables]
             totals: list[Any] = [None] * len(chained)
             for v, g, i in zip(variables, var_grads, index):

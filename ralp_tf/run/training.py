@@ -40,8 +40,9 @@ from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
-__all__ = ["warmup_steps_for", "DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
-           "train_loss", "prepare_model", "prepare_job", "closure_sizes", "run_steps", "summarise", "train", "compare"]
+__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
+           "train_loss", "prepare_model", "prepare_job", "closure_sizes", "warmup_steps_for", "run_steps", "summarise",
+           "train", "compare"]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHECKPOINT_EVERY = 10
@@ -82,8 +83,9 @@ class RunResult:
     #: the loop's optimizer (:data:`OPTIMIZERS`)
     optimizer: str = "sgd"
     #: with ``check_gradients``: True when the placed model's first-step loss and gradients equal the
-    #: unplaced model's (:func:`ralp_tf.place.verify.verify_gradients`), False when the model is not
-    #: deterministic (nothing to compare); None when not asked
+    #: unplaced model's (:func:`ralp_tf.place.verify.verify_gradients`), False when the unplaced
+    #: model's own evaluations disagree (it samples, or is ill-conditioned: nothing to compare); None
+    #: when not asked
     gradients_checked: bool | None = None
 
     @property

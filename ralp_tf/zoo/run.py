@@ -136,7 +136,7 @@ def _mb(x: Any) -> str:
 
 
 def _gradients(checked: bool | None) -> str:
-    return {True: "yes", False: "sampled"}.get(checked, "") if checked is not None else ""
+    return {True: "yes", False: "not comparable"}.get(checked, "") if checked is not None else ""
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -148,8 +148,9 @@ def markdown(doc: dict[str, Any]) -> str:
              f"per worker, inputs of variable length at {c['sequence_length']}, {c['steps']} measured steps after a "
              "warm-up step on each worker, on a LocalCluster of real processes (bytes from the kernel's per-socket "
              "counters). *Gradients*: the placed model's first-step loss and gradients against the unplaced "
-             "model's on the same batch and weights (`yes`: equal within 1e-4; `sampled`: the model draws random "
-             "numbers, so two unplaced evaluations differ and nothing is compared).", "",
+             "model's on the same batch and weights (`yes`: equal within 1e-4; `not comparable`: the unplaced model's "
+             "eager and traced evaluations already differ, because it samples or because it is so ill-conditioned "
+             "at its initial weights that the order of float32 sums decides its output).", "",
              f"**{s['trained']} of {s['models']} trained with their placement verified; {s['bytes_within_10pct']} of "
              f"those within 10% of the predicted bytes; {s['refused_before_cluster']} refused before a cluster "
              f"started; {s['failed_after_start']} failed after; {s['tracebacks']} with a traceback.**", "",

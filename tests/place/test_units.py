@@ -191,8 +191,8 @@ def test_the_gradient_sum_of_a_tensor_several_ps_units_read_is_on_the_ps(inproce
 
 def test_verify_gradients_compares_the_first_step_with_the_unplaced_models(inprocess: Any) -> None:
     """The placed model's loss and gradients equal the unplaced model's: compared, True; against a
-    reference of other weights: PlacementMismatchError naming a variable; a model that samples
-    (two unplaced evaluations differ) is not compared: False."""
+    reference of other weights: PlacementMismatchError naming the difference; a model that samples
+    (its eager and traced evaluations differ) is not compared: False."""
     import tensorflow as tf
     import tf_keras as keras
 
@@ -209,9 +209,9 @@ def test_verify_gradients_compares_the_first_step_with_the_unplaced_models(inpro
     prepared, placed = _placed(strategy, build, plan)
     x, y = synthetic_batch(prepared.base, 4)
     reference = reference_gradients(prepared.base, train_loss(prepared.base), x, y)
-    assert reference.deterministic and verify_gradients(placed, train_loss(placed), x, y, coordinator, reference)
+    assert reference.reproducible and verify_gradients(placed, train_loss(placed), x, y, coordinator, reference)
     other = build()
-    with pytest.raises(PlacementMismatchError, match="the placed model's (loss|gradient)"):
+    with pytest.raises(PlacementMismatchError, match="the placed model's first step differs .*: (the loss|variable)"):
         verify_gradients(placed, train_loss(placed), x, y, coordinator,
                          reference_gradients(other, train_loss(other), x, y))
 
@@ -222,5 +222,5 @@ def test_verify_gradients_compares_the_first_step_with_the_unplaced_models(inpro
     inp = keras.Input((5,))
     noisy = keras.Model(inp, keras.layers.Dense(3)(Noisy()(inp)))
     sampled = reference_gradients(noisy, train_loss(noisy), x, y)
-    assert not sampled.deterministic
+    assert not sampled.reproducible
     assert verify_gradients(placed, train_loss(placed), x, y, coordinator, sampled) is False
