@@ -49,7 +49,7 @@ from ralp_tf.place.isolation import outside_strategy
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
 from ralp_tf.place.sharding import full_weights, weight_groups
-from ralp_tf.place.verify import verify_placement
+from ralp_tf.place.verify import GradientReference, verify_placement
 from ralp_tf.place.wrappers import install_placement
 from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.plans import Plan, parse_device
@@ -262,7 +262,7 @@ class Prepared:
     spec: TrainingSpec
     #: the unplaced model's first-step gradients, when a job will compare its own with them
     #: (:func:`ralp_tf.place.verify.reference_gradients`)
-    reference: Any = None
+    reference: GradientReference | None = None
 
 
 def prepare(build: Callable[[], Any], batch_size: int = 32, *, input_shape: Any = None,

@@ -139,7 +139,6 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequenc
                     "the network")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class GradientReference:
     """The unplaced model's loss and gradients on one batch (:func:`reference_gradients`), taken
