@@ -75,7 +75,8 @@ def test_worker_layer_reads_its_weights_once_per_call_and_pushes_one_gradient() 
     cluster = Cluster.local(1, 1)
     est = costmodel.estimate(prof, cluster)
     reused, logits = prof.layer("reused"), prof.layer("logits")
-    overhead = costmodel.STEP_OVERHEAD_BYTES / 2
+    # 3 reads of reused's 2 variables, 1 read of logits' 2, 4 pushes: 12 messages, control both ways
+    overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 12 * costmodel.RPC_CONTROL_BYTES / 2
     assert est.bytes_between[("ps:0", "worker")] == pytest.approx(3 * reused.param_bytes + logits.param_bytes
                                                                   + overhead)
     assert est.bytes_between[("worker", "ps:0")] == pytest.approx(reused.param_bytes + logits.param_bytes + overhead)
@@ -87,7 +88,8 @@ def test_ps_placed_shared_layer_moves_each_calls_activation() -> None:
     est = costmodel.estimate(prof, Cluster.local(1, 1), head)
     conv_out = sum(t.bytes for t in prof.tensors if t.producer == "shared_conv")
     conv = prof.layer("shared_conv")
-    overhead = costmodel.STEP_OVERHEAD_BYTES / 2
+    # messages: 4 conv reads and 2 pushes, 2 conv outputs and their 2 gradients, the logits and theirs
+    overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 12 * costmodel.RPC_CONTROL_BYTES / 2
     logits = BATCH * prof.layer("logits").output_bytes
     # both calls' conv activations go up, their gradients come back; the conv weights are read twice
     assert est.bytes_between[("worker", "ps:0")] == pytest.approx(BATCH * conv_out + conv.param_bytes + logits
@@ -104,7 +106,8 @@ def test_embedding_rows_never_visit_the_worker_when_the_head_is_on_its_ps() -> N
 
     rows = BATCH * prof.layer("embedding").output_bytes
     logits = BATCH * prof.layer("logits").output_bytes
-    overhead = costmodel.STEP_OVERHEAD_BYTES / 2
+    # messages: the rows' gradient down and the push up, the logits and their gradient
+    overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 4 * costmodel.RPC_CONTROL_BYTES / 2
     table_rows, row_bytes = 50_000, 64 * 4
     distinct = distinct_rows(BATCH * 8, table_rows)  # the optimizer sums repeated ids before the push
     assert BATCH * 8 - 1 < distinct < BATCH * 8

@@ -21,7 +21,9 @@ import dataclasses
 import json
 from typing import Any, Mapping, Sequence
 
-from ralp_tf.plan.costmodel import PUSH, STEP_OVERHEAD_BYTES, WORKER, resolve_placements, worker_step_traffic
+from ralp_tf.plan.costmodel import (PUSH, RPC_CONTROL_BYTES, STEP_OVERHEAD_BYTES, WORKER, resolve_placements,
+                                    worker_step_traffic)
+from ralp_tf.plan.traffic import variable_shards
 from ralp_tf.plan.plans import Plan
 from ralp_tf.model.profiles import ModelProfile
 
@@ -51,7 +53,10 @@ def push_and_rest(profile: ModelProfile, plan: Plan, num_ps: int) -> tuple[float
     phased = worker_step_traffic(profile, where, num_ps, plan.stored_on(), plan.compression)
     up = {key: b for key, b in phased.items() if key[0] == WORKER}
     ps_tasks = {dst for (_, dst, _) in up}
-    push = sum(b for (_, _, phase), b in up.items() if phase == PUSH) - STEP_OVERHEAD_BYTES / 2 * len(ps_tasks)
+    homes = variable_shards(profile, where, num_ps, plan.stored_on())
+    pushes = sum(len(shards) for l in profile.layers if where[l.name] == WORKER for shards in homes[l.name])
+    control = STEP_OVERHEAD_BYTES / 2 * len(ps_tasks) + pushes * RPC_CONTROL_BYTES / 2
+    push = sum(b for (_, _, phase), b in up.items() if phase == PUSH) - control
     return push, sum(up.values()) - push
 
 

@@ -16,7 +16,7 @@ the profile has one and t is a CPU task.
 pulls and pushes by where each variable (or shard) lives, activations by where each tensor is
 produced and required (split layers included), embedding rows and gradients, compression, and
 the control traffic (``STEP_OVERHEAD_BYTES`` per PS task talked to, ``RPC_CONTROL_BYTES`` per
-further message), each in a *phase*.
+message), each in a *phase*.
 
 **Per host link.** Traffic between two tasks of one host is loopback and free. A *synchronous
 step* is N worker steps, one per worker (N * b samples). A worker step moves its bytes in

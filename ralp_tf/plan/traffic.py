@@ -73,15 +73,17 @@ when set, prices the push instead (:func:`ralp_tf.plan.compression.pushed_bytes`
 PS-computed layer's ``activations`` codec scales the activations it receives from the worker,
 and their gradients, by that ratio. Outputs returning to the worker are not compressed.
 
-**Control traffic.** ``STEP_OVERHEAD_BYTES`` per worker step with each PS task it exchanges data
-with (measured gRPC dispatch and framing, which covers one message per variable and per
-activation), half each way (pull and push phases). Every further message costs
-``RPC_CONTROL_BYTES`` (request and response framing, tensor metadata), half each way in the
-message's phase: a variable in ``S`` shards adds ``S - 1`` per transfer (each shard carries
-``(S - 1) / S`` of it), and a phase in which a split layer's tensors travel as ``m`` messages adds
-``m - 1``. Each such message also costs ``RPC_FIXED_S`` CPU seconds at both ends
-(:func:`ralp_tf.plan.costmodel.serving_seconds`). Both values are upper bounds derived from
-measurements made for other terms, to be fitted (docs/costmodel.md, *Pieces and RPCs*).
+**Control traffic.** Every message costs ``RPC_CONTROL_BYTES`` (request and response framing,
+tensor metadata), half each way in the message's phase, and each worker step costs
+``STEP_OVERHEAD_BYTES`` (function dispatch) with each PS task it exchanges data with, half each
+way. A message is one tensor crossing between two tasks: each read of a variable shard (a
+worker-computed layer called ``k`` times, or regularised, reads it ``k`` or ``k + 1`` times), each
+pushed gradient shard, each piece of an activation or of its gradient, each split layer's
+partial sum. Both were fitted on the zoo's four smallest steps (docs/costmodel.md, *Control
+bytes*). The CPU term counts only the messages beyond one per variable and per activation: a
+variable in ``S`` shards ``S - 1`` per transfer, a split layer's phase carried as ``m`` messages
+``m - 1``; each costs ``RPC_FIXED_S`` CPU seconds at both ends
+(:func:`ralp_tf.plan.costmodel.serving_seconds`), an upper bound derived from other terms.
 """
 from __future__ import annotations
 
@@ -103,14 +105,13 @@ __all__ = ["distinct_rows", "gathered_rows", "regularised", "WORKER", "PULL", "P
 
 WORKER = TaskRef.worker()
 PULL, PUSH = "pull", "push"
-#: gRPC control traffic per worker step with each PS task it talks to (function dispatch, tensor
-#: handshakes, HTTP/2 framing), measured on LocalCluster runs: 6.7-9.1 KB per step.
-STEP_OVERHEAD_BYTES = 8_000
-#: Control bytes of one message beyond those STEP_OVERHEAD_BYTES covers (a further shard, a further
-#: split-layer tensor). Start value, to be fitted: STEP_OVERHEAD_BYTES over the 20 tensor transfers
-#: of the small_cnn step it was measured on (10 variables read and pushed), 400 B, an upper bound.
-RPC_CONTROL_BYTES = 400
-#: CPU core-seconds each end spends on one such message. Start value, to be fitted: PS_STEP_CPU_S
+#: gRPC control bytes per worker step with each PS task it talks to (function dispatch), and per
+#: message (framing, tensor metadata): a least-squares fit, weighted by the step's bytes, of the
+#: zoo's four smallest steps (siamese_contrastive 54 messages, recommender_net 12, deep_cross_network
+#: 5, vae_kl_loss 3; 3.8-24.0 KB of control), 2,803 B and 347 B.
+STEP_OVERHEAD_BYTES = 2_800
+RPC_CONTROL_BYTES = 350
+#: CPU core-seconds each end spends on one further message (module docstring). Start value, to be fitted: PS_STEP_CPU_S
 #: (3.3 ms per worker step on a PS task) over the 32 tensor transfers of the alexnet_cifar step of
 #: that fit, 103 us, an upper bound (it charges the step's dispatch to its transfers).
 RPC_FIXED_S = 3.3e-3 / 32
@@ -281,7 +282,8 @@ def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
 
 
 class _Builder:
-    """Accumulates ``(src, dst, phase) -> bytes`` and the messages beyond the per-task overhead."""
+    """Accumulates ``(src, dst, phase) -> bytes`` (data and control) and, per task, the messages
+    beyond one per variable and per activation (the CPU term's count)."""
 
     def __init__(self) -> None:
         self.bytes: dict[tuple[TaskRef, TaskRef, str], float] = {}
@@ -292,11 +294,16 @@ class _Builder:
             key = (src, dst, phase)
             self.bytes[key] = self.bytes.get(key, 0.0) + nbytes
 
-    def extra(self, a: TaskRef, b: TaskRef, count: float, phase: str) -> None:
-        """``count`` further messages between ``a`` and ``b`` in ``phase`` (module docstring)."""
+    def send(self, src: TaskRef, dst: TaskRef, nbytes: float, phase: str, messages: float = 1.0) -> None:
+        """``nbytes`` of data from ``src`` to ``dst`` in ``messages`` messages, each costing
+        ``RPC_CONTROL_BYTES``, half each way (module docstring, *Control traffic*)."""
+        if src != dst:
+            self.add(src, dst, nbytes + messages * RPC_CONTROL_BYTES / 2, phase)
+            self.add(dst, src, messages * RPC_CONTROL_BYTES / 2, phase)
+
+    def further(self, a: TaskRef, b: TaskRef, count: float) -> None:
+        """``count`` messages between ``a`` and ``b`` beyond one per variable and per activation."""
         if a != b and count > 0:
-            self.add(a, b, count * RPC_CONTROL_BYTES / 2, phase)
-            self.add(b, a, count * RPC_CONTROL_BYTES / 2, phase)
             self.messages[a] += count
             self.messages[b] += count
 
@@ -361,23 +368,23 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                         push = min(rows, v * share) + INDEX_BYTES * ids
                     if not on_ps and regularised(l, i):  # the loss reads it whole; its gradient sum is dense
                         push = v * share
-                        out.add(task, WORKER, v * share, PULL)
-                        out.extra(task, WORKER, extra, PULL)
-                    out.add(WORKER, task, push, PUSH)
-                    out.extra(WORKER, task, extra, PUSH)
+                        out.send(task, WORKER, v * share, PULL)
+                        out.further(task, WORKER, extra)
+                    out.send(WORKER, task, push, PUSH)
+                    out.further(WORKER, task, extra)
                     if l.kind != "embedding":  # rows looked up inside a layer's call (a composite layer)
-                        out.add(task, WORKER, ids * row, f"bwd:{l.name}" if on_ps else f"fwd:{l.name}")
+                        out.send(task, WORKER, ids * row, f"bwd:{l.name}" if on_ps else f"fwd:{l.name}")
                     elif not on_ps and i == 0:  # the table's shards produce the rows
                         layouts.setdefault(l.name, []).append(Piece(task, share))
-                        out.extra(task, WORKER, extra, f"fwd:{l.name}")
+                        out.further(task, WORKER, extra)
                 elif not on_ps:
                     setting = setting_of(compression, l.name)
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else (
                         l.calls + regularised(l, i))
-                    out.add(task, WORKER, v * share * reads * weights_ratio[l.name], PULL)
-                    out.add(WORKER, task, pushed_bytes(setting, v * share), PUSH)
-                    out.extra(task, WORKER, extra * reads, PULL)
-                    out.extra(WORKER, task, extra, PUSH)
+                    out.send(task, WORKER, v * share * reads * weights_ratio[l.name], PULL, messages=reads)
+                    out.send(WORKER, task, pushed_bytes(setting, v * share), PUSH)
+                    out.further(task, WORKER, extra * reads)
+                    out.further(WORKER, task, extra)
     return layouts
 
 
@@ -446,12 +453,12 @@ def _split_internal(profile: ModelProfile, where: Mapping[str, TaskRef],
         for t, share in zip(tasks, split_shares(l, "rows", len(tasks))):
             if l.kind == "embedding":
                 rows, ids = _embedding_ids(l, b, share)
-                out.add(a, t, INDEX_BYTES * ids, f"fwd:{name}")
-                out.add(t, a, rows, f"fwd:{name}")
+                out.send(a, t, INDEX_BYTES * ids, f"fwd:{name}")
+                out.send(t, a, rows, f"fwd:{name}")
             else:
-                out.add(t, a, b * l.output_bytes, f"fwd:{name}")
+                out.send(t, a, b * l.output_bytes, f"fwd:{name}")
                 if grad_flows[name]:
-                    out.add(a, t, b * l.output_bytes, f"bwd:{name}")
+                    out.send(a, t, b * l.output_bytes, f"bwd:{name}")
 
 
 def _overlap(piece: Piece, ranges: Sequence[Sequence[float]]) -> float:
@@ -487,10 +494,10 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
                     ratio = min(activations_ratio[c] for c in readers)
                 nbytes = b * t.bytes * share * ratio
                 if dst != piece.task:
-                    out.add(piece.task, dst, nbytes, f"fwd:{t.producer}")
+                    out.send(piece.task, dst, nbytes, f"fwd:{t.producer}")
                     messages.append((piece.task, dst, f"fwd:{t.producer}"))
                 if dst != grad_at and grads:
-                    out.add(dst, grad_at, nbytes, f"bwd:{t.producer}")
+                    out.send(dst, grad_at, nbytes, f"bwd:{t.producer}")
                     messages.append((dst, grad_at, f"bwd:{t.producer}"))
         if t.producer in splits or any(c in splits for c in t.consumers):
             _split_messages(messages, out)
@@ -501,15 +508,15 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
 
 
 def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:
-    """A phase carried as ``m`` messages of a split layer's tensor costs ``m - 1`` further messages,
-    spread evenly over them (module docstring, *Control traffic*)."""
+    """A phase carried as ``m`` messages of a split layer's tensor counts ``m - 1`` further messages
+    for the CPU term, spread evenly over them (module docstring, *Control traffic*)."""
     by_phase: dict[str, list[tuple[TaskRef, TaskRef]]] = {}
     for src, dst, phase in messages:
         by_phase.setdefault(phase, []).append((src, dst))
     for phase, pairs in by_phase.items():
         each = (len(pairs) - 1) / len(pairs)
         for src, dst in pairs:
-            out.extra(src, dst, each, phase)
+            out.further(src, dst, each)
 
 
 def worker_step_traffic(profile: ModelProfile, where: Mapping[str, str], num_ps: int,

@@ -15,7 +15,12 @@ from ralp_tf.plan.costmodel import (PS_STEP_CPU_S, RPC_CONTROL_BYTES, RPC_FIXED_
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.storage import with_balanced_storage
 
-H = 0.5 * RPC_CONTROL_BYTES / 2  # one direction of half a further message
+C = RPC_CONTROL_BYTES / 2  # one direction of one message's control bytes
+H = 0.5 * C  # one direction of half a message
+
+
+def variables(p: ModelProfile, layers: tuple[str, ...] | None = None) -> int:
+    return sum(len(l.var_bytes) for l in p.layers if layers is None or l.name in layers)
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +31,15 @@ def profiles() -> dict[str, ModelProfile]:
 def test_stock_ps_moves_every_weight_twice(profiles: dict[str, ModelProfile]) -> None:
     p = profiles["alexnet_cifar"]
     e = estimate(p, Cluster.local(2, 1))
-    assert e.bytes_per_step == 2 * p.param_bytes + STEP_OVERHEAD_BYTES  # logits stay on the worker
-    assert e.bytes_between[("ps:0", "worker")] == p.param_bytes + STEP_OVERHEAD_BYTES / 2
+    messages = 2 * variables(p)  # each variable read once and pushed once; the logits stay on the worker
+    assert e.bytes_per_step == 2 * p.param_bytes + STEP_OVERHEAD_BYTES + messages * RPC_CONTROL_BYTES
+    assert e.bytes_between[("ps:0", "worker")] == p.param_bytes + STEP_OVERHEAD_BYTES / 2 + messages * C
 
 
 def test_round_robin_over_two_ps(profiles: dict[str, ModelProfile]) -> None:
     p = profiles["alexnet_cifar"]
     e = estimate(p, Cluster.local(2, 2))
-    assert e.bytes_per_step == 2 * p.param_bytes + 2 * STEP_OVERHEAD_BYTES
+    assert e.bytes_per_step == 2 * p.param_bytes + 2 * STEP_OVERHEAD_BYTES + 2 * variables(p) * RPC_CONTROL_BYTES
     assert e.bytes_between[("ps:0", "worker")] > 0 and e.bytes_between[("ps:1", "worker")] > 0
 
 
@@ -43,7 +49,9 @@ def test_ralp_alexnet_bound_is_about_15x(profiles: dict[str, ModelProfile]) -> N
     plan = plan_for(p, c, ["flatten", "fc1", "fc2", "logits"])
     e = estimate(p, c, plan)
     conv = sum(l.param_bytes for l in p.layers if l.kind == "conv")
-    assert e.bytes_per_step == 2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4 + STEP_OVERHEAD_BYTES
+    messages = 2 * variables(p, ("conv1", "conv2", "conv3", "conv4", "conv5")) + 2 + 2  # flatten's and logits' out and back
+    assert e.bytes_per_step == (2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4 + STEP_OVERHEAD_BYTES
+                                + messages * RPC_CONTROL_BYTES)
     assert 14.5 < 2 * p.param_bytes / e.bytes_per_step < 15.5
 
 
@@ -69,12 +77,14 @@ def test_allreduce_formula(profiles: dict[str, ModelProfile]) -> None:
 
 def test_a_dedicated_ps_link_moves_down_plus_up_per_worker_step(profiles: dict[str, ModelProfile]) -> None:
     """Measured (benchmarks/README.md, scaling slice): stock PSS on alexnet at 1 Gbit/s stays at
-    ~13.6-13.9 samples/s for 2 and 3 workers; the PS link moves (down + up) per worker step."""
+    ~13.6-13.9 samples/s for 2 and 3 workers; the PS link moves (down + up) per worker step, less
+    the control each message sends the other way in its own phase (the link is full duplex)."""
     p = profiles["alexnet_cifar"]
     for n in (2, 3):
         e = estimate(p, Cluster.local(n, 1, bandwidth="1gbit"))
         down, up = e.bytes_between[("ps:0", "worker")], e.bytes_between[("worker", "ps:0")]
-        assert e.samples_per_s == pytest.approx(1e9 / (8 * (down + up)) * p.batch_size)
+        counter_flow = 2 * variables(p) * C  # each read's and each push's control the other way
+        assert e.samples_per_s == pytest.approx(1e9 / (8 * (down + up - counter_flow)) * p.batch_size)
         assert 12.5 < e.samples_per_s < 15
 
 
@@ -108,9 +118,10 @@ def test_dedicated_ps_link_carries_every_workers_bytes() -> None:
     e = estimate(p, Cluster.local(2, 1, bandwidth="1gbit"))
     per_worker_down = e.bytes_between[("ps:0", "worker")]
     assert e.link_bytes_out["ps0"] == 2 * per_worker_down and e.link_bytes_in["worker0"] == per_worker_down
-    # Two phases of two workers each, one after another: 8 * 2 * (down + up) / B.
+    # Two phases of two workers each, one after another: 8 * 2 * (down + up) / B, less the control
+    # each message sends the other way in its own phase (full duplex).
     up = e.bytes_between[("worker", "ps:0")]
-    assert e.link_s["ps0"] == pytest.approx(8 * 2 * (per_worker_down + up) / 1e9)
+    assert e.link_s["ps0"] == pytest.approx(8 * 2 * (per_worker_down + up - 2 * variables(p) * C) / 1e9)
     assert e.busiest_link == "ps0" and e.bottleneck.startswith("ps0 link")
 
 
@@ -145,11 +156,13 @@ def test_head_spread_over_ps_tasks_pays_for_activation_hops() -> None:
     p = ModelProfile.from_dict({"model_name": "mlp", "batch_size": BATCH, "outputs": ["fc2"], "layers": layers})
     cluster = Cluster.local(2, 2, bandwidth="1gbit")
     spread = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2"]))
-    assert spread.bytes_between[("ps:0", "ps:1")] == BATCH * 4096  # fc1's output to fc2's task
-    assert spread.bytes_between[("ps:1", "ps:0")] == BATCH * 4096  # and its gradient back
-    # Per synchronous step (2 worker steps), ps0 sends the hop and its control bytes; ps1 receives the hop.
-    assert spread.link_bytes_out["ps0"] == 2 * (BATCH * 4096 + STEP_OVERHEAD_BYTES / 2)
-    assert spread.link_bytes_in["ps1"] == 2 * (BATCH * 4096 + STEP_OVERHEAD_BYTES / 2 + BATCH * 40)  # + logits' grad
+    # fc1's output to fc2's task and its gradient back: two messages, each with control both ways
+    assert spread.bytes_between[("ps:0", "ps:1")] == BATCH * 4096 + 2 * C
+    assert spread.bytes_between[("ps:1", "ps:0")] == BATCH * 4096 + 2 * C
+    # Per synchronous step (2 worker steps), ps0 sends the hop and its control bytes (x's message
+    # included); ps1 receives the hop, the logits' gradient and the control of the logits' two messages.
+    assert spread.link_bytes_out["ps0"] == 2 * (BATCH * 4096 + 2 * C + STEP_OVERHEAD_BYTES / 2 + C)
+    assert spread.link_bytes_in["ps1"] == 2 * (BATCH * 4096 + 2 * C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C)
     one_task = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2"], ps_tasks=1))
     assert ("ps:0", "ps:1") not in one_task.bytes_between
 
@@ -194,24 +207,23 @@ def test_storage_moves_variables_in_the_estimate() -> None:
     on_one = Plan({}, storage={name: cluster.ps_device(1) for name in ("c4", "c3", "c2", "c1", "fc")})
     e = estimate(p, cluster, on_one)
     assert ("ps:0", "worker") not in e.bytes_between
-    assert e.bytes_between[("ps:1", "worker")] == 20 * MB + STEP_OVERHEAD_BYTES / 2
+    assert e.bytes_between[("ps:1", "worker")] == 20 * MB + STEP_OVERHEAD_BYTES / 2 + 10 * C  # 5 reads, 5 pushes
 
 
 # -------------------------------------------------------------------- pieces and split layers
 def test_sharded_variables_move_their_share_plus_control_per_further_piece() -> None:
     """alexnet's conv1 kernel [3, 3, 3, 64] sharded by output channels over 2 tasks: 3456 bytes
-    each way on each; every further piece costs RPC_CONTROL_BYTES, half each way, spread over the
-    shards."""
+    each way on each; every piece is a message of RPC_CONTROL_BYTES, half each way."""
     p = builtin("alexnet_cifar")
     kernel, bias = p.layer("conv1").var_bytes
     assert kernel == 6912
     plan = Plan({}, storage={"conv1": {"variables": [{"axis": 3, "shards": [ps(0), ps(1)]}, ps(1)]}})
     e = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), plan)
     whole = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), Plan({}, storage={"conv1": ps(1)}))
-    # conv1's pull and push to ps:0: its shard each way plus half a message of control each way per transfer
-    assert e.bytes_between[("ps:0", "worker")] - whole.bytes_between[("ps:0", "worker")] == kernel / 2 + 2 * H
-    assert e.bytes_between[("worker", "ps:0")] - whole.bytes_between[("worker", "ps:0")] == kernel / 2 + 2 * H
-    assert e.bytes_between[("ps:1", "worker")] - whole.bytes_between[("ps:1", "worker")] == -kernel / 2 + 2 * H
+    # conv1's pull and push to ps:0: its shard each way, and two more messages' control each way
+    assert e.bytes_between[("ps:0", "worker")] - whole.bytes_between[("ps:0", "worker")] == kernel / 2 + 2 * C
+    assert e.bytes_between[("worker", "ps:0")] - whole.bytes_between[("worker", "ps:0")] == kernel / 2 + 2 * C
+    assert e.bytes_between[("ps:1", "worker")] - whole.bytes_between[("ps:1", "worker")] == -kernel / 2
 
 
 def test_a_layer_wide_partition_takes_fewer_shards_for_short_variables() -> None:
@@ -239,9 +251,11 @@ def test_columns_then_rows_split_prices_its_messages_and_its_shards() -> None:
     p, cluster, plan = _two_way_head("rows")
     e = estimate(p, cluster, plan)
     x = BATCH * 4096
-    assert e.bytes_between[("worker", "ps:1")] == x + H + STEP_OVERHEAD_BYTES / 2
-    assert e.bytes_between[("worker", "ps:0")] == x + H + STEP_OVERHEAD_BYTES / 2 + BATCH * 40  # + the logits' gradient
-    assert e.bytes_between[("ps:1", "ps:0")] == e.bytes_between[("ps:0", "ps:1")] == BATCH * 4 * 4096
+    assert e.bytes_between[("worker", "ps:1")] == x + C + STEP_OVERHEAD_BYTES / 2
+    # + the logits' gradient, and the control of the logits' two messages
+    assert e.bytes_between[("worker", "ps:0")] == x + C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C
+    # the partial sum and its gradient: two messages
+    assert e.bytes_between[("ps:1", "ps:0")] == e.bytes_between[("ps:0", "ps:1")] == BATCH * 4 * 4096 + 2 * C
     c = [layer_seconds(p.layer(n), cluster.ps[0], BATCH) for n in ("fc1", "fc2", "fc3")]
     assert e.ps_compute_s["ps:1"] == pytest.approx(0.5 * (c[0] + c[1]))
     assert e.ps_compute_s["ps:0"] == pytest.approx(0.5 * (c[0] + c[1]) + c[2])
@@ -257,9 +271,10 @@ def test_columns_everywhere_gathers_slices_for_the_next_layer() -> None:
     p, cluster, plan = _two_way_head("columns")
     e = estimate(p, cluster, plan)
     half = BATCH * 4 * 4096 / 2
-    # fwd: slice to the other shard; bwd: the other shard's gradient slice; plus fc2's slice to fc3 on ps:0 (and back)
-    assert e.bytes_between[("ps:1", "ps:0")] == pytest.approx(half + half + half + 4 * H)
-    assert e.bytes_between[("ps:0", "ps:1")] == pytest.approx(half + half + half + 4 * H)
+    # fwd: slice to the other shard; bwd: the other shard's gradient slice; plus fc2's slice to fc3
+    # on ps:0 (and back): six messages between the two, each with control both ways
+    assert e.bytes_between[("ps:1", "ps:0")] == pytest.approx(half + half + half + 6 * C)
+    assert e.bytes_between[("ps:0", "ps:1")] == pytest.approx(half + half + half + 6 * C)
 
 
 def test_an_embedding_split_by_rows_is_looked_up_on_its_shards() -> None:
@@ -272,8 +287,8 @@ def test_an_embedding_split_by_rows_is_looked_up_on_its_shards() -> None:
     plan = Plan({"emb": ps(0), "fc": ps(0)}, splits={"emb": {"by": "rows", "shards": [ps(0), ps(1)]}})
     e = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), plan)
     rows, ids = BATCH * 64 / 2, BATCH * 64 / 2 / (4 * 16)
-    assert e.bytes_between[("ps:1", "ps:0")] == rows and e.bytes_between[("ps:0", "ps:1")] == 4 * ids
-    assert e.bytes_between[("worker", "ps:1")] == rows + 4 * ids + H + STEP_OVERHEAD_BYTES / 2  # one push, half a message
+    assert e.bytes_between[("ps:1", "ps:0")] == rows + 2 * C and e.bytes_between[("ps:0", "ps:1")] == 4 * ids + 2 * C
+    assert e.bytes_between[("worker", "ps:1")] == rows + 4 * ids + C + STEP_OVERHEAD_BYTES / 2  # one push, one message
 
 
 def test_cpu_only_ps_hosts_carry_what_they_store_and_nothing_else() -> None:

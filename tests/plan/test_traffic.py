@@ -32,19 +32,24 @@ def test_variable_shards_follow_every_storage_form() -> None:
 def test_worker_step_traffic_keeps_its_string_keyed_form() -> None:
     p = mlp((64, 32, 4))
     traffic = worker_step_traffic(p, {"x": "worker", "fc1": "worker", "fc2": "ps:0"}, 1)
-    assert traffic[("ps:0", "worker", PULL)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2
-    assert traffic[("worker", "ps:0", PUSH)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2
-    assert traffic[("worker", "ps:0", "fwd:fc1")] == BATCH * 32 * 4 and traffic[("ps:0", "worker", "fwd:fc2")] == BATCH * 16
+    c = RPC_CONTROL_BYTES / 2  # one direction of a message's control
+    # fc1's two variables: read and pushed, a message each, whose control also flows the other way
+    assert traffic[("ps:0", "worker", PULL)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2 + 2 * c
+    assert traffic[("worker", "ps:0", PULL)] == 2 * c
+    assert traffic[("worker", "ps:0", PUSH)] == 64 * 32 * 4 + 32 * 4 + STEP_OVERHEAD_BYTES / 2 + 2 * c
+    assert traffic[("worker", "ps:0", "fwd:fc1")] == BATCH * 32 * 4 + c
+    assert traffic[("ps:0", "worker", "fwd:fc2")] == BATCH * 16 + c
 
 
-def test_split_messages_beyond_the_first_cost_control_bytes() -> None:
+def test_each_message_to_a_split_layers_shards_costs_control_bytes() -> None:
     p = mlp((64, 32, 4))
     plan = Plan({"fc1": ps(0)}, splits={"fc1": {"by": "columns", "shards": [ps(0), ps(1), ps(2), ps(3)]}})
     traffic = worker_step_traffic(p, resolve_placements(p, plan), 4, {}, {}, resolve_splits(plan))
     x = BATCH * 64 * 4
-    # x goes to 4 shards: 4 messages, 3 further ones, 3/4 of one each, half each way
+    # x goes to 4 shards: 4 messages, each with its control, half each way
     for k in range(4):
-        assert traffic[("worker", f"ps:{k}", "fwd:x")] == pytest.approx(x + 0.75 * RPC_CONTROL_BYTES / 2)
+        assert traffic[("worker", f"ps:{k}", "fwd:x")] == pytest.approx(x + RPC_CONTROL_BYTES / 2)
+        assert traffic[(f"ps:{k}", "worker", "fwd:x")] == pytest.approx(RPC_CONTROL_BYTES / 2)
 
 
 def test_a_regularised_table_moves_whole_unless_its_layer_is_on_the_ps() -> None:
@@ -60,7 +65,8 @@ def test_a_regularised_table_moves_whole_unless_its_layer_is_on_the_ps() -> None
                                                       else l for l in p.layers))
     on_worker = {l.name: "worker" for l in p.layers}
     plain, whole = (worker_step_traffic(q, on_worker, 1) for q in (p, regularised))
-    assert whole[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(table)
+    # the table, in one more message
+    assert whole[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(table + RPC_CONTROL_BYTES / 2)
     added = whole[("worker", "ps:0", PUSH)] - plain[("worker", "ps:0", PUSH)]
     assert 0.9 * table < added < table  # the whole table instead of the step's few rows
     on_ps = dict(on_worker, emb0="ps:0")
@@ -79,7 +85,8 @@ def test_a_regularised_kernel_is_read_once_more_and_pushed_once() -> None:
         dataclasses.replace(l, regularised=(True, False)) if l.name == "fc1" else l for l in p.layers))
     on_worker = {l.name: "worker" for l in p.layers}
     plain, again = (worker_step_traffic(q, on_worker, 1) for q in (p, regularised))
-    assert again[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(fc1.var_bytes[0])
+    extra_read = fc1.var_bytes[0] + RPC_CONTROL_BYTES / 2  # one more message
+    assert again[("ps:0", "worker", PULL)] - plain[("ps:0", "worker", PULL)] == pytest.approx(extra_read)
     assert again[("worker", "ps:0", PUSH)] == plain[("worker", "ps:0", PUSH)]
     on_ps = dict(on_worker, fc1="ps:0")
     assert worker_step_traffic(regularised, on_ps, 1) == worker_step_traffic(p, on_ps, 1)
