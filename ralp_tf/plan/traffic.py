@@ -111,9 +111,10 @@ PULL, PUSH = "pull", "push"
 #: 5, vae_kl_loss 3; 3.8-24.0 KB of control), 2,803 B and 347 B.
 STEP_OVERHEAD_BYTES = 2_800
 RPC_CONTROL_BYTES = 350
-#: CPU core-seconds each end spends on one further message (module docstring). Start value, to be fitted: PS_STEP_CPU_S
-#: (3.3 ms per worker step on a PS task) over the 32 tensor transfers of the alexnet_cifar step of
-#: that fit, 103 us, an upper bound (it charges the step's dispatch to its transfers).
+#: CPU core-seconds each end spends on one further message (module docstring). Start value, to be
+#: fitted: PS_STEP_CPU_S (3.3 ms per worker step on a PS task) over the 32 tensor transfers of the
+#: alexnet_cifar step of that fit, 103 us, an upper bound (it charges the step's dispatch to its
+#: transfers).
 RPC_FIXED_S = 3.3e-3 / 32
 #: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
 INDEX_BYTES = 4
