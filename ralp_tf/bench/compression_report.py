@@ -5,7 +5,7 @@ the PS tasks. The meter counts bytes per direction between tasks, not per phase,
 recovered from the ``worker -> ps`` bytes of a run: ``push = up - U``, where ``U`` is the rest of
 what goes up in that run (activations into PS-computed layers, their gradients, control
 traffic; compressed too when the run's setting compresses activations), taken from the cost
-model (:func:`ralp_tf.plan.costmodel.worker_step_traffic`), which predicts whole runs' bytes within
+model (:func:`ralp_tf.plan.traffic.step_traffic`), which predicts whole runs' bytes within
 0.1% (BUILD_NOTES.md). Reported per run:
 
 * ``measured_ratio = (up - U) / (up_none - U_none)``, the pushed gradients against ``none``'s;
@@ -21,9 +21,8 @@ import dataclasses
 import json
 from typing import Any, Mapping, Sequence
 
-from ralp_tf.plan.costmodel import (PUSH, RPC_CONTROL_BYTES, STEP_OVERHEAD_BYTES, WORKER, resolve_placements,
-                                    worker_step_traffic)
-from ralp_tf.plan.traffic import variable_shards
+from ralp_tf.plan.costmodel import PUSH, WORKER, resolve_placements
+from ralp_tf.plan.traffic import step_traffic
 from ralp_tf.plan.plans import Plan
 from ralp_tf.model.profiles import ModelProfile
 
@@ -49,14 +48,9 @@ class RatioRow:
 def push_and_rest(profile: ModelProfile, plan: Plan, num_ps: int) -> tuple[float, float]:
     """Predicted bytes per worker step going up (worker -> PS tasks): ``(push of variable
     gradients, everything else)``; control traffic counts as the rest."""
-    where = resolve_placements(profile, plan)
-    phased = worker_step_traffic(profile, where, num_ps, plan.stored_on(), plan.compression)
-    up = {key: b for key, b in phased.items() if key[0] == WORKER}
-    ps_tasks = {dst for (_, dst, _) in up}
-    homes = variable_shards(profile, where, num_ps, plan.stored_on())
-    pushes = sum(len(shards) for l in profile.layers if where[l.name] == WORKER for shards in homes[l.name])
-    control = STEP_OVERHEAD_BYTES / 2 * len(ps_tasks) + pushes * RPC_CONTROL_BYTES / 2
-    push = sum(b for (_, _, phase), b in up.items() if phase == PUSH) - control
+    step = step_traffic(profile, resolve_placements(profile, plan), num_ps, plan.stored_on(), plan.compression)
+    up = {key: b for key, b in step.bytes.items() if key[0] == WORKER}
+    push = sum(b - step.control.get(key, 0.0) for key, b in up.items() if key[2] == PUSH)
     return push, sum(up.values()) - push
 
 

@@ -133,11 +133,13 @@ class Piece:
 
 @dataclasses.dataclass(frozen=True)
 class StepTraffic:
-    """One worker step: ``bytes`` ``(src, dst, phase) -> bytes`` and ``messages`` task -> the
-    messages beyond those STEP_OVERHEAD_BYTES covers that the task sends or receives."""
+    """One worker step: ``bytes`` ``(src, dst, phase) -> bytes`` (data and control), ``control``
+    the control part of each, and ``messages`` task -> the messages beyond one per variable and
+    per activation that the task sends or receives (the CPU term's count)."""
 
     bytes: dict[tuple[TaskRef, TaskRef, str], float]
     messages: dict[TaskRef, float]
+    control: dict[tuple[TaskRef, TaskRef, str], float] = dataclasses.field(default_factory=dict)
 
 
 def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, TaskRef]:
@@ -283,11 +285,12 @@ def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
 
 
 class _Builder:
-    """Accumulates ``(src, dst, phase) -> bytes`` (data and control) and, per task, the messages
-    beyond one per variable and per activation (the CPU term's count)."""
+    """Accumulates ``(src, dst, phase) -> bytes`` (data and control), the control part of each,
+    and, per task, the messages beyond one per variable and per activation (the CPU term's count)."""
 
     def __init__(self) -> None:
         self.bytes: dict[tuple[TaskRef, TaskRef, str], float] = {}
+        self.control: dict[tuple[TaskRef, TaskRef, str], float] = collections.defaultdict(float)
         self.messages: dict[TaskRef, float] = collections.defaultdict(float)
 
     def add(self, src: TaskRef, dst: TaskRef, nbytes: float, phase: str) -> None:
@@ -299,8 +302,14 @@ class _Builder:
         """``nbytes`` of data from ``src`` to ``dst`` in ``messages`` messages, each costing
         ``RPC_CONTROL_BYTES``, half each way (module docstring, *Control traffic*)."""
         if src != dst:
-            self.add(src, dst, nbytes + messages * RPC_CONTROL_BYTES / 2, phase)
-            self.add(dst, src, messages * RPC_CONTROL_BYTES / 2, phase)
+            self.add(src, dst, nbytes, phase)
+            self.add_control(src, dst, messages * RPC_CONTROL_BYTES / 2, phase)
+            self.add_control(dst, src, messages * RPC_CONTROL_BYTES / 2, phase)
+
+    def add_control(self, src: TaskRef, dst: TaskRef, nbytes: float, phase: str) -> None:
+        if nbytes:
+            self.add(src, dst, nbytes, phase)
+            self.control[(src, dst, phase)] += nbytes
 
     def further(self, a: TaskRef, b: TaskRef, count: float) -> None:
         """``count`` messages between ``a`` and ``b`` beyond one per variable and per activation."""
@@ -503,9 +512,9 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
         if t.producer in splits or any(c in splits for c in t.consumers):
             _split_messages(messages, out)
     for ps_key in {k for (s, d, _) in out.bytes for k in (s, d) if k != WORKER}:
-        out.add(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
-        out.add(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
-    return StepTraffic(out.bytes, dict(out.messages))
+        out.add_control(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
+        out.add_control(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
+    return StepTraffic(out.bytes, dict(out.messages), dict(out.control))
 
 
 def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:
