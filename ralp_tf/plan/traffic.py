@@ -523,7 +523,7 @@ def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Buil
     by_phase: dict[str, list[tuple[TaskRef, TaskRef]]] = {}
     for src, dst, phase in messages:
         by_phase.setdefault(phase, []).append((src, dst))
-    for phase, pairs in by_phase.items():
+    for pairs in by_phase.values():
         each = (len(pairs) - 1) / len(pairs)
         for src, dst in pairs:
             out.further(src, dst, each)

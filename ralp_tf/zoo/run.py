@@ -136,7 +136,7 @@ def _mb(x: Any) -> str:
 
 
 def _gradients(checked: bool | None) -> str:
-    return {True: "yes", False: "not comparable"}.get(checked, "") if checked is not None else ""
+    return {True: "yes", False: "not comparable"}.get(checked, "")
 
 
 def markdown(doc: dict[str, Any]) -> str:
