@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plan.plan_helpers import cnn_with_head
+from plan.plan_helpers import builtin, cnn_with_head
 from ralp_tf.plan.costmodel import estimate
 
 
@@ -46,3 +46,16 @@ def test_bench_compressed_strategies_are_priced_at_their_codecs_ratio() -> None:
     pred = predictions(cnn_with_head(), Cell("cnn", 2, "100mbit", layout="colocated"), 100e6)
     assert pred["horovod_fp16"]["payload_bytes_per_step"] == pytest.approx(pred["horovod"]["payload_bytes_per_step"] / 2)
     assert pred["ralp_fp16"]["payload_bytes_per_step"] < pred["ralp"]["payload_bytes_per_step"]
+
+
+def test_the_split_strategy_plans_with_head_splits_among_the_candidates() -> None:
+    """``ralp_split`` is ``ralp`` planned with ``split=True``: a plan file like ralp's, and on a
+    colocated cell whose head is worth spreading, a plan with splits that ``ralp`` does not have."""
+    from ralp_tf.bench.config import Cell, parse_strategies, strategy_base
+    from ralp_tf.bench.predictions import predictions
+
+    assert strategy_base("ralp_split") == ("ralp", None) and "ralp_split" in parse_strategies("ralp_split")
+    pred = predictions(builtin("alexnet_cifar"), Cell("alexnet_cifar", 4, "1gbit", layout="colocated"), 1e9)
+    assert not pred["ralp"]["plan"].splits
+    assert pred["ralp_split"]["plan"].splits, pred["ralp_split"]["label"]
+    assert pred["ralp_split"]["step_s"] <= pred["ralp"]["step_s"]

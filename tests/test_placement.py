@@ -13,6 +13,7 @@ from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.training import sgd_losses
 from ralp_tf.place.applier import place, placement, unplace
+from trains_like import eager_sgd_losses
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
@@ -122,20 +123,11 @@ def test_loss_and_gradients_equal_the_unplaced_model(inprocess) -> None:  # type
 
 def test_per_step_losses_equal_the_unplaced_model(inprocess) -> None:  # type: ignore[no-untyped-def]
     """Custom loop, one worker (fixed update order), same seed and data: same losses each step."""
-    import tensorflow as tf
-    import tf_keras
-
     _, strategy, coordinator = inprocess
     base, reference, placed = _base_reference_and_placed(strategy)
-    ref_opt = tf_keras.optimizers.SGD(0.05)
     batches = [models.synthetic_batch(base, BATCH, seed=s % 2) for s in range(8)]
     placed_losses = sgd_losses(strategy, coordinator, placed, batches, learning_rate=0.05)
-    ref_losses = []
-    for x, y in batches:
-        with tf.GradientTape() as tape:
-            loss = _loss(y, reference(x, training=True))
-        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables))
-        ref_losses.append(float(loss))
+    ref_losses = eager_sgd_losses(reference, batches, _loss)
     np.testing.assert_allclose(placed_losses, ref_losses, rtol=1e-5, atol=1e-6)
     assert placed_losses[-2:] < placed_losses[:2]
 

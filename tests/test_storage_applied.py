@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ralp_tf import models
+from trains_like import assert_trains_like
 from ralp_tf.place.applier import place
 from ralp_tf.errors import PlanError
 from ralp_tf.plan.plans import Plan
@@ -54,31 +55,8 @@ def test_a_layer_split_over_two_tasks_is_sharded_there_and_trains_like_the_unpla
     kernel_rows = reference.get_layer("fc1").kernel.shape[0]
     assert [w.shape[0] for w in fc1.weights[:2]] == [(kernel_rows + 1) // 2, kernel_rows // 2]
     assert [w.device for w in placed.get_layer("conv1").weights] == [PS1, PS1]
-    _trains_like(reference, placed, strategy, coordinator)
-
-
-def _trains_like(reference: Any, placed: Any, strategy: Any, coordinator: Any) -> None:
-    """Four SGD steps of ``placed`` on the cluster give ``reference``'s losses and final weights."""
-    import numpy as np
-    import tensorflow as tf
-    import tf_keras
-
-    from ralp_tf.place.applier import unplace
-    from ralp_tf.run.training import sgd_losses
-
-    batches = [models.synthetic_batch(reference, 8, seed=s % 2) for s in range(4)]
-    placed_losses = sgd_losses(strategy, coordinator, placed, batches, learning_rate=0.05)
-    ref_opt = tf_keras.optimizers.SGD(0.05)
-    ref_losses = []
-    for x, y in batches:
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
-                y, reference(x, training=True), from_logits=True))
-        ref_opt.apply_gradients(zip(tape.gradient(loss, reference.trainable_variables), reference.trainable_variables))
-        ref_losses.append(float(loss))
-    np.testing.assert_allclose(placed_losses, ref_losses, rtol=1e-5, atol=1e-6)
-    for got, want in zip(unplace(placed).get_weights(), reference.get_weights()):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert_trains_like(reference, placed, strategy, coordinator,
+                       [models.synthetic_batch(reference, 8, seed=s % 2) for s in range(4)])
 
 
 def test_per_variable_storage_shards_each_variable_along_its_own_axis_and_trains_like_the_unplaced_model(
@@ -101,16 +79,8 @@ def test_per_variable_storage_shards_each_variable_along_its_own_axis_and_trains
     assert [(tuple(w.shape), w.device) for w in fc1.weights] == [((rows, 32), PS1), ((rows, 32), PS0),
                                                                    ((32,), PS1), ((32,), PS0)]
     assert tuple(conv2.kernel.shape) == (3, 3, 8, 16) and tuple(fc1.kernel.shape) == (rows, 64)
-    _trains_like(reference, placed, strategy, coordinator)
-
-
-def test_a_plan_with_splits_is_refused_by_the_applier(inprocess: Any) -> None:
-    from ralp_tf.plan.shards import LayerSplit
-
-    _, strategy, _ = inprocess
-    plan = Plan({"fc1": PS0}, splits={"fc1": LayerSplit("columns", (PS0, PS1))}, policy="test")
-    with pytest.raises(PlanError, match=r"splits layer\(s\) \['fc1'\].*place\(\) does not apply them"):
-        place(models.small_cnn(fc=64), plan, strategy)
+    assert_trains_like(reference, placed, strategy, coordinator,
+                       [models.synthetic_batch(reference, 8, seed=s % 2) for s in range(4)])
 
 
 def test_a_split_layer_whose_variables_cannot_cover_the_tasks_names_the_fix(inprocess: Any) -> None:

@@ -24,11 +24,13 @@ __all__ = ["STRATEGY_COLORS", "STRATEGY_LABELS", "plot_speedup_vs_bandwidth", "p
 
 STRATEGY_COLORS = {"ps": "#7f7f7f", "ralp": "#d62728", "scheduler": "#9467bd", "allreduce": "#1f77b4",
                    "horovod": "#2ca02c", "rejected": "#ff7f0e", "ralp_fp16": "#e377c2", "ralp_bf16": "#8c564b",
+                   "ralp_split": "#17becf",
                    "horovod_fp16": "#bcbd22"}
 STRATEGY_LABELS = {"ps": "stock PSS", "ralp": "RALP (analyzer plan)", "scheduler": "scheduler plan",
                    "allreduce": "MWMS ring all-reduce", "horovod": "Horovod (gloo ring)",
                    "rejected": "analyzer's rejected alternative", "ralp_fp16": "RALP + fp16 on the wire",
-                   "ralp_bf16": "RALP + bf16 on the wire", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
+                   "ralp_bf16": "RALP + bf16 on the wire",
+                   "ralp_split": "RALP, head split over PS tasks", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
 
 
 def _bw_value(text: str) -> float:

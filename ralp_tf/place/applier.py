@@ -49,10 +49,12 @@ from ralp_tf.place.isolation import outside_strategy
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
 from ralp_tf.place.sharding import full_weights, weight_groups
+from ralp_tf.place.split_layers import split_refusal_of
 from ralp_tf.place.verify import GradientReference, verify_placement
 from ralp_tf.place.wrappers import install_placement
 from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.plan.shards import split_refusal
 
 __all__ = ["PlacementPolicy", "Prepared", "cluster_of", "check_strategy", "resolve_plan", "place", "prepare",
            "place_from_builder", "colocated_variables", "unplace", "placement"]
@@ -90,7 +92,7 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
         raise PlanError(f"place() takes a ralp_tf.Plan, got {type(plan).__name__}; build one with "
                         "Plan(placements={...}) or Plan.from_json(text)")
     fields = {"placements": _without_worker_op_records(plan, graph), "storage": dict(plan.storage),
-              "compression": {k: v.to_dict() for k, v in plan.compression.items()}}
+              "compression": {k: v.to_dict() for k, v in plan.compression.items()}, "splits": dict(plan.splits)}
     names = {n for f in fields.values() for n in f if n != "*"}
     mapping = graph.resolve(sorted(names))
     renamed: dict[str, dict[str, Any]] = {}
@@ -106,10 +108,7 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
     unchanged = all(k == v for k, v in mapping.items()) and renamed["placements"] == dict(plan.placements)
     resolved = plan if unchanged else dataclasses.replace(plan, **renamed)
     resolved.validate(graph.paths, cluster)
-    if resolved.splits:
-        raise PlanError(f"plan splits layer(s) {sorted(resolved.splits)} over several PS tasks: the cost model prices "
-                        "such splits (ralp-tf project), but place() does not apply them; remove 'splits' from the plan "
-                        "(the analyzer proposes them only with split=True)")
+    _check_splits(resolved, graph, profile)
     refusals = {l.name: l.ps_refusal for l in profile.layers} if profile is not None else {}
     for path in resolved.ps_layers():
         why = refusals.get(path) if profile is not None else ps_refusal(graph.layer(path))
@@ -121,6 +120,19 @@ def resolve_plan(plan: Plan, graph: ModelGraph, cluster: Cluster | None = None,
             raise PlanError(f"layer {path!r} is also called at {other!r} (inside a nested model), where the plan "
                             f"cannot place it; keep {path!r} on the workers, or build the model without nesting it")
     return resolved
+
+
+def _check_splits(plan: Plan, graph: ModelGraph, profile: ModelProfile | None) -> None:
+    """PlanError, naming the layer and the fix, for a split the layer cannot take: the live layer's
+    class, activation, regularisers and constraints (:func:`~ralp_tf.place.split_layers.split_refusal_of`)
+    and, with a ``profile``, its variable shapes against the shard count
+    (:func:`~ralp_tf.plan.shards.split_refusal`)."""
+    for path, split in plan.splits.items():
+        why = split_refusal_of(graph.layer(path), path, split)
+        if not why and profile is not None:
+            why = split_refusal(profile.layer(path), split.by, len(split.devices))
+        if why:
+            raise PlanError(why)
 
 
 def _without_worker_op_records(plan: Plan, graph: ModelGraph) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.model import keras_compat
 from ralp_tf.model.graph import ModelGraph
 from ralp_tf.place.sharding import create_sharded
+from ralp_tf.place.split_layers import split_homes
 from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.plan.shards import Sharded, VariableStorage
 
@@ -80,10 +81,14 @@ def _task_of(device: str) -> int:
 
 
 def unit_homes(plan: Plan) -> dict[str, UnitHome]:
-    """Unit path -> where its variables live: the task of a PS-computed unit; for a worker-computed
+    """Unit path -> where its variables live: the task of a PS-computed unit (a split one's shards:
+    :func:`ralp_tf.place.split_layers.split_homes`); for a worker-computed
     one, what the plan's ``storage`` says (one task; K tasks: every variable in shards along axis
     0; the per-variable form: each variable whole on a task or in shards along its own axis)."""
     homes = {path: UnitHome(VariableHome((k,))) for path, k in plan.ps_layers().items()}
+    for path, split in plan.splits.items():
+        homes[path] = UnitHome(variables=tuple(VariableHome(tasks, axis)
+                                               for tasks, axis in split_homes(split, plan.ps_layers()[path])))
     for path, value in plan.storage.items():
         if isinstance(value, VariableStorage):
             homes[path] = UnitHome(variables=tuple(

@@ -6,7 +6,8 @@ a forward pass on symbolic inputs of batch 2, a scalar loss on the worker plus `
 trainable variable, exactly as ``Model.fit`` and custom ``ClusterCoordinator`` loops do. For every
 unit (:func:`ralp_tf.model.graph.walk`) the plan puts on a parameter-server task it then checks that
 
-* every variable of the unit lives on that task;
+* every variable of the unit lives on that task (a split unit's shards on theirs: checked when
+  placed, :func:`ralp_tf.place.applier.place`), and its ops on one of its split's tasks;
 * every forward op and every gradient op of the unit (ops whose name scope contains the unit's
   nested Keras names: ``model/fc1/MatMul``, ``gradient_tape/model/fc1/MatMul/MatMul_1``, a
   sublayer's ``.../block/multi_head_attention/...``, its regularisers'
@@ -20,12 +21,14 @@ and, for every worker-computed layer whose variables the plan stores on a PS tas
 Ops that move no data are not checked: constants, no-ops, and ops whose every output is a
 scalar (the tape's zero gradients for unused scalar outputs); nor are ops on a variable's
 handle (reads, gathers), which TF's placer colocates with the variable, checked above; nor the
-casts that compress a layer's input on the worker before it crosses (scope ``ralp_encode``). A mismatch raises
+casts that compress a layer's input on the worker before it crosses (scope ``ralp_encode``), nor
+the ops that route a split layer's tensors (scope ``ralp_route``, run where the data is). A mismatch raises
 :class:`~ralp_tf.errors.PlacementMismatchError` naming the layer, the op and both devices.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Sequence
 
 from ralp_tf.errors import PlacementMismatchError
@@ -37,6 +40,9 @@ __all__ = ["traced_training_step", "verify_placement", "GradientReference", "ref
 
 #: Op types that never carry a layer's data (no check).
 _UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
+#: Name scopes (TF makes a repeated one unique with ``_1``, ``_2``...) whose ops run on the device
+#: sending the data by design: compression's encode, a split layer's routing.
+_EXEMPT_SCOPE = re.compile(r"(ralp_encode|ralp_route)(_\d+)?")
 
 
 def traced_training_step(model: Any, input_shape: Any = None, sequence_length: int | None = None) -> Any:
@@ -72,8 +78,8 @@ def _carries_data(op: Any) -> bool:
 
     if op.type in _UNCHECKED_OP_TYPES or not op.outputs:
         return False
-    if "ralp_encode" in op.name.split("/"):
-        return False  # compression's encode runs on the sending device (the worker) by design
+    if any(_EXEMPT_SCOPE.fullmatch(scope) for scope in op.name.split("/")):
+        return False  # compression's encode, a split layer's routing: on the sending device by design
     if any(i.dtype == tf.resource for i in op.inputs):
         return False  # reads and updates of a variable are colocated with it by TF's placer
     return any(o.shape.rank != 0 for o in op.outputs)
@@ -109,9 +115,12 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequenc
     mapping = graph.resolve([*plan.placements, *plan.storage])
     ps_units = {mapping[name]: parse_device(dev) for name, dev in plan.placements.items() if parse_device(dev).is_ps}
     stored = {mapping[name]: tasks[0] for name, tasks in plan.stored_on().items() if len(tasks) == 1}
+    allowed = {path: {int(d.task)} for path, d in ps_units.items()}  # type: ignore[arg-type]
+    for name, (_, tasks) in plan.split_tasks().items():
+        allowed[mapping.get(name, name)] |= set(tasks)
     if not ps_units and not stored:
         return
-    for path, task in [*((p, d.task) for p, d in ps_units.items()), *stored.items()]:
+    for path, task in [*((p, d.task) for p, d in ps_units.items() if len(allowed[p]) == 1), *stored.items()]:
         for v in graph.layer(path).weights:
             if not _same_task(v.device, "ps", task):
                 raise PlacementMismatchError(
@@ -126,11 +135,12 @@ def verify_placement(model: Any, plan: Plan, *, input_shape: Any = None, sequenc
         if not _carries_data(op):
             continue
         for path, dev in ps_units.items():
-            misplaced = not _same_task(op.device, "ps", dev.task)
+            misplaced = not any(_same_task(op.device, "ps", k) for k in allowed[path])
             if misplaced and _in_scope(op.name, scopes[path], every):
+                where = dev.canonical() if len(allowed[path]) == 1 else f"its split's PS tasks {sorted(allowed[path])}"
                 raise PlacementMismatchError(
                     f"layer {path!r}: op {op.name} ({op.type}) runs on {op.device or 'the worker'}, not on "
-                    f"{dev.canonical()} as planned")
+                    f"{where} as planned")
             if misplaced and op.type == "AddN" and var_shapes[path] and all(
                     _in_scope(i.op.name, scopes[path]) and tuple(i.shape) in var_shapes[path] for i in op.inputs):
                 raise PlacementMismatchError(

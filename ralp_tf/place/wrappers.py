@@ -8,7 +8,8 @@ its forward and gradient ops run, and what crosses the network narrowed.
   inner tape records the forward, and the gradient function replays it under the same
   ``tf.device``. The calls of a shared layer are chained (:class:`CallChain`) so the sum of its
   weight gradients is on the PS too. With an ``activations`` codec, inputs from the worker
-  cross narrowed;
+  cross narrowed; the output of a column-split layer is concatenated on the unit's device
+  (:func:`ralp_tf.place.split_layers.assembled_on`);
 * :func:`narrow_weights_call`: a worker-computed layer's variables cross narrowed (and their
   gradients), cast on the PS and back on the worker;
 * :func:`gpu_call`: forward under ``/device:GPU:0`` of whichever worker runs the step;
@@ -27,6 +28,7 @@ from ralp_tf.model import keras_compat
 from ralp_tf.model.graph import ModelGraph, layer_and_sublayers
 from ralp_tf.model.keras_compat import swapped_attributes
 from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
+from ralp_tf.place.split_layers import assembled_on, split_call
 from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
@@ -155,7 +157,7 @@ class _PsCall:
         eager = tf.executing_eagerly()
         at = [i for i, x in enumerate(leaves) if isinstance(x, tf.Tensor) and (eager or tf.is_symbolic_tensor(x))]
         dtypes = [leaves[i].dtype for i in at]
-        inputs = [leaves[i] for i in at]
+        inputs = [assembled_on(leaves[i], self.device) for i in at]
         if self.activations != "none" and not tf.executing_eagerly():
             inputs = [_encode(x, self.activations, self.path) if _from_worker(x) else x for x in inputs]
         graph_mode = not tf.executing_eagerly()
@@ -399,7 +401,8 @@ def compression_of(plan: Plan, path: str, layer: Any) -> Compression:
 
 
 def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None:
-    """Install on every unit of ``graph`` what ``plan`` asks of it: a PS-computed unit's call and
+    """Install on every unit of ``graph`` what ``plan`` asks of it: a split unit's call over its
+    shards' tasks (:func:`ralp_tf.place.split_layers.split_call`); a PS-computed unit's call and
     weight regularisers on its task (:func:`ps_call`); a worker-computed
     unit's weights narrowed on the wire (:func:`narrow_weights_call`) and its forward on the GPU
     (:func:`gpu_call`) where the plan says so; a worker-computed Embedding's lookup on its table's
@@ -412,6 +415,11 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         done.add(id(layer))
         setting = compression_of(plan, path, layer)
         d = parse_device(plan.placements.get(path, worker_device))
+        if path in plan.splits:
+            keras_compat.override_method(layer, "call", split_call(layer, path, plan.splits[path], d.canonical()))
+            if _computes_its_mask(layer):
+                keras_compat.override_method(layer, "compute_mask", on_device(layer.compute_mask, d.canonical()))
+            continue
         if d.is_ps:
             keras_compat.override_method(layer, "call", ps_call(layer, layer.call, d.canonical(), path,
                                                                 setting.activations))

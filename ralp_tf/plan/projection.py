@@ -20,7 +20,7 @@ Strategies, on the same hosts and links (:data:`STRATEGIES`):
 * ``stock PSS``: nothing placed, variables round-robin over the PS tasks;
 * ``colocated RALP``: the analyzer's choice (:func:`ralp_tf.plan.analyzer.analyze`): a cut, the
   head split over PS tasks, balanced or partitioned storage, or none of them;
-* ``RALP as placed today``: the analyzer's choice without head splits (``split=False``, the
+* ``RALP without head splits``: the analyzer's choice without head splits (``split=False``, the
   ``ralp`` policy's default), the plan :func:`ralp_tf.place.applier.place` builds: it prices
   splits but does not apply them;
 * ``ring all-reduce``: :func:`ralp_tf.plan.costmodel.estimate_allreduce` over the N workers (dense
@@ -54,7 +54,7 @@ GPU_FLOPS = 100e12
 HOST_CPU_FLOPS = 1e12
 HOSTS = (2, 4, 8, 16, 32, 64)
 BANDWIDTHS_BPS = (10e9, 25e9, 100e9)
-STRATEGIES = ("stock PSS", "colocated RALP", "RALP as placed today", "ring all-reduce")
+STRATEGIES = ("stock PSS", "colocated RALP", "RALP without head splits", "ring all-reduce")
 #: CPU-only PS hosts per worker host in the second row set (N/4 of them, at least 1).
 PS_HOST_RATIO = 0.25
 BUILTIN_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
@@ -128,7 +128,7 @@ def project(profiles: Iterable[ModelProfile], hosts: Sequence[int] = HOSTS,
                 picks: list[tuple[str, str, StepEstimate]] = [
                     ("stock PSS", "no split, round-robin storage", estimate(prof, cluster)),
                     ("colocated RALP", analysis.chosen.label, analysis.chosen.estimate),
-                    ("RALP as placed today", built.label, built.estimate),
+                    ("RALP without head splits", built.label, built.estimate),
                     ("ring all-reduce", "dense all-reduce", ring)]
                 for strategy, plan, e in picks:
                     rows.append(ProjectionRow(model=prof.model_name, hosts=n, bandwidth_bps=bw, gpu_flops=gpu_flops,
@@ -161,7 +161,7 @@ def _table(rows: Sequence[ProjectionRow], heading: str) -> list[str]:
             batch = next(iter(point.values())).batch_size
             out += ["", f"## {name} (batch {batch} per worker){heading}", "",
                     "| hosts | link | CPU-only PS hosts | predicted samples/s: stock PSS | ralp_tf's plan | "
-                    "as placed today | ring | ralp_tf / ring | as placed today / ring | predicted MB/link: stock PSS | "
+                    "without head splits | ring | ralp_tf / ring | without head splits / ring | predicted MB/link: stock PSS | "
                     "ralp_tf's plan | ring | ralp_tf's plan |",
                     "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         stock, plan, built, ring = (point[s] for s in STRATEGIES)
@@ -176,13 +176,13 @@ def _summary(rows: Sequence[ProjectionRow]) -> list[str]:
     """Per model and row set: the lowest ralp_tf / ring ratio and where it is, for the analyzer's
     plan and for the plan placed today (no head splits)."""
     out = ["| model | CPU-only PS hosts | lowest ralp_tf / ring (predicted) | at | highest | "
-           "lowest as placed today | at |", "|---|---|---|---|---|---|---|"]
+           "lowest without head splits | at |", "|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, bool], dict[str, list[ProjectionRow]]] = {}
     for r in rows:
-        if r.strategy in ("colocated RALP", "RALP as placed today"):
+        if r.strategy in ("colocated RALP", "RALP without head splits"):
             groups.setdefault((r.model, r.ps_hosts > 0), {}).setdefault(r.strategy, []).append(r)
     for (model, extra), by in groups.items():
-        rs, built = by["colocated RALP"], by["RALP as placed today"]
+        rs, built = by["colocated RALP"], by["RALP without head splits"]
         low, high = min(rs, key=lambda r: r.vs_ring), max(rs, key=lambda r: r.vs_ring)
         low_built = min(built, key=lambda r: r.vs_ring)
         out.append(f"| {model} | {'N/4' if extra else 'none'} | {low.vs_ring:.2f}x | {low.hosts} hosts, "

@@ -31,7 +31,7 @@ def test_grid_rows_and_markdown() -> None:
         ring = by[(n, "ring all-reduce")]
         assert ring.max_link_bytes == pytest.approx(2 * (n - 1) / n * 25.5e6 * 4, rel=0.01)
         assert by[(n, "colocated RALP")].samples_per_s >= by[(n, "stock PSS")].samples_per_s
-        assert by[(n, "RALP as placed today")].samples_per_s >= by[(n, "stock PSS")].samples_per_s
+        assert by[(n, "RALP without head splits")].samples_per_s >= by[(n, "stock PSS")].samples_per_s
     text = to_markdown(rows, "ralp_tf.plan.projection.project(...)")
     assert "predicted" in text.splitlines()[0] and "`ralp_tf.plan.projection.project(...)`" in text
     assert text.count("| 2 | 10gbit |") == 1 and "resnet50_size" in text
@@ -47,7 +47,7 @@ def test_rows_as_json_carry_the_documented_fields() -> None:
         assert {"model", "hosts", "link_bps", "strategy", "samples_per_s", "max_link_bytes", "plan"} <= set(d)
         assert d["hosts"] == 4 and d["ps_hosts"] == 1 and d["link_bps"] == 25e9 and d["model"] == "resnet50_size"
     by = {d["strategy"]: d for d in docs}
-    ring, plan, built = by["ring all-reduce"], by["colocated RALP"], by["RALP as placed today"]
+    ring, plan, built = by["ring all-reduce"], by["colocated RALP"], by["RALP without head splits"]
     assert ring["vs_ring"] == 1.0 and plan["vs_ring"] == pytest.approx(plan["samples_per_s"] / ring["samples_per_s"])
     # the plan place() builds has no head split, and the analyzer's own choice is never slower
     assert "head split" not in built["plan"] and built["samples_per_s"] <= plan["samples_per_s"] * (1 + 1e-9)
