@@ -397,6 +397,21 @@ def test_layout_and_host_cpu_config(monkeypatch):
         _config(["--quick", "--host-cpu", "0"])
 
 
+def test_the_optimizer_reaches_every_strategy_s_job():
+    """``--optimizer legacy-sgd`` is in the config and in the flags of the PSS and the ring jobs."""
+    from ralp_tf.testbed import jobs
+
+    assert _config(["--quick", "--optimizer", "legacy-sgd"]).optimizer == "legacy-sgd"
+    assert _config(["--quick"]).optimizer == "sgd"
+    assert jobs.job_argv({"model": "m", "optimizer": "legacy-sgd"}) == ["--model", "m", "--optimizer", "legacy-sgd"]
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    jobs.add_job_args(ap)
+    assert jobs.parse_job_args(ap, ["--optimizer", "legacy-sgd"]).optimizer == "legacy-sgd"
+    assert jobs.parse_job_args(ap, []).optimizer == "sgd"
+
+
 def test_bad_layout_is_one_line_exit_2(tmp_path):
     r = _bench(["--layout", "ring", "--out-dir", str(tmp_path)], timeout=60)
     assert r.returncode == 2 and "invalid choice: 'ring'" in r.stderr, r.stderr

@@ -125,6 +125,7 @@ class BenchConfig:
     layout: str = "dedicated"  # dedicated | colocated
     host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
     steps_per_closure: int = 1  # PSS strategies: worker steps per scheduled closure
+    optimizer: str = "sgd"  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
 
 
 def _split(text: str | Sequence[str] | None) -> list[str]:
@@ -324,4 +325,4 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
                        report=report, json_out=args.json, quick=args.quick,
                        command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
-                       steps_per_closure=steps_per_closure)
+                       steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", "sgd"))

@@ -158,6 +158,7 @@ class Bench:
                 "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
                 "layout": cfg.layout, "host_cpu": self.host_cpu, "host_cpu_requested": cfg.host_cpu,
                 "scheduler_solver": cfg.scheduler_solver, "steps_per_closure": cfg.steps_per_closure,
+                "optimizer": cfg.optimizer,
                 "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
             "units": dict(UNITS), "cells": self.cells, "complete": False,
         }
@@ -444,13 +445,13 @@ class Bench:
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
-                                  steps_per_closure=self.cfg.steps_per_closure)
+                                  steps_per_closure=self.cfg.steps_per_closure, optimizer=self.cfg.optimizer)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
-                                    timeout=timeout)
+                                    timeout=timeout, optimizer=self.cfg.optimizer)
             elif base == "horovod":
                 launched = run_horovod(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
-                                       timeout=timeout, compression=codec or "none")
+                                       timeout=timeout, compression=codec or "none", optimizer=self.cfg.optimizer)
             else:  # pragma: no cover - parse_strategies rejects it
                 raise BenchConfigError(f"unknown strategy {strategy!r}")
             launched.pop("testbed", None)  # the cell records its testbed once

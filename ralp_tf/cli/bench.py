@@ -17,6 +17,7 @@ from typing import Any
 from ralp_tf.bench.config import DEFAULT_MODELS, DEFAULT_STRATEGIES, STRATEGIES, BenchError, config_from_args
 from ralp_tf.bench.report import markdown_tables, strategy_json, write_report
 from ralp_tf.bench.run import Bench, json_default
+from ralp_tf.run.training import OPTIMIZERS
 
 __all__ = ["register", "cmd_bench"]
 
@@ -75,6 +76,9 @@ def register(subparsers: Any) -> None:
                    help="PSS strategies (ps, ralp, scheduler): worker steps per closure the coordinator schedules "
                         "(a loop inside the step's tf.function; default 1). Give --steps so that a run's worker "
                         "steps (steps x workers) span several closures")
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
+                   help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
+                        "tf_keras.optimizers.legacy.SGD (legacy-sgd, far cheaper sparse embedding updates)")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ralp_tf.errors import ValidationError
 
 __all__ = ["LAYER_KINDS", "PS_PLACEABLE_KINDS", "RALP_PS_KINDS", "FlopsFn", "register_layer_kind", "registered_kind",
-           "layer_kind", "ps_refusal", "shape_tuple", "dtype_size", "prod", "call_flops"]
+           "layer_kind", "ps_refusal", "dense_activation", "shape_tuple", "dtype_size", "prod", "call_flops"]
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,16 @@ def layer_kind(layer: Any) -> str:
     if type(layer).__name__ in _WRAPPERS and getattr(layer, "layer", None) is not None:
         return layer_kind(layer.layer)
     return registered_kind(layer) or "other"
+
+
+def dense_activation(layer: Any) -> str:
+    """The name of a ``Dense`` layer's activation function (``relu``, ``softmax``), else ``""``."""
+    import tf_keras
+
+    if not isinstance(layer, tf_keras.layers.Dense):
+        return ""
+    fn = getattr(layer, "activation", None)
+    return str(getattr(fn, "__name__", type(fn).__name__))
 
 
 def ps_refusal(layer: Any, op_types: Iterable[str] = ()) -> str:

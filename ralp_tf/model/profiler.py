@@ -18,7 +18,7 @@ import numpy as np
 
 from ralp_tf.errors import KerasVersionError, ModelError
 from ralp_tf.model.graph import ModelGraph, walk
-from ralp_tf.model.kinds import call_flops, dtype_size, layer_kind, prod, ps_refusal, shape_tuple
+from ralp_tf.model.kinds import call_flops, dense_activation, dtype_size, layer_kind, prod, ps_refusal, shape_tuple
 from ralp_tf.model.profiles import INPUT_REFUSAL, OP_REFUSAL, LayerProfile, ModelProfile, TensorProfile, check_batch_size
 from ralp_tf.model.trace import InputSignature, LayerCall, Trace, input_signature, trace_calls
 
@@ -117,7 +117,8 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             output_shape=out_shapes[0] if len(out_shapes) == 1 else (), measured_seconds=measured,
             calls=len(calls), ps_refusal=refusal,
             gathered=tuple((a, b) for a, b in gathered) if any(a or b for a, b in gathered) else (),
-            regularised=_regularised(layer, weights) if layer is not None else ()))
+            regularised=_regularised(layer, weights) if layer is not None else (),
+            activation=dense_activation(layer)))
     order = list(by_name)
     outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
     tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)

@@ -66,6 +66,9 @@ class LayerProfile:
     #: per variable, whether a weight regulariser of the layer reads it (then it is read whole
     #: where the loss is computed, and its gradient is dense)
     regularised: tuple[bool, ...] = ()
+    #: a Dense layer's activation function by name ("": not recorded); a column split needs an
+    #: elementwise one (:func:`ralp_tf.plan.shards.split_refusal`)
+    activation: str = ""
 
     @property
     def has_params(self) -> bool:
@@ -85,6 +88,8 @@ class LayerProfile:
             d["regularised"] = list(self.regularised)
         else:
             del d["regularised"]
+        if not self.activation:
+            del d["activation"]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -141,13 +146,17 @@ class LayerProfile:
         refusal = d.get("ps_refusal", default_refusal(d["kind"], name))
         if not isinstance(refusal, str):
             raise ValidationError(f"layer {name!r}: 'ps_refusal' must be a string (empty: it can compute on a PS)")
+        activation = d.get("activation", "")
+        if not isinstance(activation, str):
+            raise ValidationError(f"layer {name!r}: 'activation' must be the name of its activation function")
         calls = _nonneg(d, "calls", name, int, default=1)
         if calls < 1:
             raise ValidationError(f"layer {name!r}: 'calls' must be at least 1, got {calls}")
         return cls(var_bytes=tuple(int(v) for v in var_bytes), var_shapes=tuple(tuple(s) for s in var_shapes),
                    inbound=tuple(inbound), output_shape=tuple(shape),
                    measured_seconds=measured, calls=calls, ps_refusal=refusal,
-                   gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised), **kw)
+                   gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised),
+                   activation=activation, **kw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,24 +28,16 @@ import contextlib
 from typing import Any, Callable, Sequence
 
 from ralp_tf.errors import ModelError
-from ralp_tf.plan.shards import SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit, shard_sizes
+from ralp_tf.model.kinds import dense_activation
+from ralp_tf.plan.shards import ELEMENTWISE_ACTIVATIONS, SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit
 
-__all__ = ["ROUTE_SCOPE", "ELEMENTWISE_ACTIVATIONS", "split_refusal_of", "split_homes", "device_block", "fan_out",
+__all__ = ["ROUTE_SCOPE", "split_refusal_of", "split_homes", "device_block", "fan_out",
            "column_pieces", "assembled_on", "split_call"]
 
 #: Name scope of the ops that move a split layer's tensors between devices (fan-outs, slices of an
 #: input, the concatenation of column pieces): they run where the data is, by design.
 ROUTE_SCOPE = "ralp_route"
-#: Activations that act entry by entry, so a column shard can apply its own.
-ELEMENTWISE_ACTIVATIONS = frozenset({
-    "linear", "relu", "relu6", "sigmoid", "hard_sigmoid", "tanh", "elu", "selu", "gelu", "swish", "silu",
-    "softplus", "softsign", "exponential", "leaky_relu", "mish"})
 _PIECES = "_ralp_column_pieces"
-
-
-def _activation_name(layer: Any) -> str:
-    fn = getattr(layer, "activation", None)
-    return str(getattr(fn, "__name__", type(fn).__name__))
 
 
 def split_refusal_of(layer: Any, path: str, split: LayerSplit) -> str:
@@ -63,7 +55,7 @@ def split_refusal_of(layer: Any, path: str, split: LayerSplit) -> str:
     elif type(layer) is tf_keras.layers.Dense:
         extras = [a for a in ("kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint",
                               "activity_regularizer") if getattr(layer, a, None) is not None]
-        act = _activation_name(layer)
+        act = dense_activation(layer)
         if split.by == "columns" and act not in ELEMENTWISE_ACTIVATIONS:
             return (f"{name} has activation {act!r}, which does not act entry by entry, so its output cannot be "
                     f"computed by columns; split it by rows (the activation then runs whole on the assembly task), "

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ralp_tf.errors import PlanError
 from ralp_tf.model.profiles import LayerProfile
 
-__all__ = ["SPLIT_BY", "SPLITTABLE_DENSE", "SPLITTABLE_EMBEDDING", "shard_sizes", "shard_fractions", "Sharded",
+__all__ = ["SPLIT_BY", "SPLITTABLE_DENSE", "SPLITTABLE_EMBEDDING", "ELEMENTWISE_ACTIVATIONS", "shard_sizes", "shard_fractions", "Sharded",
            "VariableStorage", "LayerSplit", "parse_ps_device", "parse_ps_devices", "parse_variable_storage", "parse_split",
            "split_limit", "split_refusal", "storage_refusal"]
 
@@ -35,6 +35,10 @@ SPLIT_BY = ("columns", "rows")
 SPLITTABLE_DENSE = "Dense"
 #: The layer class whose table a split may cut by rows.
 SPLITTABLE_EMBEDDING = "Embedding"
+#: Activations that act entry by entry, so each column shard of a Dense layer can apply its own.
+ELEMENTWISE_ACTIVATIONS = frozenset({
+    "linear", "relu", "relu6", "sigmoid", "hard_sigmoid", "tanh", "elu", "selu", "gelu", "swish", "silu",
+    "softplus", "softsign", "exponential", "leaky_relu", "mish"})
 #: The device string a stored variable is given: a PS task's CPU (where PSS keeps variables).
 PS_STORE = "/job:ps/replica:0/task:{task}/device:CPU:0"
 
@@ -200,6 +204,12 @@ def split_refusal(layer: LayerProfile, by: str, shards: int) -> str:
                 "profile the model again with this ralp_tf, or " + fix)
     if layer.calls != 1:
         return f"{name} is called {layer.calls} times (a shared layer), and shared layers are not split; {fix}"
+    if any(layer.regularised):
+        return f"{name} has a weight regulariser, which reads the whole variable; {fix}"
+    if by == "columns" and layer.activation and layer.activation not in ELEMENTWISE_ACTIVATIONS:
+        return (f"{name} has activation {layer.activation!r}, which does not act entry by entry, so its output cannot "
+                f"be computed by columns; split it by rows (the activation then runs whole on the assembly task), or "
+                f"{fix}")
     kernel = layer.var_shapes[0]
     if layer.class_name == SPLITTABLE_EMBEDDING:
         if by != "rows" or len(kernel) != 2 or len(layer.var_shapes) != 1:

@@ -40,7 +40,7 @@ from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
+__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "sgd_optimizer", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
            "train_loss", "prepare_model", "prepare_job", "closure_sizes", "warmup_steps_for", "run_steps", "summarise",
            "train", "compare"]
 
@@ -50,6 +50,18 @@ DEFAULT_CHECKPOINT_EVERY = 10
 #: ``"legacy-sgd"`` ``tf_keras.optimizers.legacy.SGD``, whose sparse (embedding) updates cost far less
 #: (ctr_dnn, batch 32, one process: 41 ms against 2.3 ms per step, benchmarks/optimizer_ab.py).
 OPTIMIZERS = ("sgd", "legacy-sgd")
+
+
+def sgd_optimizer(name: str, learning_rate: float) -> Any:
+    """The optimizer :data:`OPTIMIZERS` names, with ``learning_rate`` (create it under the strategy's
+    scope where the loop needs that). ValidationError names the choices for any other name."""
+    import tf_keras
+
+    from ralp_tf.errors import ValidationError
+
+    if name not in OPTIMIZERS:
+        raise ValidationError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
+    return (tf_keras.optimizers.legacy.SGD if name == "legacy-sgd" else tf_keras.optimizers.SGD)(learning_rate)
 
 
 @dataclasses.dataclass
@@ -242,8 +254,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     model = place_from_builder(builder, prepared, plan, strategy, sequence_length=config.sequence_length)
     plan = model.ralp_plan
     with strategy.scope():
-        optimizer = (tf_keras.optimizers.legacy.SGD if config.optimizer == "legacy-sgd"
-                     else tf_keras.optimizers.SGD)(config.learning_rate)
+        optimizer = sgd_optimizer(config.optimizer, config.learning_rate)
     spec = prepared.spec
     loss_fn = train_loss(model, spec)
     x, y = _batch(spec, config)

@@ -58,12 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="hvd.Compression of the all-reduced gradients: none or fp16 (Horovod has no other)")
     args = jobs.parse_job_args(ap, argv)
     tf = jobs.setup_tf(args)
-    import tf_keras
+    import tf_keras  # noqa: F401
     import horovod.tensorflow.keras as hvd
 
     from ralp_tf.model.builtin import resolve_model
 
     from ralp_tf.model.data import output_losses, synthetic_batch
+    from ralp_tf.run.training import sgd_optimizer
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -73,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "does not average gradients")
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
     compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
-    opt = hvd.DistributedOptimizer(tf_keras.optimizers.SGD(args.lr), compression=compression)
+    opt = hvd.DistributedOptimizer(sgd_optimizer(args.optimizer, args.lr), compression=compression)
     model.compile(optimizer=opt, loss=output_losses(model))
     ds = tf.data.Dataset.from_tensors((x, y)).repeat()
     timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
@@ -116,10 +117,12 @@ def _write_standin(tb: Any, workers: Sequence[str], folder: str) -> str:
 def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | None = None, *,
                 batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01,
                 intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
-                log_path: str | None = None, start_timeout: int = 120, compression: str = "none") -> dict[str, Any]:
+                log_path: str | None = None, start_timeout: int = 120, compression: str = "none",
+                optimizer: str = "sgd") -> dict[str, Any]:
     """Train ``model`` with Horovod/gloo, one rank per task in ``workers`` (default: the testbed's
     tasks named ``worker*``), and return the summary record (see :func:`jobs.summarize`).
-    ``compression`` is the ``hvd.Compression`` of the gradients (:data:`HOROVOD_CODECS`).
+    ``compression`` is the ``hvd.Compression`` of the gradients (:data:`HOROVOD_CODECS`),
+    ``optimizer`` the SGD wrapped in ``hvd.DistributedOptimizer`` (:data:`ralp_tf.run.training.OPTIMIZERS`).
 
     ``horovodrun`` itself runs in the first worker's namespace. Never raises for a failed or
     hung job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``. Raises
@@ -135,7 +138,8 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
     n = len(workers)
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
-            "compression": compression if compression != "none" else None}
+            "compression": compression if compression != "none" else None,
+            "optimizer": optimizer if optimizer != "sgd" else None}
     if compression not in HOROVOD_CODECS:
         raise TestbedError(f"Horovod compression {compression!r} does not exist; use one of {', '.join(HOROVOD_CODECS)}")
     tmp = tempfile.mkdtemp(prefix="ralp_hvd_")

@@ -46,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ralp_tf.model.builtin import resolve_model
 
     from ralp_tf.model.data import output_losses, synthetic_batch
+    from ralp_tf.run.training import sgd_optimizer
 
     cfg = json.loads(os.environ["TF_CONFIG"])
     rank = int(cfg["task"]["index"])
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = resolve_model(args.model)()
         if not type(model).__module__.startswith("tf_keras"):
             raise SystemExit("mwms_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1)")
-        model.compile(optimizer=tf_keras.optimizers.SGD(args.lr), loss=output_losses(model))
+        model.compile(optimizer=sgd_optimizer(args.optimizer, args.lr), loss=output_losses(model))
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
 
     def dataset_fn(ctx: Any) -> Any:
@@ -85,8 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | None = None, *,
              batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01, port: int = 2222,
              intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
-             log_path: str | None = None) -> dict[str, Any]:
-    """Train ``model`` with MultiWorkerMirroredStrategy (ring), one process per task in ``workers``
+             log_path: str | None = None, optimizer: str = "sgd") -> dict[str, Any]:
+    """Train ``model`` with MultiWorkerMirroredStrategy (ring) and ``optimizer``
+    (:data:`ralp_tf.run.training.OPTIMIZERS`), one process per task in ``workers``
     (default: the testbed's ``worker*`` tasks), and return the summary record
     (:func:`jobs.summarize`). A failed or hung job gives ``valid: false`` with the log tail."""
     from ralp_tf.testbed import _nsops
@@ -97,7 +99,8 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
     ports = [port + i for i in range(n)] if tb.emulated else [tb.free_port() for _ in workers]
     cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
-            "intra_threads": intra_threads or None, "inter_threads": inter_threads or None}
+            "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
+            "optimizer": optimizer if optimizer != "sgd" else None}
     meter = jobs.LinkMeter(tb)
     procs = []
     for i, t in enumerate(workers):

@@ -8,6 +8,7 @@ import pytest
 
 from plan_helpers import builtin, cnn_with_head, mlp, ps
 from ralp_tf.errors import PlanError
+from ralp_tf.model.profiles import LayerProfile
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import PLAN_FORMAT, PLAN_FORMAT_V1, PLAN_FORMAT_V2, PLAN_FORMAT_V3, Plan, parse_device
@@ -185,6 +186,32 @@ def test_splits_and_shards_are_checked_against_the_profile() -> None:
     unshaped = cnn_with_head()
     with pytest.raises(PlanError, match=r"layer 'fc' \(dense\) cannot be split"):
         Plan({"fc": ps(0)}, splits={"fc": {"by": "rows", "shards": [ps(0), ps(1)]}}).validate(unshaped)
+
+
+def test_a_column_split_needs_an_elementwise_activation_and_no_regulariser() -> None:
+    """What the profile records of a Dense layer decides what it splits into, and the analyzer
+    leaves a softmax head whole where a column split would be refused."""
+    import dataclasses
+
+    from ralp_tf.plan.analyzer import analyze
+    from ralp_tf.plan.projection import projection_cluster
+
+    prof = mlp((1024, 4096, 4096, 10))
+    layers = {l.name: l for l in prof.layers}
+    softmax = dataclasses.replace(prof, layers=tuple(dataclasses.replace(l, activation="softmax") if l.name == "fc3"
+                                                     else l for l in prof.layers))
+    columns = {"fc3": {"by": "columns", "shards": [ps(0), ps(1)]}}
+    Plan({"fc3": ps(0)}, splits=columns).validate(prof)
+    with pytest.raises(PlanError, match=r"'fc3' \(Dense\) has activation 'softmax'.*split it by rows"):
+        Plan({"fc3": ps(0)}, splits=columns).validate(softmax)
+    Plan({"fc3": ps(0)}, splits={"fc3": {"by": "rows", "shards": [ps(0), ps(1)]}}).validate(softmax)
+    regularised = dataclasses.replace(prof, layers=tuple(
+        dataclasses.replace(l, regularised=(True, False)) if l.name == "fc2" else l for l in prof.layers))
+    with pytest.raises(PlanError, match=r"'fc2' \(Dense\) has a weight regulariser"):
+        Plan({"fc2": ps(0)}, splits={"fc2": {"by": "rows", "shards": [ps(0), ps(1)]}}).validate(regularised)
+    assert layers["fc3"].activation == "" and LayerProfile.from_dict(softmax.layer("fc3").to_dict()).activation == "softmax"
+    plan = analyze(softmax, projection_cluster(16, 100e9)).plan
+    assert plan.splits and all(s.by == "rows" for n, s in plan.splits.items() if n == "fc3"), plan.splits
 
 
 def test_per_variable_storage_is_checked_against_the_shapes() -> None:
