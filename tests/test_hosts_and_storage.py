@@ -48,14 +48,15 @@ def test_bench_compressed_strategies_are_priced_at_their_codecs_ratio() -> None:
     assert pred["ralp_fp16"]["payload_bytes_per_step"] < pred["ralp"]["payload_bytes_per_step"]
 
 
-def test_the_split_strategy_plans_with_head_splits_among_the_candidates() -> None:
-    """``ralp_split`` is ``ralp`` planned with ``split=True``: a plan file like ralp's, and on a
-    colocated cell whose head is worth spreading, a plan with splits that ``ralp`` does not have."""
+def test_ralp_weighs_head_splits_and_ralp_nosplit_does_not() -> None:
+    """``ralp`` weighs head splits; ``ralp_nosplit`` is ``ralp`` planned with ``split=False``: a plan
+    file like ralp's, and on a colocated cell whose head is worth spreading, no splits where
+    ``ralp`` has them."""
     from ralp_tf.bench.config import Cell, parse_strategies, strategy_base
     from ralp_tf.bench.predictions import predictions
 
-    assert strategy_base("ralp_split") == ("ralp", None) and "ralp_split" in parse_strategies("ralp_split")
+    assert strategy_base("ralp_nosplit") == ("ralp", None) and "ralp_nosplit" in parse_strategies("ralp_nosplit")
     pred = predictions(builtin("alexnet_cifar"), Cell("alexnet_cifar", 4, "1gbit", layout="colocated"), 1e9)
-    assert not pred["ralp"]["plan"].splits
-    assert pred["ralp_split"]["plan"].splits, pred["ralp_split"]["label"]
-    assert pred["ralp_split"]["step_s"] <= pred["ralp"]["step_s"]
+    assert not pred["ralp_nosplit"]["plan"].splits
+    assert pred["ralp"]["plan"].splits, pred["ralp"]["label"]
+    assert pred["ralp"]["step_s"] <= pred["ralp_nosplit"]["step_s"]

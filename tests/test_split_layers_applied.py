@@ -96,3 +96,18 @@ def test_column_pieces_reach_an_unsplit_ps_layer_and_the_worker_on_sequence_inpu
     rng = np.random.default_rng(0)
     batches = [(rng.normal(size=(8, 5, 8)).astype("float32"), rng.integers(0, 6, size=(8,))) for _ in range(4)]
     assert_trains_like(reference, placed, strategy, coordinator, batches)
+
+
+@pytest.mark.integration
+def test_a_split_head_moves_the_predicted_bytes_on_a_local_cluster() -> None:
+    """ctr_head on 2 workers and 2 PS tasks (real processes), its table split by rows, fc1 by
+    columns and fc2 by rows: the bytes crossing between the tasks are the cost model's, within
+    10% (measured 141.2 KB against 141.2 KB per step when written)."""
+    from measure import compare_many_in_subprocess
+
+    plan = Plan({n: PS0 for n in ("embedding", "flatten", "fc1", "fc2", "logits")}, policy="split_head",
+                splits={"embedding": LayerSplit("rows", BOTH), "fc1": LayerSplit("columns", BOTH),
+                        "fc2": LayerSplit("rows", BOTH)})
+    (results,) = compare_many_in_subprocess([("ctr_head", [plan], {"steps": 4, "warmup_steps": 2})], ps=2)
+    r = results["split_head"]
+    assert r.plan["splits"] and r.bytes_per_step == pytest.approx(r.predicted_bytes_per_step, rel=0.10)

@@ -133,8 +133,6 @@ def test_fit_with_steps_per_execution_trains_a_placed_model(inprocess) -> None: 
     (["run", "--model", "small_cnn", "--steps-per-closure", "auto"], "'auto' is not an integer"),
     (["bench", "--quick", "--testbed", "loopback", "--steps-per-closure", "0"],
      "--steps-per-closure must be a positive integer, got 0"),
-    (["run", "--model", "small_cnn", "--restart-failed", "--steps-per-closure", "4"],
-     "--steps-per-closure and --optimizer are not supported by the supervised runs"),
     (["run", "--model", "small_cnn", "--optimizer", "adam"], "invalid choice: 'adam'"),
 ])
 def test_bad_steps_per_closure_is_one_error_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],

@@ -21,7 +21,7 @@ from typing import Sequence
 from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.run.launch import TASK_MEMORY_GIB
 
-__all__ = ["COMPRESSED_STRATEGIES", "SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
+__all__ = ["COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
            "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
            "BenchError", "BenchConfigError", "Cell", "BenchConfig", "parse_strategies", "strategy_base",
            "with_compression", "parse_models", "parse_bandwidths", "max_workers", "parse_workers", "parse_cell",
@@ -33,14 +33,14 @@ __all__ = ["COMPRESSED_STRATEGIES", "SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STR
 #: offers only ``bytes_per_pack``, ``timeout_seconds`` and ``implementation``.
 COMPRESSED_STRATEGIES = {"ralp_fp16": ("ralp", "fp16"), "ralp_bf16": ("ralp", "bf16"),
                          "horovod_fp16": ("horovod", "fp16")}
-#: The analyzer's plan with its head split over PS tasks a candidate (``analyze(split=True)``).
-SPLIT_STRATEGY = "ralp_split"
-STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", SPLIT_STRATEGY, *COMPRESSED_STRATEGIES)
+#: The analyzer's plan without head splits over PS tasks among its candidates (``split=False``).
+NO_SPLIT_STRATEGY = "ralp_nosplit"
+STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", NO_SPLIT_STRATEGY, *COMPRESSED_STRATEGIES)
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
 DEFAULT_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
 DEFAULT_WORKERS = (1, 2, 3)
 DEFAULT_BANDWIDTHS = ("100mbit", "1gbit", "uncapped")
-PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", SPLIT_STRATEGY, "ralp_fp16", "ralp_bf16")
+PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", NO_SPLIT_STRATEGY, "ralp_fp16", "ralp_bf16")
 RING_STRATEGIES = ("allreduce", "horovod", "horovod_fp16")
 NUM_PS = 1
 #: Memory budget per TensorFlow task used to reject cells the machine cannot hold.
@@ -149,8 +149,8 @@ def parse_strategies(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def strategy_base(name: str) -> tuple[str, str | None]:
     """``(strategy, codec)`` of a strategy name: ``("ralp", "fp16")`` for ``ralp_fp16``,
-    ``("ralp", None)`` for ``ralp_split``, ``("ps", None)`` for ``ps``."""
-    if name == SPLIT_STRATEGY:
+    ``("ralp", None)`` for ``ralp_nosplit``, ``("ps", None)`` for ``ps``."""
+    if name == NO_SPLIT_STRATEGY:
         return "ralp", None
     return COMPRESSED_STRATEGIES.get(name, (name, None))
 

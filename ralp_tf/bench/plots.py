@@ -24,13 +24,13 @@ __all__ = ["STRATEGY_COLORS", "STRATEGY_LABELS", "plot_speedup_vs_bandwidth", "p
 
 STRATEGY_COLORS = {"ps": "#7f7f7f", "ralp": "#d62728", "scheduler": "#9467bd", "allreduce": "#1f77b4",
                    "horovod": "#2ca02c", "rejected": "#ff7f0e", "ralp_fp16": "#e377c2", "ralp_bf16": "#8c564b",
-                   "ralp_split": "#17becf",
+                   "ralp_nosplit": "#17becf",
                    "horovod_fp16": "#bcbd22"}
 STRATEGY_LABELS = {"ps": "stock PSS", "ralp": "RALP (analyzer plan)", "scheduler": "scheduler plan",
                    "allreduce": "MWMS ring all-reduce", "horovod": "Horovod (gloo ring)",
                    "rejected": "analyzer's rejected alternative", "ralp_fp16": "RALP + fp16 on the wire",
                    "ralp_bf16": "RALP + bf16 on the wire",
-                   "ralp_split": "RALP, head split over PS tasks", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
+                   "ralp_nosplit": "RALP without head splits", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
 
 
 def _bw_value(text: str) -> float:
@@ -107,6 +107,9 @@ def plot_speedup_vs_bandwidth(doc: dict[str, Any], path: Path) -> bool:
 
 
 def plot_scaling_vs_workers(doc: dict[str, Any], path: Path) -> bool:
+    """Measured samples/s (points, solid) and the cost model's (dashed, ``workers x batch /
+    predicted_step_s``) against the worker count, one panel per model and link rate."""
+    batch = (doc.get("config") or {}).get("batch_per_worker")
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for c in doc.get("cells", []):
         groups.setdefault((c["model"], c["bandwidth"]), []).append(c)
@@ -115,7 +118,7 @@ def plot_scaling_vs_workers(doc: dict[str, Any], path: Path) -> bool:
     if not panels:
         return False
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.8 * len(panels), 4.4), squeeze=False)
     for ax, ((m, bw), cs) in zip(axes[0], panels):
         for s in STRATEGY_COLORS:
             pts = [(c["workers"], c["strategies"][s]["samples_per_s"]) for c in cs
@@ -123,13 +126,23 @@ def plot_scaling_vs_workers(doc: dict[str, Any], path: Path) -> bool:
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=STRATEGY_COLORS[s],
                         label=STRATEGY_LABELS[s])
+            predicted = [(c["workers"], c["workers"] * batch / c["strategies"][s]["predicted_step_s"]) for c in cs
+                         if batch and s in c["strategies"] and _ok(c["strategies"][s])
+                         and (c["strategies"][s].get("predicted_step_s") or 0) > 0]
+            if predicted:
+                ax.plot([p[0] for p in predicted], [p[1] for p in predicted], linestyle="--", linewidth=1,
+                        color=STRATEGY_COLORS[s])
         ax.set_xticks(sorted({c["workers"] for c in cs}))
-        ax.set_title(f"{m}, {bw} links, 1 PS", fontsize=9)
+        layout = cs[0].get("layout") or "dedicated"
+        where = "1 PS" if layout == "dedicated" else "a worker and a PS per host"
+        budget = sorted(set((cs[0].get("host_cpu") or {}).values()))
+        ax.set_title(f"{m}, {bw} links, {where}" + (f", {budget[0]:g} core/host" if len(budget) == 1 else ""),
+                     fontsize=9)
         ax.set_xlabel("workers")
         ax.set_ylabel("throughput (samples/s, global)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("Scaling with the number of workers (median of repetitions)", fontsize=10)
+    fig.suptitle("Samples/s against workers: measured (median, solid) and predicted (dashed)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -115,7 +115,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
-    for ``ralp``, ``ralp_split`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
+    for ``ralp``, ``ralp_nosplit`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
     budget when ``prof`` was measured under it (:func:`compute_scale`)."""
     from ralp_tf.place.policies import RalpPolicy
@@ -136,8 +136,8 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     }
     out["horovod"] = dict(out["allreduce"])
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
-    split = RalpPolicy(split=True).analyze(p, cluster)
-    out["ralp_split"] = {**_pss(split.chosen.estimate), "label": split.chosen.label, "plan": split.plan}
+    whole = RalpPolicy(split=False).analyze(p, cluster)
+    out["ralp_nosplit"] = {**_pss(whole.chosen.estimate), "label": whole.chosen.label, "plan": whole.plan}
     for codec in ("fp16", "bf16"):
         ac = ralp.analyze(p, cluster, compression=codec)
         out[f"ralp_{codec}"] = {**_pss(ac.chosen.estimate), "label": ac.chosen.label, "plan": ac.plan}

@@ -12,8 +12,8 @@ per-worker batch ``b`` (rings: one rank per worker, i.e. on each worker's host):
 ``ralp``       the analyzer's plan, applied by the placement pass: planned once per cell from the
                bench's profile, saved as JSON and run by every repetition (run_ps with that
                plan file), so load during one run cannot change another run's plan
-``ralp_split`` (opt-in) ``ralp`` with head splits over PS tasks among the analyzer's candidates
-               (``analyze(split=True)``): the head's layers computed by several PS tasks each
+``ralp_nosplit`` (opt-in) ``ralp`` without head splits over PS tasks among the analyzer's
+               candidates (``RalpPolicy(split=False)``, the ``ralp`` policy before splits were built)
 ``ralp_fp16``  ``ralp`` with that compression on the wire; ``horovod_fp16``: Horovod with
 ``ralp_bf16``  ``hvd.Compression.fp16`` (``--compression CODEC`` adds them)
 ``scheduler``  the plan of placement policy ``scheduler.<--scheduler-solver>`` (registered by the

@@ -142,10 +142,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if folder:
             writable_dir(folder, flag)  # before any cluster starts
     if supervised_requested(args):
-        if args.steps_per_closure != 1 or args.optimizer != "sgd":
-            raise ValidationError("--steps-per-closure and --optimizer are not supported by the supervised runs "
-                                  "(--restart-failed, --add-worker-at, --fault, --fault-plan, --host-cpu): they count "
-                                  "one step per closure with the default SGD; leave both at their defaults there")
         if args.check_gradients:
             raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "
                                   "--add-worker-at, --fault, --fault-plan, --host-cpu); check the model with a plain "

@@ -24,7 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.errors import ClusterRuntimeError, RalpError
     from ralp_tf.place.policies import policy_from_spec
-    from ralp_tf.run.training import train
+    from ralp_tf.run.training import OPTIMIZERS, train
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.coordinator_job")
     p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
@@ -38,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--checkpoint-every", type=positive_int, default=10)
     p.add_argument("--stop-file", default=None)
     p.add_argument("--compression", default=None)
+    p.add_argument("--steps-per-closure", type=positive_int, default=1)
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
     p.add_argument("--start-file", default=None, help="after the imports, wait until this file exists")
     args = p.parse_args(argv)
     if args.start_file:
@@ -59,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=0,
                            batch_size=args.batch_size, seed=args.seed, cluster=cluster, coordinator=coord,
                            checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                           compression=args.compression)
+                           compression=args.compression, steps_per_closure=args.steps_per_closure,
+                           optimizer=args.optimizer)
         except StopRequested:
             emit("stopped", done=coord.done)
             return 0

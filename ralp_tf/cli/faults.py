@@ -112,7 +112,8 @@ def run_supervised(args: argparse.Namespace) -> int:
                        batch_size=args.batch_size, plan=plan, restart=restart, testbed=emulated,
                        bandwidth=bandwidth, seed=args.seed, log_dir=args.log_dir,
                        checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
-                       compression=args.compression, policy_options=policy_options(args), host_cpu=args.host_cpu)
+                       compression=args.compression, policy_options=policy_options(args), host_cpu=args.host_cpu,
+                       steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
     _print(report, args.json)
     return 0
 

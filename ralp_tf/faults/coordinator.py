@@ -44,8 +44,8 @@ def emit(kind: str, **data: Any) -> None:
 
 
 class ProgressCoordinator:
-    """Wraps a ``ClusterCoordinator``: counts completed steps and calls ``report(done, loss)``
-    from a polling thread (every ``poll_s``) when the count grows. The first ``schedule()`` after a
+    """Wraps a ``ClusterCoordinator``: counts completed steps (a closure of ``K`` steps counts ``K``)
+    and calls ``report(done, loss)`` from a polling thread (every ``poll_s``) when the count grows. The first ``schedule()`` after a
     ``join()`` (``train`` joins, then checkpoints, then schedules the next steps) raises
     :class:`StopRequested` if ``stop_file`` exists. Everything else is the wrapped coordinator."""
 
@@ -54,7 +54,9 @@ class ProgressCoordinator:
         self._real, self._report, self._offset = real, report, offset
         self._stop_file = stop_file
         self._values: list[Any] = []
+        self._counted: set[int] = set()  # indices into _values of the closures already counted
         self._lock = threading.Lock()
+        self._counting = threading.Lock()
         self._done = 0
         self._at_boundary = True
         self._quit = threading.Event()
@@ -87,17 +89,25 @@ class ProgressCoordinator:
         self._quit.set()
 
     def _count(self) -> None:
+        """Count the steps of the closures that completed since the last count (a closure returns
+        one loss per step it ran) and report the new total with the latest loss."""
         with self._lock:
-            values = list(self._values)
-        ready = [rv for rv in values if _is_ready(rv)]
-        if len(ready) > self._done:
-            self._done = len(ready)
-            loss = None
-            try:
-                loss = float(np.asarray(ready[-1].fetch()).reshape(-1)[-1])  # a closure's last step
-            except Exception:  # a value of a step that is being retried: report the count alone
-                pass
-            self._report(self.done, loss)
+            values = list(enumerate(self._values))
+        with self._counting:  # the polling thread and join() both count
+            steps, loss = 0, None
+            for i, rv in values:
+                if i in self._counted or not _is_ready(rv):
+                    continue
+                try:
+                    losses = np.asarray(rv.fetch()).reshape(-1)
+                except Exception:  # a closure being retried: counted once it completes again
+                    continue
+                self._counted.add(i)
+                steps += losses.size
+                loss = float(losses[-1]) if losses.size else loss
+            if steps:
+                self._done += steps
+                self._report(self.done, loss)
 
     def _poll(self, poll_s: float) -> None:
         while not self._quit.wait(poll_s):

@@ -58,7 +58,7 @@ import time
 from typing import Any
 
 from ralp_tf.errors import ClusterRuntimeError
-from ralp_tf.faults.plan import FaultEvent, FaultPlan
+from ralp_tf.faults.plan import FaultEvent, FaultPlan, FaultPlanError
 from ralp_tf.faults.report import (FaultRecord, SupervisedReport, leftovers, measure_recovery,
                                    rates_per_worker_count)
 from ralp_tf.faults.restart import RestartPolicy
@@ -131,9 +131,11 @@ class Supervisor:
                  checkpoint_every: int = 10, plan: FaultPlan | None = None, restart: RestartPolicy | None = None,
                  testbed: Any = None, bandwidth: str | None = None, seed: int = 0, log_dir: str | None = None,
                  timeout_s: float = 1800.0, stop_after_s: float | None = None, compression: str | None = None,
-                 policy_options: dict[str, Any] | None = None, detect_retries: int = 4) -> None:
+                 policy_options: dict[str, Any] | None = None, detect_retries: int = 4, steps_per_closure: int = 1,
+                 optimizer: str = "sgd") -> None:
         self.model, self.policy, self.workers, self.ps = model, policy, workers, ps
         self.steps, self.batch_size, self.seed = steps, batch_size, seed
+        self.steps_per_closure, self.optimizer = steps_per_closure, optimizer
         self.plan = plan or FaultPlan()
         self.restart = restart
         self.tb = testbed
@@ -141,13 +143,9 @@ class Supervisor:
                            restart=restart is not None)
         adds = sorted(e.at_step for e in self.plan.events if e.kind == "add_worker" and e.at_step is not None)
         if any(e.kind == "add_worker" and e.at_step is None for e in self.plan.events):
-            from ralp_tf.faults.plan import FaultPlanError
-
             raise FaultPlanError("add_worker happens at a step (add_worker,at=20): the coordinator stops at that "
                                  "step's checkpoint and resumes with one more worker")
         if any(not 0 < s < steps for s in adds):
-            from ralp_tf.faults.plan import FaultPlanError
-
             raise FaultPlanError(f"add_worker steps {adds} must lie between 1 and steps - 1 ({steps - 1})")
         self.segment_ends = adds + [steps]
         if testbed is not None:
@@ -162,9 +160,7 @@ class Supervisor:
             import math
 
             if math.isinf(testbed.bandwidth_bps) and any(e.rate_fraction for e in self.plan.events):
-                from ralp_tf.faults.plan import FaultPlanError
-
-                raise FaultPlanError("a throttle to a fraction of the rate needs a capped testbed (--bandwidth "
+                    raise FaultPlanError("a throttle to a fraction of the rate needs a capped testbed (--bandwidth "
                                      "1gbit); give an absolute rate=100mbit instead")
         self.own_ckpt = checkpoint_dir is None
         self.checkpoint_dir = checkpoint_dir or tempfile.mkdtemp(prefix="ralp_tf_ckpt_")
@@ -230,7 +226,11 @@ class Supervisor:
                 "--checkpoint-dir", self.checkpoint_dir, "--checkpoint-every", str(self.checkpoint_every),
                 "--stop-file", stop_file]
         for k, v in self.policy_options.items():
-            argv += ["--policy-option", f"{k}={v}"]
+            argv += ["--policy-option", f"{k}={json.dumps(v)}"]  # as JSON: True is `true`, "dp" is `"dp"`
+        if self.steps_per_closure != 1:
+            argv += ["--steps-per-closure", str(self.steps_per_closure)]
+        if self.optimizer != "sgd":
+            argv += ["--optimizer", self.optimizer]
         if self.bandwidth:
             argv += ["--bandwidth", self.bandwidth]
         if self.compression:

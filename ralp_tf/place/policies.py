@@ -69,11 +69,11 @@ _loaded_entry_points: set[str] = set()
 class RalpPolicy:
     """The built-in ``"ralp"`` policy: the analyzer's plan (:func:`ralp_tf.plan.analyzer.analyze`),
     which splits the model only when the predicted speedup is at least ``min_speedup``;
-    ``partition`` and ``split`` are the analyzer's options of the same names. Partitioned storage
-    is a candidate by default (the applier builds it); ``split`` is off by default because the
-    applier does not build a layer's compute split over PS tasks (it refuses such plans)."""
+    ``partition`` and ``split`` are the analyzer's options of the same names: partitioned storage
+    and head splits over PS tasks are candidates by default (the applier builds both;
+    ``split=False`` leaves the head's layers whole, each on one PS task)."""
 
-    def __init__(self, *, min_speedup: float = 1.05, partition: bool | None = None, split: bool = False) -> None:
+    def __init__(self, *, min_speedup: float = 1.05, partition: bool | None = None, split: bool = True) -> None:
         self.min_speedup, self.partition, self.split = min_speedup, partition, split
 
     def analyze(self, profile: ModelProfile, cluster: Cluster, compression: Any = None) -> Analysis:

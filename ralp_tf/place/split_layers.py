@@ -5,7 +5,8 @@ The variables are created as shards on the split's devices (:func:`split_homes`,
 applier's creators); :func:`split_call` replaces the layer's ``call``:
 
 * **Dense by columns**: shard i computes ``activation(x @ W_i + b_i)`` on ``dev_i``. The layer
-  returns the concatenation of the shards' outputs (on the device of whichever op reads it) and
+  returns the concatenation of the shards' outputs (an op without a device: the worker's, where
+  the loss or a worker-computed layer reads it; TensorFlow prunes it when nothing does) and
   records the pieces on it (:func:`column_pieces`), so that a split consumer reads them where they
   are: a row-split Dense over the same devices in place, a column-split one gathers every piece on
   each of its devices, a PS-computed unsplit layer concatenates them on its own device

@@ -20,9 +20,8 @@ Strategies, on the same hosts and links (:data:`STRATEGIES`):
 * ``stock PSS``: nothing placed, variables round-robin over the PS tasks;
 * ``colocated RALP``: the analyzer's choice (:func:`ralp_tf.plan.analyzer.analyze`): a cut, the
   head split over PS tasks, balanced or partitioned storage, or none of them;
-* ``RALP without head splits``: the analyzer's choice without head splits (``split=False``, the
-  ``ralp`` policy's default), the plan :func:`ralp_tf.place.applier.place` builds: it prices
-  splits but does not apply them;
+* ``RALP without head splits``: the analyzer's choice with ``split=False`` (every PS-side layer
+  whole on one PS task), what the ``ralp`` policy chose before head splits were applied;
 * ``ring all-reduce``: :func:`ralp_tf.plan.costmodel.estimate_allreduce` over the N workers (dense
   all-reduce of every trainable byte, embedding tables included, as MultiWorkerMirroredStrategy
   does); CPU-only PS hosts take no part.
@@ -174,7 +173,7 @@ def _table(rows: Sequence[ProjectionRow], heading: str) -> list[str]:
 
 def _summary(rows: Sequence[ProjectionRow]) -> list[str]:
     """Per model and row set: the lowest ralp_tf / ring ratio and where it is, for the analyzer's
-    plan and for the plan placed today (no head splits)."""
+    plan and for the plan without head splits."""
     out = ["| model | CPU-only PS hosts | lowest ralp_tf / ring (predicted) | at | highest | "
            "lowest without head splits | at |", "|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, bool], dict[str, list[ProjectionRow]]] = {}
@@ -208,8 +207,8 @@ def to_markdown(rows: Sequence[ProjectionRow], command: str) -> str:
            f"at {rows[0].host_cpu_flops / 1e12:g} TFLOP/s (see `ralp_tf/plan/projection.py` for why). "
            "MB/link is the busiest host link's busier direction per synchronous step (one step of every worker). "
            "\"ralp_tf's plan\" is the analyzer's choice (`ralp_tf.analyze`), head splits over PS tasks included; "
-           "\"as placed today\" is its choice without head splits (the `ralp` policy's default, what `place()` "
-           "builds: splits are priced, not applied); the ring is "
+           "\"without head splits\" is its choice with `split=False` (every PS-side layer whole on one PS task); "
+           "the ring is "
            "`ralp_tf.plan.costmodel.estimate_allreduce` on the worker hosts.", "", "## Summary (predicted)", "",
            *_summary(rows)]
     out += _table(main, "")
