@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 from ralp_tf.errors import ModelError
 from ralp_tf.model.kinds import dense_activation
-from ralp_tf.plan.shards import ELEMENTWISE_ACTIVATIONS, SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit
+from ralp_tf.plan.shards import SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit, column_split_refusal
 
 __all__ = ["ROUTE_SCOPE", "split_refusal_of", "split_homes", "device_block", "fan_out",
            "column_pieces", "assembled_on", "split_call"]
@@ -56,11 +56,9 @@ def split_refusal_of(layer: Any, path: str, split: LayerSplit) -> str:
     elif type(layer) is tf_keras.layers.Dense:
         extras = [a for a in ("kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint",
                               "activity_regularizer") if getattr(layer, a, None) is not None]
-        act = dense_activation(layer)
-        if split.by == "columns" and act not in ELEMENTWISE_ACTIVATIONS:
-            return (f"{name} has activation {act!r}, which does not act entry by entry, so its output cannot be "
-                    f"computed by columns; split it by rows (the activation then runs whole on the assembly task), "
-                    f"or {fix}")
+        refusal = column_split_refusal(name, dense_activation(layer), fix) if split.by == "columns" else ""
+        if refusal:
+            return refusal
     else:
         return (f"{name} cannot be split: only {SPLITTABLE_DENSE} layers (by columns or rows) and "
                 f"{SPLITTABLE_EMBEDDING} tables (by rows) can; {fix}")
@@ -121,7 +119,7 @@ def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence
         return list(block(*inputs))
 
 
-def producer_device(x: Any) -> str:
+def _producer_device(x: Any) -> str:
     """The PS device ``x`` was produced on, or ``""`` (the worker: no device, or a worker device)."""
     device = getattr(x, "device", "") or ""
     return device if "/job:ps" in device else ""
@@ -192,10 +190,10 @@ def _columns(layer: Any, split: LayerSplit, path: str) -> Callable[..., Any]:
         x = _dense_input(layer, path, inputs)
         found = column_pieces(x)
         if found is not None:  # an all-gather: every piece to every shard
-            copies = [fan_out(p, k, producer_device(p)) for p in found[1]]
+            copies = [fan_out(p, k, _producer_device(p)) for p in found[1]]
             per_shard = [[c[j] for c in copies] for j in range(k)]
         else:
-            per_shard = [[c] for c in fan_out(x, k, producer_device(x))]
+            per_shard = [[c] for c in fan_out(x, k, _producer_device(x))]
         outs = []
         for j, device in enumerate(devices):
             def shard(*parts: Any, w: Any = kernels[j], b: Any = biases[j]) -> list[Any]:
@@ -220,7 +218,7 @@ def _input_slices(x: Any, devices: tuple[str, ...], sizes: list[int]) -> list[An
     if found is not None and found[0] == devices and [int(p.shape[-1]) for p in found[1]] == sizes:
         return list(found[1])
     with tf.name_scope(ROUTE_SCOPE):
-        return device_block(lambda t: tf.split(t, sizes, axis=-1), producer_device(x), [x])
+        return device_block(lambda t: tf.split(t, sizes, axis=-1), _producer_device(x), [x])
 
 
 def _rows(layer: Any, split: LayerSplit, path: str, assembly: str) -> Callable[..., Any]:

@@ -415,14 +415,10 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         done.add(id(layer))
         setting = compression_of(plan, path, layer)
         d = parse_device(plan.placements.get(path, worker_device))
-        if path in plan.splits:
-            keras_compat.override_method(layer, "call", split_call(layer, path, plan.splits[path], d.canonical()))
-            if _computes_its_mask(layer):
-                keras_compat.override_method(layer, "compute_mask", on_device(layer.compute_mask, d.canonical()))
-            continue
         if d.is_ps:
-            keras_compat.override_method(layer, "call", ps_call(layer, layer.call, d.canonical(), path,
-                                                                setting.activations))
+            call = (split_call(layer, path, plan.splits[path], d.canonical()) if path in plan.splits
+                    else ps_call(layer, layer.call, d.canonical(), path, setting.activations))
+            keras_compat.override_method(layer, "call", call)
             if _computes_its_mask(layer):
                 keras_compat.override_method(layer, "compute_mask", on_device(layer.compute_mask, d.canonical()))
             continue

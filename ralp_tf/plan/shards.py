@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ralp_tf.errors import PlanError
 from ralp_tf.model.profiles import LayerProfile
 
-__all__ = ["SPLIT_BY", "SPLITTABLE_DENSE", "SPLITTABLE_EMBEDDING", "ELEMENTWISE_ACTIVATIONS", "shard_sizes", "shard_fractions", "Sharded",
+__all__ = ["SPLIT_BY", "SPLITTABLE_DENSE", "SPLITTABLE_EMBEDDING", "ELEMENTWISE_ACTIVATIONS", "column_split_refusal", "shard_sizes", "shard_fractions", "Sharded",
            "VariableStorage", "LayerSplit", "parse_ps_device", "parse_ps_devices", "parse_variable_storage", "parse_split",
            "split_limit", "split_refusal", "storage_refusal"]
 
@@ -188,6 +188,15 @@ def split_limit(layer: LayerProfile, by: str) -> int:
     return int(kernel[-1] if by == "columns" else kernel[0])
 
 
+def column_split_refusal(name: str, activation: str, fix: str) -> str:
+    """Why a Dense layer ``name`` with ``activation`` cannot be split by columns (``""`` when it
+    can: the activation acts entry by entry, :data:`ELEMENTWISE_ACTIVATIONS`)."""
+    if activation in ELEMENTWISE_ACTIVATIONS:
+        return ""
+    return (f"{name} has activation {activation!r}, which does not act entry by entry, so its output cannot be "
+            f"computed by columns; split it by rows (the activation then runs whole on the assembly task), or {fix}")
+
+
 def split_refusal(layer: LayerProfile, by: str, shards: int) -> str:
     """Why ``layer`` cannot be split ``by`` columns/rows into ``shards`` shards, with the fix
     (``""`` when it can): a Dense layer (kernel ``[d_in, units]``, optional bias ``[units]``)
@@ -206,10 +215,8 @@ def split_refusal(layer: LayerProfile, by: str, shards: int) -> str:
         return f"{name} is called {layer.calls} times (a shared layer), and shared layers are not split; {fix}"
     if any(layer.regularised):
         return f"{name} has a weight regulariser, which reads the whole variable; {fix}"
-    if by == "columns" and layer.activation and layer.activation not in ELEMENTWISE_ACTIVATIONS:
-        return (f"{name} has activation {layer.activation!r}, which does not act entry by entry, so its output cannot "
-                f"be computed by columns; split it by rows (the activation then runs whole on the assembly task), or "
-                f"{fix}")
+    if by == "columns" and layer.activation:
+        return column_split_refusal(name, layer.activation, fix)
     kernel = layer.var_shapes[0]
     if layer.class_name == SPLITTABLE_EMBEDDING:
         if by != "rows" or len(kernel) != 2 or len(layer.var_shapes) != 1:
