@@ -326,7 +326,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize("sig", [pytest.param(signal.SIGKILL, marks=pytest.mark.extended), signal.SIGINT],
+                         ids=["SIGKILL", "SIGINT"])  # SIGKILL's twin: tests/testbed/test_testbed_teardown.py
 def test_killed_bench_leaves_nothing(sig, tmp_path):
     prefix = "rbtk" if sig == signal.SIGKILL else "rbti"
     proc = subprocess.Popen([PY, "-m", "ralp_tf.cli.main", "bench", "--quick", "--progress", "--out-dir", str(tmp_path),
@@ -486,6 +487,7 @@ def test_models_are_built_ins_or_references():
 
 @pytest.mark.slow
 @pytest.mark.integration
+@pytest.mark.extended  # a study; the codecs' training is pinned by tests/test_compression.py
 def test_compression_accuracy_study_runs_every_setting(tmp_path):
     """In a process of its own: its LocalCluster would otherwise take this process's eager context
     from the in-process cluster the other tests share."""

@@ -39,7 +39,7 @@ def _tasks_of(pid: int) -> list[int]:
     (signal.SIGINT, "start-up", False),
     (signal.SIGTERM, "phase: first step scheduled", False),
     # started by a script in the background (`cmd &`): SIGINT arrives inherited as ignored
-    (signal.SIGINT, "phase: measuring", True),
+    pytest.param(signal.SIGINT, "phase: measuring", True, marks=pytest.mark.extended),  # "running ralp" goes through it
     (signal.SIGINT, "running ralp", True),  # the middle of the steps of --compare's second run
 ])
 def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phase: str, ignored: bool) -> None:

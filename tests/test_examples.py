@@ -41,12 +41,14 @@ def _run_example(name: str, args: list[str], timeout: float) -> str:
 @pytest.mark.parametrize("name, args, expect", [
     ("keras_fit", TINY, "epoch 1: loss"),
     ("custom_loop", TINY, "step 2: loss"),
-    ("subclassed", TINY + ["--hidden=64"], "trained 2 steps: loss"),
-    ("recommender", TINY + ["--examples=256", "--features=user:5000,item:2000,hour:24"],
-     "trained 2 steps from the TFRecord files"),
-    ("rl_placement", TINY + ["--rl_train_seconds=2", "--rl_iterations=10", "--rl_max_solve_seconds=8"],
-     "trained 2 steps on the RL plan"),
-    ("cnn_ps", ["--model=small_cnn", "--steps=2", "--batch_size=8"], "final loss"),
+    # make test runs the two ways to train (fit, a custom loop); the others only in make test-full
+    pytest.param("subclassed", TINY + ["--hidden=64"], "trained 2 steps: loss", marks=pytest.mark.extended),
+    pytest.param("recommender", TINY + ["--examples=256", "--features=user:5000,item:2000,hour:24"],
+                 "trained 2 steps from the TFRecord files", marks=pytest.mark.extended),
+    pytest.param("rl_placement", TINY + ["--rl_train_seconds=2", "--rl_iterations=10", "--rl_max_solve_seconds=8"],
+                 "trained 2 steps on the RL plan", marks=pytest.mark.extended),
+    pytest.param("cnn_ps", ["--model=small_cnn", "--steps=2", "--batch_size=8"], "final loss",
+                 marks=pytest.mark.extended),
 ])
 def test_example_runs(name: str, args: list[str], expect: str) -> None:
     out = _run_example(name, args, timeout=60)
@@ -58,6 +60,7 @@ def test_example_runs(name: str, args: list[str], expect: str) -> None:
         assert "user_embedding" in out and "InputContext(num_input_pipelines=" in out
 
 
+@pytest.mark.extended  # twin: test_bench.py::test_quick_json_cell_with_every_strategy (the same bench cell)
 def test_vs_horovod_runs_a_bench_cell_and_says_why_horovod_is_missing() -> None:
     out = _run_example("vs_horovod", ["--model=small_cnn", "--strategies=ralp,horovod", "--repeats=1",
                                       "--steps=2", "--warmup=1", "--batch_size=8"], timeout=120)

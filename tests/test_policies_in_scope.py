@@ -46,6 +46,15 @@ POLICIES: dict[str, Callable[[], Any]] = {
     "ralp_solver": lambda: scheduler.RALP(),
 }
 
+#: make test keeps one policy of each way a solver runs: the analyzer (ralp), a plan as data (plan), a
+#: search over the cost model (greedy) and a solver that trains TF models outside the strategy (rl).
+#: The others go the same path (:func:`ralp_tf.place.isolation.outside_strategy`): make test-full.
+EXTENDED_POLICIES = {"exact", "random", "bo", "ralp_solver"}
+
+
+def _policy_params() -> list[Any]:
+    return [pytest.param(n, marks=pytest.mark.extended) if n in EXTENDED_POLICIES else n for n in POLICIES]
+
 
 def _place_in_scope(strategy: Any, policy: Any) -> Any:
     """``@placement(policy)`` on a build function, called inside ``strategy.scope()``.
@@ -89,7 +98,7 @@ def _assert_variables_where_planned(model: Any) -> None:
             assert v.device == f"/job:ps/replica:0/task:{task}/device:CPU:0", (name, v.name, v.device)
 
 
-@pytest.mark.parametrize("policy_name", list(POLICIES))
+@pytest.mark.parametrize("policy_name", _policy_params())
 def test_policy_places_and_fits_in_scope(inprocess, policy_name: str) -> None:  # type: ignore[no-untyped-def]
     import tensorflow as tf
     import tf_keras
@@ -106,7 +115,7 @@ def test_policy_places_and_fits_in_scope(inprocess, policy_name: str) -> None:  
     _assert_variables_where_planned(model)
 
 
-@pytest.mark.parametrize("policy_name", list(POLICIES))
+@pytest.mark.parametrize("policy_name", _policy_params())
 def test_policy_places_and_trains_in_a_custom_loop(inprocess, policy_name: str) -> None:  # type: ignore[no-untyped-def]
     import tensorflow as tf
     import tf_keras

@@ -98,6 +98,7 @@ def test_beam_of_width_one_is_the_greedy_decode_and_deterministic() -> None:
 
 
 @pytest.mark.slow  # over ~5 s: the fast tier's limit
+@pytest.mark.extended  # twin: test_sched_generalise.py::test_imitation_learns_the_target
 def test_dagger_on_maxload_graphs_and_bad_input() -> None:
     graphs = [dp.from_dict(g, g["name"]) for g in training_layer_graphs(2, seed=1, min_nodes=10, max_nodes=30)]
     assert all(10 <= sum(1 for m in g.groups) for g in graphs)
@@ -123,6 +124,7 @@ def test_dagger_on_maxload_graphs_and_bad_input() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # twin: test_sched_generalise.py::test_leave_one_out_never_trains_on_held_out
 def test_leave_one_out_with_lookahead_never_trains_on_held_out() -> None:
     from scheduler.generalise import leave_one_out
 

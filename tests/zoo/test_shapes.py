@@ -26,12 +26,16 @@ OUTPUTS: dict[str, Any] = {
 LOSSES = {"recommender_net": 2, "vae_kl_loss": 1, "regularized_cnn": 4}
 #: Shapes whose build, forward or gradient step takes over ~3 s on a shared CPU.
 HEAVY = {"mobilenetv2_transfer", "vit_small"}
+#: The costliest builds beyond the kinds make test keeps (Bidirectional, masks, multi-IO, subclassed, ...):
+#: only in make test-full; `ralp-tf zoo` trains every shape.
+EXTENDED = {"mobilenetv2_transfer", "vit_small", "lstm_flatten_dense", "text_transformer", "xception_small"}
 MAX_PARAMS = 30_000_000
 LENGTH = 16  # the length of a variable-length input in the test batch
 
 
 def _names() -> list[Any]:
-    return [pytest.param(name, marks=pytest.mark.slow) if name in HEAVY else name for name in EXPECT]
+    return [pytest.param(name, marks=[pytest.mark.slow] + ([pytest.mark.extended] if name in EXTENDED else []))
+            if name in HEAVY | EXTENDED else name for name in EXPECT]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration]
+# twin in make test: test_models_users_bring.py::test_measured_bytes_of_subclassed_and_nested_models_match
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.extended]
 
 REPO = Path(__file__).resolve().parents[2]
 
