@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ralp_tf.run.summaries import SummaryCallback, write_run_summaries
 from ralp_tf.run.training import RunResult
 
 
@@ -32,6 +31,7 @@ def events(folder: str | Path) -> dict[str, list[tuple[int, object]]]:
 
 def test_run_summaries_read_back(tmp_path: Path) -> None:
     from ralp_tf import Cluster, Plan, analyze, models, profile
+    from ralp_tf.run.summaries import write_run_summaries  # imports tf_keras: not at collection time
 
     analysis = analyze(profile(models.small_cnn(), 8), Cluster.local(2, 1))
     result = RunResult(policy="ralp", steps=3, batch_size=32, steps_per_s=2.0, samples_per_s=128.0, final_loss=1.5,
@@ -60,6 +60,8 @@ class _Meter:
 
 def test_keras_callback_writes_loss_speed_and_bytes(tmp_path: Path) -> None:
     import tf_keras as keras
+
+    from ralp_tf.run.summaries import SummaryCallback
 
     model = keras.Sequential([keras.layers.Dense(4, input_shape=(3,)), keras.layers.Dense(1)])
     model.compile("sgd", "mse")
