@@ -52,6 +52,7 @@ def cmd_floor(args: argparse.Namespace) -> int:
     def on_case(r: Any) -> None:
         if show:
             print(f"  {r.case.name:<24} {r.closure_s * 1e3:8.3f} ms/closure  {r.ps_bytes_per_closure():9.0f} B/PS task "
+                  f"CPU {r.ps_cpu_s_per_closure * 1e3:.3f} ms PS, {r.worker_cpu_s_per_closure * 1e3:.3f} ms workers "
                   f"({r.closures} closures)", file=sys.stderr, flush=True)
 
     result = measure_floor(args.workers, args.ps, seconds=args.seconds, repeats=args.repeats,
@@ -75,4 +76,6 @@ def cmd_floor(args: argparse.Namespace) -> int:
     print(f"  per step per variable  s_var= {t.step_per_variable_s * 1e3:.3f} ms")
     print(f"  control bytes per PS task: {t.control_bytes_per_closure_per_ps:.0f} per closure, "
           f"{t.control_bytes_per_step_per_ps:.0f} per step")
+    print(f"  CPU per tensor message: {t.message_cpu_ps_s * 1e6:.0f} us at a PS task, "
+          f"{t.message_cpu_worker_s * 1e6:.0f} us at a worker")
     return 0

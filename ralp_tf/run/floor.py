@@ -26,6 +26,12 @@ further variable (one more pull and push: two tensor RPCs). Bytes fit the same m
 ``control_bytes_per_closure_per_ps`` and ``control_bytes_per_step_per_ps``. A step of K per closure
 pays ``(F + m F_ps) / K`` of the per-closure part; the per-step parts remain whatever K is.
 
+Each case also reads the CPU seconds of the PS tasks and of the workers (``/proc/PID/stat``,
+user + system, every thread) per closure. :func:`fit_message_cpu` fits, on the one-PS looped cases,
+``cpu(k, n) = a + b * k + c * k * (n - 1)`` at each end: a further variable costs one pull and one
+push per step, two tensor messages, so ``c / 2`` is the CPU of one message at that end (the cost
+model's ``RPC_FIXED_S``).
+
 :data:`MEASURED_FLOOR` holds the terms measured on this project's machine by ``ralp-tf floor``
 (:mod:`ralp_tf.cli.floor`); the run's JSON is benchmarks/results/floor.json.
 """
@@ -41,7 +47,7 @@ from typing import Any, Callable, Sequence
 from ralp_tf.errors import ValidationError, check_int
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
-           "measure_floor"]
+           "fit_message_cpu", "task_cpu_s", "measure_floor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +81,9 @@ class CaseResult:
     bytes_per_closure: dict[str, float]
     #: bytes per closure between the coordinator and the workers, both directions
     coordinator_bytes_per_closure: float
+    #: CPU seconds per closure of all PS tasks together, and of all workers together (NaN: not read)
+    ps_cpu_s_per_closure: float = math.nan
+    worker_cpu_s_per_closure: float = math.nan
 
     def ps_bytes_per_closure(self) -> float:
         """Bytes per closure per PS task the closure talks to (mean over those tasks)."""
@@ -97,6 +106,9 @@ class FloorTerms:
     step_per_variable_s: float
     control_bytes_per_closure_per_ps: float
     control_bytes_per_step_per_ps: float
+    #: CPU seconds of one tensor message at a PS task and at a worker (:func:`fit_message_cpu`; NaN: not measured)
+    message_cpu_ps_s: float = math.nan
+    message_cpu_worker_s: float = math.nan
 
     def closure_floor_s(self, ps_tasks: int) -> float:
         """The fixed seconds of one closure that talks to ``ps_tasks`` PS tasks, paid once per closure
@@ -179,6 +191,36 @@ def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
                       control_bytes_per_step_per_ps=float(bcoef[1])), error
 
 
+def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
+    """CPU seconds of one tensor message at a PS task and at a worker: the fit of the module
+    docstring on the looped one-PS cases with CPU readings, ``c / 2`` at each end; NaN at an end
+    with fewer than two variable counts or three cases."""
+    import numpy as np
+
+    used = [r for r in results if r.case.looped and r.case.ps_tasks == 1]
+    out = []
+    for field in ("ps_cpu_s_per_closure", "worker_cpu_s_per_closure"):
+        rows = [r for r in used if math.isfinite(getattr(r, field))]
+        if len(rows) < 3 or len({r.case.variables for r in rows}) < 2:
+            out.append(math.nan)
+            continue
+        x = np.array([[1.0, r.case.steps, r.case.steps * (r.case.variables - 1)] for r in rows])
+        y = np.array([getattr(r, field) for r in rows])
+        out.append(float(np.linalg.lstsq(x, y, rcond=None)[0][2]) / 2)
+    return out[0], out[1]
+
+
+def task_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and all its threads so far (``/proc/PID/stat``);
+    NaN where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
 def _closure_function(variables: Sequence[Any], looped: bool) -> Any:
     """The ``tf.function`` of a case: ``k`` steps (an int32 argument; none when not ``looped``), each
     reading every variable (a pull) and assigning each a new value computed on the worker (a push)."""
@@ -253,11 +295,15 @@ class _Runner:
         probe, _ = self._batch(fn, args, 2 * workers)
         closures = max(2 * workers, min(4000, math.ceil(self.seconds / max(probe / (2 * workers), 1e-5))))
         closures = math.ceil(closures / workers) * workers
-        walls, scheds, ps_bytes, coord_bytes = [], [], [], []
+        walls, scheds, ps_bytes, coord_bytes, ps_cpu, worker_cpu = [], [], [], [], [], []
         for _ in range(self.repeats):
             self.meter.start()
+            before = self._cpu()
             wall, sched = self._batch(fn, args, closures)
+            after = self._cpu()
             self.meter.stop()
+            ps_cpu.append((after["ps"] - before["ps"]) / closures)
+            worker_cpu.append((after["worker"] - before["worker"]) / closures)
             walls.append(wall)
             scheds.append(sched / closures)
             ps_bytes.append({f"ps{k}": self._between("worker", f"ps{k}") / closures for k in range(self.lc.num_ps)})
@@ -265,7 +311,13 @@ class _Runner:
         return CaseResult(case=case, closures=closures, wall_s=walls,
                           closure_s=statistics.median(walls) * workers / closures, schedule_s=statistics.median(scheds),
                           bytes_per_closure={k: statistics.median(b[k] for b in ps_bytes) for k in ps_bytes[0]},
-                          coordinator_bytes_per_closure=statistics.median(coord_bytes))
+                          coordinator_bytes_per_closure=statistics.median(coord_bytes),
+                          ps_cpu_s_per_closure=statistics.median(ps_cpu),
+                          worker_cpu_s_per_closure=statistics.median(worker_cpu))
+
+    def _cpu(self) -> dict[str, float]:
+        """CPU seconds so far of all PS tasks and of all workers (:func:`task_cpu_s`)."""
+        return {job: sum(task_cpu_s(t.pid) for t in self.lc.tasks if t.job == job) for job in ("ps", "worker")}
 
 
 def measure_floor(workers: int = 2, ps: int = 1, *, seconds: float = 2.0, repeats: int = 3, max_variables: int = 16,
@@ -293,5 +345,7 @@ def measure_floor(workers: int = 2, ps: int = 1, *, seconds: float = 2.0, repeat
             if on_case:
                 on_case(results[-1])
     terms, error = fit_terms(results)
+    message_ps, message_worker = fit_message_cpu(results)
+    terms = dataclasses.replace(terms, message_cpu_ps_s=message_ps, message_cpu_worker_s=message_worker)
     return FloorResult(workers=workers, ps=ps, repeats=repeats, seconds=float(seconds), cases=results, terms=terms,
                        fit_max_error=error, wall_s=time.perf_counter() - started)
