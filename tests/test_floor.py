@@ -64,7 +64,9 @@ def test_floor_command_refuses_bad_arguments_before_starting(argv: list[str], me
 def test_fit_message_cpu_is_half_the_cpu_of_a_further_variable_per_step() -> None:
     import dataclasses
     import math
-    from ralp_tf.run.floor import fit_message_cpu
+    import os
+
+    from ralp_tf.run.floor import fit_message_cpu, task_cpu_s
 
     def with_cpu(c: FloorCase) -> CaseResult:  # a further variable per step: a pull and a push, 2 x 150 us
         return dataclasses.replace(_case(c), ps_cpu_s_per_closure=1e-3 + c.steps * (4e-4 + (c.variables - 1) * 3e-4),
@@ -74,3 +76,4 @@ def test_fit_message_cpu_is_half_the_cpu_of_a_further_variable_per_step() -> Non
     assert ps == pytest.approx(1.5e-4, rel=1e-6) and worker == pytest.approx(2.5e-4, rel=1e-6)
     # without readings (or without two variable counts) there is nothing to fit
     assert all(math.isnan(v) for v in fit_message_cpu([_case(c) for c in floor_cases(1)]))
+    assert task_cpu_s(os.getpid()) > 0 and math.isnan(task_cpu_s(2 ** 22 + 12345))

@@ -47,7 +47,7 @@ from typing import Any, Callable, Sequence
 from ralp_tf.errors import ValidationError, check_int
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
-           "fit_message_cpu", "measure_floor"]
+           "fit_message_cpu", "task_cpu_s", "measure_floor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,6 +210,17 @@ def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def task_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and all its threads so far (``/proc/PID/stat``);
+    NaN where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
 def _closure_function(variables: Sequence[Any], looped: bool) -> Any:
     """The ``tf.function`` of a case: ``k`` steps (an int32 argument; none when not ``looped``), each
     reading every variable (a pull) and assigning each a new value computed on the worker (a push)."""
@@ -305,10 +316,8 @@ class _Runner:
                           worker_cpu_s_per_closure=statistics.median(worker_cpu))
 
     def _cpu(self) -> dict[str, float]:
-        """CPU seconds so far of all PS tasks and of all workers."""
-        from ralp_tf.run._procutil import process_cpu_seconds
-
-        return {job: sum(process_cpu_seconds(t.pid) for t in self.lc.tasks if t.job == job) for job in ("ps", "worker")}
+        """CPU seconds so far of all PS tasks and of all workers (:func:`task_cpu_s`)."""
+        return {job: sum(task_cpu_s(t.pid) for t in self.lc.tasks if t.job == job) for job in ("ps", "worker")}
 
 
 def measure_floor(workers: int = 2, ps: int = 1, *, seconds: float = 2.0, repeats: int = 3, max_variables: int = 16,

@@ -19,8 +19,6 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ralp_tf.run._procutil import process_cpu_seconds, stat_fields
-
 __all__ = ["NETNS_DIR", "ETC_NETNS_DIR", "CLONE_NEWNET", "NsOpError", "sh", "list_netns", "netns_pids",
            "stat_fields", "process_cpu_seconds", "kill_pids", "killpg_quiet", "session_pids", "delete_netns",
            "stale_names", "cleanup_prefix", "in_netns", "disable_offloads", "write_sysctls"]
@@ -64,6 +62,22 @@ def netns_pids(name: str) -> list[int]:
     """PIDs of processes whose network namespace is ``name`` (``ip netns pids``)."""
     proc = sh(["ip", "netns", "pids", name], check=False)
     return [int(p) for p in proc.stdout.split() if p.strip().isdigit()]
+
+
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` state, ``[1]`` ppid,
+    ``[2]`` pgrp, ``[3]`` session, ``[11]`` utime, ``[12]`` stime in clock ticks); None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far; 0.0 when it is gone."""
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
 def _alive(pid: int) -> bool:
