@@ -212,7 +212,9 @@ def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
 
 def task_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` and all its threads so far (``/proc/PID/stat``);
-    NaN where it cannot be read."""
+    NaN where it cannot be read. (``ralp_tf.testbed._nsops.process_cpu_seconds`` reads the same
+    fields, but lives in a stdlib-only module that the testbed's reaper imports by path under
+    ``python -S``, and ``run`` does not import ``testbed``.)"""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
