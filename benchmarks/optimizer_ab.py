@@ -21,8 +21,9 @@ import time
 from typing import Any
 
 
-def _local(model_name: str, steps: int = 50) -> None:
-    import numpy as np
+def _seeded_step(model_name: str, make_optimizer: Any) -> tuple[Any, Any, Any]:
+    """``(step, x, y)``: a fresh seeded build of ``model_name``, its synthetic batch of 32, and a
+    ``tf.function`` training step with the optimizer ``make_optimizer()``."""
     import tensorflow as tf
     import tf_keras
 
@@ -30,24 +31,32 @@ def _local(model_name: str, steps: int = 50) -> None:
     from ralp_tf.model.data import synthetic_batch
     from ralp_tf.run.training import train_loss
 
+    tf_keras.utils.set_random_seed(0)
+    model = resolve_model(model_name)()
+    x, y = synthetic_batch(model, 32, seed=0)
+    x = tuple(x) if isinstance(x, list) else x
+    opt, loss_fn = make_optimizer(), train_loss(model)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    return step, x, y
+
+
+def _local(model_name: str, steps: int = 50) -> None:
+    import numpy as np
+    import tf_keras
+
     losses: dict[str, list[float]] = {}
     makers = {"SGD(jit_compile=True)": lambda: tf_keras.optimizers.SGD(0.01),
               "SGD(jit_compile=False)": lambda: tf_keras.optimizers.SGD(0.01, jit_compile=False),
               "legacy.SGD": lambda: tf_keras.optimizers.legacy.SGD(0.01)}
     for name, make in makers.items():
-        tf_keras.utils.set_random_seed(0)
-        model = resolve_model(model_name)()
-        x, y = synthetic_batch(model, 32, seed=0)
-        x = tuple(x) if isinstance(x, list) else x
-        opt, loss_fn = make(), train_loss(model)
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
+        step, x, y = _seeded_step(model_name, make)
         losses[name] = [float(step(x, y)) for _ in range(20)]
         t0 = time.perf_counter()
         for _ in range(steps):
@@ -60,29 +69,12 @@ def _local(model_name: str, steps: int = 50) -> None:
 
 
 def _ops(model_name: str) -> None:
-    import tensorflow as tf
     import tf_keras
-
-    from ralp_tf.model.builtin import resolve_model
-    from ralp_tf.model.data import synthetic_batch
-    from ralp_tf.run.training import train_loss
 
     updates = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceScatterAdd")
     for name, make in {"SGD": lambda: tf_keras.optimizers.SGD(0.01),
                        "legacy.SGD": lambda: tf_keras.optimizers.legacy.SGD(0.01)}.items():
-        tf_keras.utils.set_random_seed(0)
-        model = resolve_model(model_name)()
-        x, y = synthetic_batch(model, 32, seed=0)
-        x = tuple(x) if isinstance(x, list) else x
-        opt, loss_fn = make(), train_loss(model)
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
+        step, x, y = _seeded_step(model_name, make)
         graph = step.get_concrete_function(x, y).graph
         ops = [{"op": op.type, "variable": op.inputs[0].op.name, "shape": op.inputs[-1].shape.as_list()}
                for op in graph.get_operations() if op.type in updates]
