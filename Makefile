@@ -24,7 +24,7 @@ $(NATIVE): ralp_tf/run/_native/loopback_bind.c
 demo: setup
 	$(VENV)/bin/ralp-tf run --model alexnet_cifar --workers 2 --ps 1 --steps 30 --compare
 
-# Tiers are pytest markers (pytest.ini). `test` runs every tier CI can run (.ci/run): a test whose
+# Tiers are pytest markers (pytest.ini). `test` runs every tier CI can run but `extended` (.ci/run): a test whose
 # requirement is missing (root, Horovod, shared data) skips, -rs lists why and tests/conftest.py
 # prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
 FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release and not extended
