@@ -29,32 +29,17 @@ demo: setup
 # prints one "skip summary:" line. Any non-zero pytest status fails, 5 (nothing collected) included.
 FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release and not extended
 
-# Three passes. Tests that start no cluster, namespace or Horovod job (the quick tier and the
-# in-process slow tests) run on every core. Tests that start local clusters and subprocesses run
-# two files at a time (a file's tests share its module fixtures): each spends much of its time
-# importing TensorFlow and waiting on its tasks, and counts only its own tasks' sockets. Tests
-# that build network namespaces, CPU groups or Horovod jobs run one at a time: they share
-# namespace prefixes and the testbed lock, check that no namespace is left, and measure link
-# rates and CPU shares. The status is the first failure's, after all ran.
+# Three passes (scripts/test_passes.py says why each runs as it does): the tests that start no
+# cluster, namespace or Horovod job on every core, at nice 19 beside the other two; those that start
+# local clusters two files at a time; those that build namespaces, CPU groups or Horovod jobs one at
+# a time. The status is the first failing pass's, after all ran.
 # `test` leaves out `extended` tests (sweeps, and second paths of a behaviour it pins once; each
 # names its twin) to stay in its time budget; `test-full` runs them too (BUILD_NOTES.md, "Test tiers").
-IN_PROCESS := not integration and not needs_root and not needs_horovod and not release
-LOCAL_CLUSTERS := integration and not needs_root and not needs_horovod and not release
-NAMESPACES := (needs_root or needs_horovod) and not release
-
-define three_passes
-	@status=0; \
-	$(PY) -m pytest -q -rs -n auto -m "$(IN_PROCESS) $(1)" tests || status=$$?; \
-	$(PY) -m pytest -q -rs -n 2 --dist loadfile --durations=10 -m "$(LOCAL_CLUSTERS) $(1)" tests || status=$$?; \
-	$(PY) -m pytest -q -rs --durations=10 -m "$(NAMESPACES) $(1)" tests || status=$$?; \
-	exit $$status
-endef
-
 test: setup
-	$(call three_passes,and not extended)
+	$(PY) scripts/test_passes.py
 
 test-full: setup
-	$(call three_passes,)
+	$(PY) scripts/test_passes.py --extended
 
 # `release` tests rebuild shipped artifacts from their recipes (scheduler/weights: about 3 minutes
 # each); `make test` keeps their small-budget twins (same code, same seed, bit-for-bit).

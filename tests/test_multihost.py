@@ -88,7 +88,7 @@ def test_run_cluster_names_tasks_that_do_not_answer(tmp_path: Path, capsys: pyte
     t0 = time.monotonic()
     assert main(["run", "--cluster", _write(tmp_path, spec), "--connect-timeout", "1"]) == 3
     err = capsys.readouterr().err
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 25  # the default --connect-timeout alone is 30 s
     assert f"worker:0 ({spec['worker'][0]})" in err and f"ps:0 ({spec['ps'][0]})" in err and "did not answer" in err
 
 

@@ -41,7 +41,7 @@ def _filtered(payload: str) -> str:
         os.write(2, {payload!r}.encode())
         os._exit(0)                         # what reached the pipe still arrives
     """)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30).stderr.decode()
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120).stderr.decode()
 
 
 def test_filter_drops_noise_keeps_errors_and_partial_lines() -> None:

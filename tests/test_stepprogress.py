@@ -31,12 +31,12 @@ def test_terminal_seen_through_the_noise_filter() -> None:
     """Under ralp-tf's stderr filter, a terminal is still a terminal (and a pipe still a pipe)."""
     script = ("import os, sys; from ralp_tf.cli.quiet import filter_stderr, stderr_is_tty; filter_stderr(); "
               "print(stderr_is_tty(), sys.stderr.isatty())")
-    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    piped = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert piped.stdout.split() == ["False", "False"]
     master, slave = os.openpty()
     try:
         tty = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=slave, text=True,
-                             timeout=30)
+                             timeout=120)
     finally:
         os.close(slave)
         os.close(master)

@@ -2,7 +2,9 @@
 
 Tests that build namespaces need root and iproute2; they are skipped (with the reason) otherwise
 (see tbhelpers.needs_netns). Every test uses its own namespace prefix starting with ``tbt`` and
-the autouse fixture checks that no namespace or CPU group with that prefix is left behind.
+the autouse fixture checks that no namespace or CPU group with that prefix is left behind, after
+each test marked ``needs_root`` (only those build them; the others run in make test's in-process
+pass, beside the namespace pass, whose namespaces they must not touch).
 """
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from tbhelpers import tbt_cpu_groups, tbt_namespaces
 
 
 @pytest.fixture(autouse=True)
-def no_leftovers():
-    """Fail a test that leaves a ``tbt*`` namespace or CPU group behind (and remove it)."""
+def no_leftovers(request: pytest.FixtureRequest):
+    """Fail a ``needs_root`` test that leaves a ``tbt*`` namespace or CPU group behind (and remove it)."""
     yield
+    if request.node.get_closest_marker("needs_root") is None:
+        return
     left = tbt_namespaces()
     groups = tbt_cpu_groups()
     for n in left:

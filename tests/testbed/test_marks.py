@@ -37,7 +37,7 @@ def test_without_the_answer_asked_a_rank_does_not_wait() -> None:
                             env=env)
     try:
         out = proc.stdout.read()
-        assert proc.wait(timeout=90) == 0 and "timed steps" in out and time.monotonic() - t0 < 30
+        assert proc.wait(timeout=90) == 0 and "timed steps" in out and time.monotonic() - t0 < 45
     finally:
         proc.kill()
         proc.stdin.close()
