@@ -145,8 +145,11 @@ def test_measured_bytes_of_subclassed_and_nested_models_match() -> None:
     functional, subclassed, nested = (r["ralp"] for r in compare_many_in_subprocess(
         [(name, ["ralp"], short) for name in ("alexnet_cifar", "alexnet_cifar_subclassed", "transfer_classifier")]))
     assert subclassed.plan["placements"] == functional.plan["placements"]
-    # same initial weights; later losses depend on the order two asynchronous workers update in
-    assert subclassed.losses[0] == pytest.approx(functional.losses[0], rel=1e-6)
+    # Same initial weights, and every worker feeds the same batch: the forward that starts first in
+    # each run (one of the first two closures, one per worker) sees the initial weights. Which of the
+    # two it is, and every later loss, depends on the order the asynchronous workers update in.
+    assert any(s == pytest.approx(f, rel=1e-6) for s in subclassed.losses[:2] for f in functional.losses[:2]), (
+        subclassed.losses[:2], functional.losses[:2])
     assert functional.bytes_per_step and subclassed.bytes_per_step == pytest.approx(functional.bytes_per_step, rel=0.01)
     assert "classifier/fc2" in nested.plan["placements"]
     assert nested.bytes_per_step == pytest.approx(nested.predicted_bytes_per_step, rel=0.10)

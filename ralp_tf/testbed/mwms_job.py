@@ -67,11 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return tf.data.Dataset.from_tensors((x, y)).repeat()
 
     ds = tf_keras.utils.experimental.DatasetCreator(dataset_fn)
-    timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0)
+    def barrier() -> None:
+        strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+    timer = jobs.make_timer(args.warmup, args.steps, emit_marks=rank == 0, barrier=barrier)
     model.fit(ds, steps_per_epoch=args.warmup + args.steps, epochs=1, verbose=0, callbacks=[timer])
     # Barrier: no worker leaves while another still trains or reports (a worker whose peer has
     # exited can hang in TF's collective/coordination shutdown). Then leave at once, together.
-    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+    barrier()
     jobs.report(STRATEGY, rank, size, args, timer, model, x, y,
                 replicas_in_sync=int(strategy.num_replicas_in_sync))
     sys.stdout.flush()
