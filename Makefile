@@ -30,7 +30,7 @@ demo: setup
 FAST_TIER := not slow and not integration and not needs_root and not needs_horovod and not release and not extended
 
 # Three passes (scripts/test_passes.py says why each runs as it does): the tests that start no
-# cluster, namespace or Horovod job on every core, at nice 19 beside the other two; those that start
+# cluster, namespace or Horovod job on every core, at the lowest CPU priority beside the other two; those that start
 # local clusters two files at a time; those that build namespaces, CPU groups or Horovod jobs one at
 # a time. The status is the first failing pass's, after all ran.
 # `test` leaves out `extended` tests (sweeps, and second paths of a behaviour it pins once; each
