@@ -76,6 +76,27 @@ def test_two_input_embedding_model() -> None:
         {l.name for l in p.layers if l.kind == "input"} == {"user", "item"}
 
 
+def test_a_compiled_models_optimizer_is_the_one_its_profile_is_priced_with() -> None:
+    """The profile names the optimizer whose sparse updates the cost model prices
+    (:mod:`ralp_tf.model.optimizers`): the compiled one's, ``sgd`` when there is none."""
+    import tf_keras as k
+
+    from ralp_tf.model.optimizers import optimizer_name
+
+    def model() -> object:
+        x = k.Input((1,), dtype="int32", name="ids")
+        return k.Model(x, k.layers.Dense(1, name="out")(k.layers.Flatten()(k.layers.Embedding(50, 4, name="emb")(x))))
+
+    assert profile(model(), batch_size=4).optimizer == "sgd"
+    for opt, name in [(k.optimizers.SGD(), "sgd"), (k.optimizers.legacy.SGD(), "legacy-sgd"),
+                      (k.optimizers.Adam(), "adam"), (k.optimizers.legacy.Adagrad(), "legacy-adagrad"),
+                      (k.optimizers.Adadelta(), "sgd"), (k.optimizers.legacy.Adadelta(), "legacy-sgd")]:
+        assert optimizer_name(opt) == name, opt
+    compiled = model()
+    compiled.compile(optimizer=k.optimizers.legacy.SGD(), loss="mse")
+    assert profile(compiled, batch_size=4).optimizer == "legacy-sgd"
+
+
 def test_sequential_and_measure() -> None:
     p = profile(models.small_cnn(), batch_size=4, measure=True)
     assert p.layers[0].kind == "input"

@@ -239,7 +239,7 @@ class Bench:
         p = self.profiles[model]
         if isinstance(p, BenchError):
             raise p
-        return p
+        return p.with_optimizer(self.cfg.optimizer)  # every strategy trains with it; its sparse updates are priced
 
     def _make_testbed(self, cell: Cell) -> Any:
         from ralp_tf.testbed import LoopbackTestbed, Testbed, make_testbed

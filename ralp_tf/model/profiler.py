@@ -19,6 +19,7 @@ import numpy as np
 from ralp_tf.errors import KerasVersionError, ModelError
 from ralp_tf.model.graph import ModelGraph, walk
 from ralp_tf.model.kinds import call_flops, dense_activation, dtype_size, layer_kind, prod, ps_refusal, shape_tuple
+from ralp_tf.model.optimizers import optimizer_name
 from ralp_tf.model.profiles import INPUT_REFUSAL, OP_REFUSAL, LayerProfile, ModelProfile, TensorProfile, check_batch_size
 from ralp_tf.model.trace import InputSignature, LayerCall, Trace, input_signature, trace_calls
 
@@ -62,7 +63,9 @@ def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_
     graph = graph or walk(model)
     signature = signature or input_signature(model, input_shape, sequence_length, graph)
     trace = trace_calls(model, signature, graph)
-    return _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats)
+    prof = _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats)
+    optimizer = getattr(model, "optimizer", None)  # a compiled model's: its sparse updates are priced
+    return prof if optimizer is None else prof.with_optimizer(optimizer_name(optimizer))
 
 
 def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, repeats: int) -> ModelProfile:

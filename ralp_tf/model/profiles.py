@@ -36,6 +36,7 @@ import numpy as np
 
 from ralp_tf.errors import ValidationError, parse_json
 from ralp_tf.model.kinds import LAYER_KINDS
+from ralp_tf.model.optimizers import DEFAULT_OPTIMIZER, sparse_update
 
 __all__ = ["INPUT_REFUSAL", "OP_REFUSAL", "default_refusal", "gradient_flows", "LayerProfile", "TensorProfile",
            "ModelProfile", "check_batch_size"]
@@ -190,15 +191,18 @@ class TensorProfile:
 
 @dataclasses.dataclass(frozen=True)
 class ModelProfile:
-    """A model as data: layers in topological order, for a given per-worker batch size."""
+    """A model as data: layers in topological order, for a given per-worker batch size and the
+    optimizer its step is priced with (a :data:`ralp_tf.model.optimizers.SPARSE_UPDATES` name)."""
 
     model_name: str
     batch_size: int
     layers: tuple[LayerProfile, ...]
     outputs: tuple[str, ...]
     tensors: tuple[TensorProfile, ...] = ()
+    optimizer: str = DEFAULT_OPTIMIZER
 
     def __post_init__(self) -> None:
+        sparse_update(self.optimizer)
         object.__setattr__(self, "_index", {l.name: i for i, l in enumerate(self.layers)})
 
     def activation_tensors(self) -> tuple[TensorProfile, ...]:
@@ -258,6 +262,10 @@ class ModelProfile:
         scaled = self.scaled_compute(batch_size / self.batch_size)
         return dataclasses.replace(scaled, batch_size=batch_size)
 
+    def with_optimizer(self, optimizer: str) -> "ModelProfile":
+        """This profile priced with ``optimizer`` (:mod:`ralp_tf.model.optimizers`)."""
+        return self if optimizer == self.optimizer else dataclasses.replace(self, optimizer=optimizer)
+
     def scaled_compute(self, factor: float) -> "ModelProfile":
         """This profile with every measured layer time (``measured_seconds``) multiplied by
         ``factor``, e.g. the number of tasks sharing the cores; layers without a measured time
@@ -273,6 +281,8 @@ class ModelProfile:
                              "outputs": list(self.outputs), "layers": [l.to_dict() for l in self.layers]}
         if self.tensors:
             d["tensors"] = [t.to_dict() for t in self.tensors]
+        if self.optimizer != DEFAULT_OPTIMIZER:
+            d["optimizer"] = self.optimizer
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -311,8 +321,10 @@ class ModelProfile:
             if unknown:
                 raise ValidationError(f"tensor of {t.producer!r} is consumed by {unknown}, which are not layers of "
                                       "the profile; name only its layers in 'consumers'")
+        optimizer = d.get("optimizer", DEFAULT_OPTIMIZER)
+        sparse_update(optimizer)
         return cls(model_name=str(d.get("model_name", "model")), batch_size=int(batch), layers=layers,
-                   outputs=tuple(outputs), tensors=tensors)
+                   outputs=tuple(outputs), tensors=tensors, optimizer=optimizer)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "ModelProfile":

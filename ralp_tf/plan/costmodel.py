@@ -56,6 +56,12 @@ ctr_head b32 43.3 ms / 42.1 MB, alexnet_cifar b32 323 ms / 287 MB; fit (relative
 ns/byte + 3.3 ms; small_cnn with its three dense layers on the PS: 10.2 ms measured, 9.3 priced.
 Where no host states its cores, none of this is priced.
 
+**Sparse updates.** An optimizer that passes over whole tables (:mod:`ralp_tf.model.optimizers`:
+``tf_keras.optimizers.SGD`` writes the table and its momentum slot each step, momentum 0
+included) spends ``passes * DENSE_PASS_S_PER_BYTE * p_v`` per worker step on each table's PS
+task (a shard its share): PS compute after the push, one more stage of the chain and of the
+host's CPU load, whatever the plan.
+
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
 (pull, compute and push happen one after another); a split layer's shards compute at once, so
@@ -86,18 +92,18 @@ import math
 from typing import Any, Mapping
 
 from ralp_tf.errors import PlanError
+from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
 from ralp_tf.plan.cluster import Cluster, Task, TaskRef
 from ralp_tf.plan.compression import codec_flops, setting_of, wire_ratio
 from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, transfer_seconds
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
-                                  compressed_ratios, resolve_placements, resolve_splits, resolve_storage, split_shares,
-                                  step_traffic,
-                                  variable_homes, variable_traffic_bytes, worker_step_traffic)
+                                  compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
+                                  split_shares, step_traffic, variable_homes, variable_shards, variable_traffic_bytes, worker_step_traffic)
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
-           "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
+           "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_seconds", "estimate_allreduce"]
@@ -106,6 +112,11 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
 SERVE_CPU_S_PER_BYTE = 1.03e-9
 #: CPU core-seconds a PS task spends per worker step it takes part in (dispatch), same source.
 PS_STEP_CPU_S = 3.3e-3
+#: Seconds per table byte of one whole-table pass of a sparse update (module docstring, *Sparse
+#: updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
+#: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
+#: legacy.SGD (none), over 70.4 MB of tables: (41.3 - 2.3) ms / (2 * 70.4 MB).
+DENSE_PASS_S_PER_BYTE = 2.77e-10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +230,25 @@ def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, Tas
     return ps_s, stages, dict(loads)
 
 
+def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]]
+                       ) -> dict[TaskRef, float]:
+    """Per PS task, the seconds one worker step's sparse updates spend in whole-table passes
+    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * DENSE_PASS_S_PER_BYTE * p_v * share`` for
+    every looked-up variable (an embedding's table, a composite layer's gathered tables) and shard."""
+    passes = sparse_update(profile.optimizer).dense_passes
+    out: dict[TaskRef, float] = collections.defaultdict(float)
+    if not passes:
+        return {}
+    for l in profile.layers:
+        for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
+            looked_up = l.kind == "embedding" or (i < len(l.gathered) and any(l.gathered[i]))
+            if looked_up and not regularised(l, i):
+                for task, share in shards:
+                    if task.is_ps:
+                        out[task] += passes * DENSE_PASS_S_PER_BYTE * v * share
+    return dict(out)
+
+
 def estimate(profile: ModelProfile, cluster: Cluster,
              placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
     """Predict bytes (per task pair and per host link) and time per step for ``placements``
@@ -243,6 +273,15 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
     ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits)
+    passes = dense_pass_seconds(profile, variable_shards(profile, where, cluster.num_ps, resolve_storage(plan), splits))
+    if passes:  # the update follows the step's push: one more stage of the chain, on the tables' hosts
+        stage: dict[str, float] = collections.defaultdict(float)
+        for ref, seconds in passes.items():
+            task = cluster.task("ps", ref.index)  # type: ignore[arg-type]
+            ps_s[ref] = ps_s.get(ref, 0.0) + seconds
+            stage[task.host] += seconds
+            cpu_loads[task.host] = cpu_loads.get(task.host, 0.0) + seconds * task.flops / cluster.host(task.host).cpu_flops
+        stages.append(dict(stage))
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
     chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages))

@@ -24,15 +24,21 @@ computed on the worker:
   regulariser's gradients on the worker, then pushes one; *push* phase), split over its shards by
   their bytes;
 * embedding table: the lookup runs where the table lives, so the table never moves; the
-  gathered rows are an activation *produced on* the table's task (a table sharded by rows
-  produces each shard's share of the rows there). The gradient (IndexedSlices) is built on the
-  worker, where the optimizer sums its repeated ids (``Unique`` and ``UnsortedSegmentSum``,
-  placed on the worker), so ``u * (r + 4)`` goes up (rows of ``r`` bytes and int32 indices; push
+  worker's ids go there (``4 n``, phase ``fwd:<layer>``) and the gathered rows are an activation
+  *produced on* the table's task (a table sharded by rows produces each shard's share of the
+  rows there). Where the gradient (IndexedSlices) goes depends on the profile's optimizer
+  (:mod:`ralp_tf.model.optimizers`). A ``tf_keras.optimizers`` class sums its repeated ids on the
+  worker (``Unique`` and ``UnsortedSegmentSum`` in ``apply_gradients``), so the rows' gradient
+  comes to the worker and ``u * (r + 4)`` goes up (rows of ``r`` bytes and int32 indices; push
   phase), ``u`` the distinct ids among the step's ``n`` lookups in a table of ``R`` rows,
   :func:`distinct_rows` ``= R (1 - (1 - 1/R)^n)``; each shard its share. The same holds for an
   embedding the plan computes on PS tasks, split or not: the gradient still comes to the worker
   and goes back (measured on ctr_dnn with every layer on the PS: 45.6 KB per step against 10.4
-  KB priced without it). A profile without shapes prices ``min(b a_l k_l, p_v) + 4 b ids_l k_l``;
+  KB priced without it). A ``tf_keras.optimizers.legacy`` class sums them in the update,
+  colocated with the table, so the rows' gradient goes straight from where it is computed to
+  the table (measured on ctr_dnn's ralp plan, loopback: 7.8-8.1 KB per worker step with
+  ``legacy.SGD``, 43.3-43.8 KB with ``SGD``; priced 7.7 KB and 43.8 KB). A profile without
+  shapes prices ``min(b a_l k_l, p_v) + 4 b ids_l k_l``;
 * a table a weight regulariser reads (the profile's ``regularised``; an ``embeddings_regularizer``)
   of a worker-computed layer: the loss reads it whole on the worker (``p_v`` down, pull phase),
   and the tape sums the regulariser's dense gradient with the rows' into a dense one (``p_v`` up
@@ -40,7 +46,8 @@ computed on the worker:
 * any other variable whose rows a layer's calls look up (the profile's ``gathered``: a composite
   layer holding a token and a position embedding) is priced alike, and its looked-up rows,
   ``n * r``, come down to the worker: in the forward phase when the layer is computed on the
-  worker, as the gradient's values in the backward phase when it is computed on a PS task
+  worker, as the gradient's values in the backward phase when it is computed on a PS task (a
+  legacy optimizer: they go from that task to the table instead)
   (measured: a token + position embedding layer on the PS, batch 16 x 200 ids into 20,000 x 32:
   450 KB down and 434 KB up per step, against 410 and 399 priced plus the control bytes).
 
@@ -93,6 +100,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from ralp_tf.errors import PlanError
+from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
 from ralp_tf.plan.cluster import TaskRef
 from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire_ratio
@@ -363,6 +371,7 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
     """Variable pulls and pushes, embedding gradients; returns the layouts of embedding outputs
     produced on their tables' tasks (module docstring)."""
     b = profile.batch_size
+    dedup_on_worker = sparse_update(profile.optimizer).dedup_on_worker
     layouts: dict[str, list[Piece]] = {}
     for l in profile.layers:
         on_ps = where[l.name] != WORKER
@@ -377,16 +386,21 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                     else:
                         rows, ids = _embedding_ids(l, b, share)
                         push = min(rows, v * share) + INDEX_BYTES * ids
-                    if not on_ps and regularised(l, i):  # the loss reads it whole; its gradient sum is dense
+                    dense = not on_ps and regularised(l, i)  # the loss reads it whole; its gradient sum is dense
+                    if dense:
                         push = v * share
                         out.send(task, WORKER, v * share, PULL)
                         out.further(task, WORKER, extra)
-                    out.send(WORKER, task, push, PUSH)
-                    out.further(WORKER, task, extra)
-                    if l.kind != "embedding":  # rows looked up inside a layer's call (a composite layer)
+                    if dense or dedup_on_worker:
+                        out.send(WORKER, task, push, PUSH)
+                        out.further(WORKER, task, extra)
+                    elif l.kind != "embedding":  # the rows' gradient goes from the computing task to the table
+                        out.send(where[l.name], task, ids * (row + INDEX_BYTES), PUSH)
+                    if l.kind != "embedding" and (not on_ps or dedup_on_worker):  # rows looked up in a call
                         out.send(task, WORKER, ids * row, f"bwd:{l.name}" if on_ps else f"fwd:{l.name}")
-                    elif not on_ps and i == 0:  # the table's shards produce the rows
+                    elif not on_ps and i == 0:  # the table's shards produce the rows, from the worker's ids
                         layouts.setdefault(l.name, []).append(Piece(task, share))
+                        out.send(WORKER, task, INDEX_BYTES * ids, f"fwd:{l.name}")
                         out.further(task, WORKER, extra)
                 elif not on_ps:
                     setting = setting_of(compression, l.name)
@@ -483,6 +497,7 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
     compression, splits = compression or {}, splits or {}
     weights_ratio, activations_ratio = compressed_ratios(profile, where, compression)
     b = profile.batch_size
+    dedup_on_worker = sparse_update(profile.optimizer).dedup_on_worker
     out = _Builder()
     homes = variable_shards(profile, where, num_ps, storage, splits) if num_ps else {}
     produced = _variable_traffic(profile, where, homes, compression, weights_ratio, out)
@@ -495,7 +510,7 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
         grads = grad_flows[t.producer] and kinds[t.producer] != "input"
         messages: list[tuple[TaskRef, TaskRef, str]] = []
         for piece in layout:
-            grad_at = WORKER if kinds[t.producer] == "embedding" else piece.task
+            grad_at = WORKER if kinds[t.producer] == "embedding" and dedup_on_worker else piece.task
             for dst, (ranges, readers) in needs.items():
                 share = _overlap(piece, ranges)
                 if share <= 0:

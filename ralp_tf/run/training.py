@@ -219,6 +219,7 @@ def prepare_model(builder: Callable[[], Any], config: TrainConfig) -> Prepared:
     log.info("phase: profiling")
     prepared = prepare(builder, config.batch_size, sequence_length=config.sequence_length,
                        measure=config.measure_compute)
+    prepared.profile = prepared.profile.with_optimizer(config.optimizer)  # the loop's own optimizer, priced
     if config.measure_compute:
         prepared.profile = prepared.profile.scaled_compute(config.compute_scale)
     if config.check_gradients:

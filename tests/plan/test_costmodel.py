@@ -314,3 +314,30 @@ def test_further_messages_cost_rpc_cpu_where_cores_are_known() -> None:
     # ps:0 takes part in 2 transfers of half a further message each (pull and push)
     assert sharded.host_cpu_s["ps0"] - whole.host_cpu_s["ps0"] == pytest.approx(
         SERVE_CPU_S_PER_BYTE * moved + RPC_FIXED_S * 1.0)
+
+
+def test_an_optimizer_that_passes_over_whole_tables_pays_for_them_on_their_ps() -> None:
+    """tf_keras.optimizers.SGD writes every embedding table and its slot whole each step (2
+    passes); legacy.SGD scatters the batch's rows only. The passes are PS compute on the tables'
+    tasks, in the chain and in the PS's CPU, whatever the plan."""
+    from ralp_tf.plan.costmodel import DENSE_PASS_S_PER_BYTE
+
+    p = builtin("ctr_dnn")
+    tables = sum(l.var_bytes[0] for l in p.layers if l.kind == "embedding")
+    cluster = Cluster.local(2, 1, bandwidth="1gbit")
+    for plan in (None, {l.name: "/job:worker/device:CPU:0" if l.kind in ("input", "embedding") else ps(0)
+                        for l in p.layers}):
+        keras, legacy = (estimate(q, cluster, plan) for q in (p, p.with_optimizer("legacy-sgd")))
+        passes = keras.ps_compute_s.get("ps:0", 0.0) - legacy.ps_compute_s.get("ps:0", 0.0)
+        assert passes == pytest.approx(2 * DENSE_PASS_S_PER_BYTE * tables)
+        assert keras.step_s > legacy.step_s + passes
+
+
+def test_a_profile_names_the_optimizer_it_is_priced_with() -> None:
+    from ralp_tf.errors import ValidationError
+
+    p = builtin("ctr_dnn").with_optimizer("legacy-sgd")
+    assert ModelProfile.from_json(p.to_json()).optimizer == "legacy-sgd"
+    assert "optimizer" not in builtin("ctr_dnn").to_dict()
+    with pytest.raises(ValidationError, match="optimizer 'lamb' is not one the cost model prices; use one of sgd"):
+        p.with_optimizer("lamb")
