@@ -1,6 +1,9 @@
 """The step floor's fit (:func:`ralp_tf.run.floor.fit_terms`) on synthetic cases: pure, no cluster."""
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 
 from cli_exit import exit_code
@@ -38,10 +41,22 @@ def test_fit_terms_recovers_the_terms_of_noiseless_cases() -> None:
 def test_fit_terms_ignores_plain_cases_and_reports_its_worst_error() -> None:
     cases = floor_cases(1)
     results = [_case(c, noise=1.1 if c.steps == 32 else 1.0) for c in cases]
-    results[-1] = _case(cases[-1], noise=50.0)  # the plain one-step closure is reported, not fitted
-    _, error = fit_terms(results)
+    results[-1] = _case(cases[-1], noise=50.0)  # the plain one-step closure is not fitted: it is P
+    terms, error = fit_terms(results)
     assert 0.0 < error < 0.1
-    assert fit_terms(results[:-1])[0] == fit_terms(results)[0]
+    without = fit_terms(results[:-1])[0]
+    assert math.isnan(without.plain_closure_s) and terms.plain_closure_s == results[-1].closure_s
+    assert dataclasses.replace(terms, plain_closure_s=math.nan) == without
+
+
+def test_the_floor_a_step_pays_amortises_its_closure_over_k_steps() -> None:
+    """``K = 1``: the plain closure; ``K > 1``: ``(F + m F_ps) / K`` plus, per PS task, ``s_ps`` and
+    ``s_var`` per further pair of messages (ralp_tf.plan.closures)."""
+    t = dataclasses.replace(TRUE, plain_closure_s=5e-3)
+    msgs = {"ps:0": 6.0, "ps:1": 2.0}
+    assert t.per_step_s(1, msgs) == 5e-3 and t.per_step_s(8, {}) == 0.0
+    assert t.per_step_s(8, msgs) == pytest.approx((3e-3 + 2 * 2e-3) / 8 + 2 * 1e-3 + 2 * 2e-4)
+    assert TRUE.per_step_s(1, msgs) == pytest.approx(3e-3 + 2 * 2e-3)  # no plain closure measured
 
 
 def test_fit_terms_refuses_too_few_cases() -> None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.run.launch import TASK_MEMORY_GIB
@@ -126,6 +127,7 @@ class BenchConfig:
     host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
     steps_per_closure: int = 1  # PSS strategies: worker steps per scheduled closure
     optimizer: str = "sgd"  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
+    floor: str = "builtin"  # builtin | measure | none | a `ralp-tf floor --out` JSON (--floor)
 
 
 def _split(text: str | Sequence[str] | None) -> list[str]:
@@ -325,4 +327,40 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
                        report=report, json_out=args.json, quick=args.quick,
                        command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
-                       steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", "sgd"))
+                       steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", "sgd"),
+                       floor=check_floor_source(getattr(args, "floor", "builtin")))
+
+
+def check_floor_source(source: str) -> str:
+    """``--floor``'s value, checked: a keyword, or a readable floor JSON (its terms are read now)."""
+    if source in FLOOR_SOURCES:
+        return source
+    floor_terms(source)
+    return source
+
+
+FLOOR_SOURCES = ("builtin", "measure", "none")
+
+
+def floor_terms(source: str) -> Any:
+    """The :class:`~ralp_tf.plan.closures.FloorTerms` of a ``--floor`` value other than ``measure``
+    (None for ``none``); BenchConfigError naming the fix for a file that is not a floor JSON."""
+    from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
+
+    if source == "builtin":
+        return MEASURED_FLOOR
+    if source == "none":
+        return None
+    fix = "give builtin, measure, none, or a file written by `ralp-tf floor --out FILE`"
+    try:
+        with open(source) as f:
+            doc = json.load(f)
+        terms = dict(doc["terms"])
+        plain = sorted(c["closure_s"] for c in doc.get("cases", []) if not c["case"].get("looped", True))
+        if "plain_closure_s" not in terms and plain:  # written before the plain closure was a term
+            terms["plain_closure_s"] = plain[len(plain) // 2]
+        return FloorTerms(**terms)
+    except OSError as exc:
+        raise BenchConfigError(f"--floor {source!r}: cannot read it ({exc.strerror}); {fix}") from None
+    except (ValueError, KeyError, TypeError):
+        raise BenchConfigError(f"--floor {source!r} is not a floor JSON with the fitted 'terms'; {fix}") from None

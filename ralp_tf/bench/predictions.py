@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ralp_tf.run._procutil import die_with_parent
 from ralp_tf.bench.config import BenchError, Cell
+from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "compute_scale", "cell_cluster",
            "predictions", "scheduler_plan"]
@@ -111,19 +112,21 @@ def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
-                scheduler_plan: Plan | None = None, host_cpu: float | None = None) -> dict[str, Any]:
+                scheduler_plan: Plan | None = None, host_cpu: float | None = None, *,
+                steps_per_closure: int = 1, floor: FloorTerms | None = MEASURED_FLOOR) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
     for ``ralp``, ``ralp_nosplit`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
-    budget when ``prof`` was measured under it (:func:`compute_scale`)."""
+    budget when ``prof`` was measured under it (:func:`compute_scale`). The PSS strategies pay
+    ``floor`` (:mod:`ralp_tf.plan.closures`) at ``steps_per_closure``; the ring strategies do not."""
     from ralp_tf.place.policies import RalpPolicy
     from ralp_tf.plan.costmodel import estimate, estimate_allreduce
 
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
-    cluster = cell_cluster(cell, bandwidth_bps)
+    cluster = cell_cluster(cell, bandwidth_bps).with_closures(steps_per_closure, floor)
     ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
     a = ralp.analyze(p, cluster)
     out: dict[str, Any] = {

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
-    BenchConfigError, BenchError, Cell, strategy_base
+    BenchConfigError, BenchError, Cell, floor_terms, strategy_base
 from ralp_tf.bench.predictions import compute_scale, measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
@@ -158,12 +158,14 @@ class Bench:
                 "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
                 "layout": cfg.layout, "host_cpu": self.host_cpu, "host_cpu_requested": cfg.host_cpu,
                 "scheduler_solver": cfg.scheduler_solver, "steps_per_closure": cfg.steps_per_closure,
-                "optimizer": cfg.optimizer,
+                "optimizer": cfg.optimizer, "floor": cfg.floor,
                 "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
             "units": dict(UNITS), "cells": self.cells, "complete": False,
         }
         if budget_note:
             self.doc["config"]["host_cpu_note"] = budget_note
+        #: the closure floor the PSS predictions price (``--floor``; ``measure`` is read in :meth:`run`)
+        self.floor: Any = None if cfg.floor == "measure" else floor_terms(cfg.floor)
 
     def _budget(self, cfg: BenchConfig) -> tuple[float | None, str | None]:
         """(CPU budget per host to apply, why ``--host-cpu`` was dropped or None). Without root or the
@@ -195,6 +197,8 @@ class Bench:
         """Run every cell; return the results document (also on disk, complete or not)."""
         t0 = time.monotonic()
         try:
+            if self.cfg.floor == "measure":
+                self._measure_floor()
             self._plan_eta()
             for ci, cell in enumerate(self.cfg.cells):
                 self.run_cell(cell, ci)
@@ -210,6 +214,17 @@ class Bench:
             shutil.rmtree(self.work, ignore_errors=True)
         return self.document()
 
+    def _measure_floor(self) -> None:
+        """``--floor measure``: the floor of this machine now (``ralp-tf floor --workers 2 --ps 2``,
+        on loopback), recorded in the results as ``floor``."""
+        from ralp_tf.run.floor import measure_floor
+
+        self.progress.say("measuring the closure floor (ralp-tf floor --workers 2 --ps 2)")
+        result = measure_floor(workers=2, ps=2, log_dir=str(self.work / "floor"))
+        self.floor = result.terms
+        self.doc["floor"] = {"terms": result.terms.to_dict(), "fit_max_error": result.fit_max_error,
+                             "wall_s": result.wall_s}
+
     def _plan_eta(self) -> None:
         """Profile every model once up front and register every planned run with the ETA."""
         from ralp_tf.testbed import netns_support
@@ -218,7 +233,8 @@ class Bench:
         for cell in self.cfg.cells:
             try:
                 prof = self._profile(cell.model)
-                pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu)
+                pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu,
+                                   steps_per_closure=self.cfg.steps_per_closure, floor=self.floor)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -372,7 +388,8 @@ class Bench:
                 skipped["scheduler"] = why
         pred: dict[str, Any] = {}
         if prof is not None:
-            pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu)
+            pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu,
+                               steps_per_closure=self.cfg.steps_per_closure, floor=self.floor)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
             for s in strategies:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):

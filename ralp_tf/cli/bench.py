@@ -79,6 +79,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
                    help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
                         "tf_keras.optimizers.legacy.SGD (legacy-sgd, far cheaper sparse embedding updates)")
+    p.add_argument("--floor", default="builtin", metavar="SOURCE",
+                   help="the closure floor priced in the PSS predictions (ralp_tf.plan.closures): builtin (the "
+                        "terms measured on this project's machine, the default), measure (run `ralp-tf floor "
+                        "--workers 2 --ps 2` first, about a minute, and price what it measured), none, or the "
+                        "path of a `ralp-tf floor --out` JSON")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

@@ -38,6 +38,7 @@ import re
 from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
+from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
            "parse_bandwidth", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
@@ -254,8 +255,16 @@ class Cluster:
     tasks: tuple[Task, ...]
     host_cpu_flops: Mapping[str, float] = dataclasses.field(default_factory=dict)
     host_cores: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: the closure floor priced per worker step (:mod:`ralp_tf.plan.closures`); None: not priced, as
+    #: for a cluster whose floor was not measured (``ralp-tf run`` and ``bench`` price this machine's)
+    floor: FloorTerms | None = None
+    #: training steps per scheduled closure (``--steps-per-closure``)
+    steps_per_closure: int = 1
 
     def __post_init__(self) -> None:
+        steps = self.steps_per_closure
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ClusterConfigError(f"steps_per_closure must be a positive integer, got {steps!r}; e.g. 8")
         seen = set()
         for t in self.tasks:
             if t.job not in JOBS:
@@ -466,12 +475,16 @@ class Cluster:
     def with_host_cpu(self, cpu_flops: Mapping[str, float] | float) -> "Cluster":
         """A copy with CPU budgets per host (FLOP/s): one value for every host or ``{host: rate}``."""
         budgets = dict(cpu_flops) if isinstance(cpu_flops, Mapping) else {h.name: cpu_flops for h in self.hosts}
-        return Cluster(self.tasks, {**self.host_cpu_flops, **budgets}, self.host_cores)
+        return dataclasses.replace(self, host_cpu_flops={**self.host_cpu_flops, **budgets})
 
     def with_host_cores(self, cores: Mapping[str, float] | float) -> "Cluster":
         """A copy with CPU budgets in cores per host: one value for every host or ``{host: cores}``."""
         given = dict(cores) if isinstance(cores, Mapping) else {h.name: cores for h in self.hosts}
-        return Cluster(self.tasks, self.host_cpu_flops, {**self.host_cores, **given})
+        return dataclasses.replace(self, host_cores={**self.host_cores, **given})
+
+    def with_closures(self, steps_per_closure: int, floor: FloorTerms | None = MEASURED_FLOOR) -> "Cluster":
+        """A copy whose steps run ``steps_per_closure`` to a closure, with ``floor``'s terms priced."""
+        return dataclasses.replace(self, floor=floor, steps_per_closure=steps_per_closure)
 
     def task(self, job: str, index: int) -> Task:
         found = self._tasks_by_key.get(f"{job}:{index}")
@@ -520,7 +533,7 @@ class Cluster:
                 t,
                 bandwidth_bps=t.bandwidth_bps if bandwidth is None else _per_job(bandwidth, t.job, parse_bandwidth),
                 flops=t.flops if flops is None else _per_job(flops, t.job, float)))
-        return Cluster(tuple(tasks), self.host_cpu_flops, self.host_cores)
+        return dataclasses.replace(self, tasks=tuple(tasks))
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster_dict(),

@@ -100,7 +100,7 @@ from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
-                                  split_shares, step_traffic, variable_homes, variable_shards, variable_traffic_bytes, worker_step_traffic)
+                                  split_shares, step_traffic, variable_homes, variable_shards, StepTraffic, variable_traffic_bytes, worker_step_traffic)
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
@@ -289,10 +289,12 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     fixed: dict[tuple[str, str], float] = {("link", h): n / busy for h, busy in loads.link_s.items() if busy > 0}
     fixed.update({("cpu", h): 1.0 / per_worker_step for h, per_worker_step in cpu_s.items()})
 
+    floor_s = closure_floor_seconds(cluster, step)
+
     def limits_at(sync_step_s: float) -> dict[tuple[str, str], float]:
         chain = chains.seconds_by_host(sync_step_s)
-        rate = sum(count / t if t > 0 else math.inf
-                   for host, count in chains.workers_on.items() for t in [chain[host] + loads.comm_by_host[host]])
+        rate = sum(count / t if t > 0 else math.inf for host, count in chains.workers_on.items()
+                   for t in [chain[host] + loads.comm_by_host[host] + floor_s])
         return {("workers", ""): rate, **fixed}
 
     limits = limits_at(contended_step(lambda t: n / min(limits_at(t).values())))
@@ -307,6 +309,25 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
+
+
+def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
+    """PS task -> the tensor messages one worker step exchanges with it: its control bytes with
+    the worker, less the step's dispatch, over ``RPC_CONTROL_BYTES`` (each message puts half of
+    them each way)."""
+    control: dict[str, float] = collections.defaultdict(float)
+    for (src, dst, _), nbytes in step.control.items():
+        if WORKER in (src, dst) and src != dst:
+            control[dst if src == WORKER else src] += nbytes
+    return {ps: max(c - STEP_OVERHEAD_BYTES, 0.0) / RPC_CONTROL_BYTES for ps, c in control.items()}
+
+
+def closure_floor_seconds(cluster: Cluster, step: StepTraffic) -> float:
+    """Seconds a worker step pays for its closure (:meth:`ralp_tf.plan.closures.FloorTerms.per_step_s`,
+    at the cluster's ``steps_per_closure``); 0 when the cluster prices no floor."""
+    if cluster.floor is None:
+        return 0.0
+    return cluster.floor.per_step_s(cluster.steps_per_closure, step_messages_by_ps(step))
 
 
 def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],

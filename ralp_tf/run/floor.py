@@ -32,8 +32,9 @@ user + system, every thread) per closure. :func:`fit_message_cpu` fits, on the o
 push per step, two tensor messages, so ``c / 2`` is the CPU of one message at that end (the cost
 model's ``RPC_FIXED_S``).
 
-:data:`MEASURED_FLOOR` holds the terms measured on this project's machine by ``ralp-tf floor``
-(:mod:`ralp_tf.cli.floor`); the run's JSON is benchmarks/results/floor.json.
+:class:`~ralp_tf.plan.closures.FloorTerms` and :data:`~ralp_tf.plan.closures.MEASURED_FLOOR`, the
+terms measured on this project's machine by ``ralp-tf floor`` (:mod:`ralp_tf.cli.floor`; the run's
+JSON is benchmarks/results/floor.json), live with the cost model that prices them.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from ralp_tf.errors import ValidationError, check_int
+from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
            "fit_message_cpu", "task_cpu_s", "measure_floor"]
@@ -96,38 +98,6 @@ class CaseResult:
         return d
 
 
-@dataclasses.dataclass(frozen=True)
-class FloorTerms:
-    """The fitted floor terms (module docstring): seconds of a worker, bytes per PS task."""
-
-    closure_s: float
-    closure_per_ps_s: float
-    step_per_ps_s: float
-    step_per_variable_s: float
-    control_bytes_per_closure_per_ps: float
-    control_bytes_per_step_per_ps: float
-    #: CPU seconds of one tensor message at a PS task and at a worker (:func:`fit_message_cpu`; NaN: not measured)
-    message_cpu_ps_s: float = math.nan
-    message_cpu_worker_s: float = math.nan
-
-    def closure_floor_s(self, ps_tasks: int) -> float:
-        """The fixed seconds of one closure that talks to ``ps_tasks`` PS tasks, paid once per closure
-        whatever its steps: ``F + m * F_ps``."""
-        return self.closure_s + ps_tasks * self.closure_per_ps_s
-
-    def to_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self)
-
-
-#: Measured on this project's 2-core machine (shared with another test run) by
-#: ``ralp-tf floor --workers 2 --ps 2 --out benchmarks/results/floor.json`` (85 s; that file has every
-#: case; the fit's worst relative error is 24%, at k=32, whose closures cost more per step than k=8's).
-#: The plain one-step closure on 2 PS tasks took 7.7 ms, the looped one 22.1 ms.
-MEASURED_FLOOR = FloorTerms(closure_s=3.46e-3, closure_per_ps_s=4.82e-3, step_per_ps_s=2.69e-3,
-                            step_per_variable_s=5.2e-4, control_bytes_per_closure_per_ps=1953.0,
-                            control_bytes_per_step_per_ps=1528.0)
-
-
 @dataclasses.dataclass
 class FloorResult:
     """A floor run: its cluster, every case measured, the fitted terms and the fit's worst
@@ -167,7 +137,8 @@ def floor_cases(ps: int, max_variables: int = 16, loop_steps: Sequence[int] = (1
 
 def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     """The floor terms fitted to the looped cases and the trivial one (least squares on relative
-    errors; plain one-step closures are reported, not fitted), and the fit's largest relative error."""
+    errors; plain one-step closures are not fitted: their median is ``plain_closure_s``), and the fit's
+    largest relative error."""
     import numpy as np
 
     used = [r for r in results if r.case.looped]
@@ -186,9 +157,11 @@ def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     xb = np.array([[1.0, r.case.steps, r.case.steps * (r.case.variables - 1)] for r in touching])
     yb = np.array([max(r.ps_bytes_per_closure(), 1.0) for r in touching])
     bcoef = np.linalg.lstsq(xb / yb[:, None], np.ones_like(yb), rcond=None)[0]
+    plain = [r.closure_s for r in results if not r.case.looped and r.case.ps_tasks > 0]
     return FloorTerms(closure_s=float(coef[0]), closure_per_ps_s=float(coef[1]), step_per_ps_s=float(coef[2]),
                       step_per_variable_s=float(coef[3]), control_bytes_per_closure_per_ps=float(bcoef[0]),
-                      control_bytes_per_step_per_ps=float(bcoef[1])), error
+                      control_bytes_per_step_per_ps=float(bcoef[1]),
+                      plain_closure_s=float(statistics.median(plain)) if plain else math.nan), error
 
 
 def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:

@@ -36,6 +36,7 @@ from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.verify import reference_gradients, verify_gradients
 from ralp_tf.plan.analyzer import Analysis
 from ralp_tf.plan.cluster import Cluster, Rates
+from ralp_tf.plan.closures import MEASURED_FLOOR
 from ralp_tf.plan.costmodel import estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
@@ -251,6 +252,8 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     import tf_keras
 
     prepared = prepared or prepare_model(builder, config)
+    if cluster.floor is None:  # this machine's closure floor, priced at the loop's steps per closure
+        cluster = cluster.with_closures(config.steps_per_closure, MEASURED_FLOOR)
     plan, analysis = plan_with_policy(config.policy, prepared.profile, cluster, compression=config.compression)
     model = place_from_builder(builder, prepared, plan, strategy, sequence_length=config.sequence_length)
     plan = model.ralp_plan
