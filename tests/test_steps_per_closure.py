@@ -28,8 +28,8 @@ def test_closure_sizes_fill_up_to_the_boundary() -> None:
     assert closure_sizes(0, 7, 1) == [1] * 7
     with pytest.raises(ValidationError, match="steps_per_closure must be a positive integer"):
         closure_sizes(0, 4, 0)
-    with pytest.raises(ValidationError, match="steps_per_closure"):
-        TrainConfig(steps_per_closure=0)
+    with pytest.raises(ValidationError, match="steps_per_closure must be .* or 0 for the cost model's choice"):
+        TrainConfig(steps_per_closure=-1)
     with pytest.raises(ValidationError, match="optimizer must be one of sgd, legacy-sgd, got 'adam'"):
         TrainConfig(optimizer="adam")
 
@@ -69,6 +69,23 @@ def test_k_steps_per_closure_train_like_k_single_step_closures(inprocess) -> Non
     np.testing.assert_allclose(legacy, single, rtol=1e-5)
     for a, b in zip(w_legacy, w_single):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.slow
+def test_auto_steps_per_closure_runs_the_cost_models_choice(inprocess) -> None:  # type: ignore[no-untyped-def]
+    """``steps_per_closure=0`` (``--steps-per-closure auto``): the job runs the K that
+    best_steps_per_closure picks for its plan on its cluster, with this machine's floor priced."""
+    from ralp_tf.place.applier import cluster_of
+    from ralp_tf.plan.closures import MEASURED_FLOOR
+    from ralp_tf.plan.costmodel import best_steps_per_closure
+    from ralp_tf.run.training import prepare_job
+
+    _, strategy, coordinator = inprocess
+    cfg = TrainConfig(policy="ralp", batch_size=BATCH, steps_per_closure=0, steps=4, warmup_steps=0)
+    job = prepare_job(strategy, _tiny, cfg, cluster_of(strategy), coordinator)
+    k = job.config.steps_per_closure
+    assert k >= 1 and job.cluster.steps_per_closure == k and job.cluster.floor == MEASURED_FLOOR
+    assert k == best_steps_per_closure(job.prepared.profile, job.cluster.with_closures(1), job.plan)
 
 
 @pytest.mark.slow
@@ -129,10 +146,9 @@ def test_fit_with_steps_per_execution_trains_a_placed_model(inprocess) -> None: 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "--model", "small_cnn", "--steps-per-closure", "0"], "must be >= 1, got 0"),
-    (["run", "--model", "small_cnn", "--steps-per-closure", "auto"], "'auto' is not an integer"),
-    (["bench", "--quick", "--testbed", "loopback", "--steps-per-closure", "0"],
-     "--steps-per-closure must be a positive integer, got 0"),
+    (["run", "--model", "small_cnn", "--steps-per-closure", "0"], "must be >= 1, got 0; give a step count such as 8, or auto"),
+    (["run", "--model", "small_cnn", "--steps-per-closure", "eight"], "'eight' is not an integer"),
+    (["bench", "--quick", "--testbed", "loopback", "--steps-per-closure", "0"], "must be >= 1, got 0"),
     (["run", "--model", "small_cnn", "--optimizer", "adam"], "invalid choice: 'adam'"),
 ])
 def test_bad_steps_per_closure_is_one_error_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str],

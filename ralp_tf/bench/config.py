@@ -302,9 +302,10 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
     cells = [dataclasses.replace(c, layout=layout) for c in cells]
     check_layout(cells, host_cpu)
     steps_per_closure = getattr(args, "steps_per_closure", 1)
-    for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps"),
-                        (steps_per_closure, "--steps-per-closure")):
+    for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps")):
         check_int(value, flag, error=BenchConfigError)
+    check_int(steps_per_closure, "--steps-per-closure", minimum=0, error=BenchConfigError,
+              hint="give a step count such as 8, or auto")
     for value, flag in ((steps, "--steps"), (warmup, "--warmup"), (args.min_steps, "--min-steps")):
         if value is not None:  # None: chosen automatically
             check_int(value, flag, error=BenchConfigError)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ralp_tf.run._procutil import die_with_parent
 from ralp_tf.bench.config import BenchError, Cell
-from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
+from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR, FloorTerms
 
 __all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "compute_scale", "cell_cluster",
            "predictions", "scheduler_plan"]
@@ -120,13 +120,17 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     for ``ralp``, ``ralp_nosplit`` and ``ralp_<codec>`` also the analyzer's ``"plan"`` and its ``"label"``), plus the analyzer's decision (``"analysis"``) and the rejected alternative's plan
     (``"rejected"``, only when the analyzer chose no split). ``host_cpu``: the cores of every host's
     budget when ``prof`` was measured under it (:func:`compute_scale`). The PSS strategies pay
-    ``floor`` (:mod:`ralp_tf.plan.closures`) at ``steps_per_closure``; the ring strategies do not."""
+    ``floor`` (:mod:`ralp_tf.plan.closures`) at ``steps_per_closure``; the ring strategies do not.
+    With ``steps_per_closure`` ``AUTO_STEPS_PER_CLOSURE`` each PSS entry is priced at its own
+    :func:`~ralp_tf.plan.costmodel.best_steps_per_closure`; every PSS entry names its
+    ``"steps_per_closure"``."""
     from ralp_tf.place.policies import RalpPolicy
-    from ralp_tf.plan.costmodel import estimate, estimate_allreduce
+    from ralp_tf.plan.costmodel import best_steps_per_closure, estimate, estimate_allreduce
 
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
-    cluster = cell_cluster(cell, bandwidth_bps).with_closures(steps_per_closure, floor)
+    auto = steps_per_closure == AUTO_STEPS_PER_CLOSURE
+    cluster = cell_cluster(cell, bandwidth_bps).with_closures(1 if auto else steps_per_closure, floor)
     ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
     a = ralp.analyze(p, cluster)
     out: dict[str, Any] = {
@@ -148,6 +152,14 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
         out["rejected"] = {**_pss(a.best_split.estimate), "plan": a.best_split.plan, "label": a.best_split.label}
     if scheduler_plan is not None:
         out["scheduler"] = _pss(estimate(p, cluster, scheduler_plan))
+    for key in ("ps", "ralp", "ralp_nosplit", "ralp_fp16", "ralp_bf16", "rejected", "scheduler"):
+        if key not in out:
+            continue
+        plan = None if key == "ps" else (scheduler_plan if key == "scheduler" else out[key]["plan"])
+        k = best_steps_per_closure(p, cluster, plan) if auto else cluster.steps_per_closure
+        if k != cluster.steps_per_closure:
+            out[key].update(_pss(estimate(p, cluster.with_closures(k, floor), plan)))
+        out[key]["steps_per_closure"] = k
     return out
 
 

@@ -417,13 +417,14 @@ class Bench:
         pred_step_s = (pred or {}).get("step_s")
         self.progress.say(f"{head} | {s} rep {rep + 1}/{self.cfg.repeats} ({warmup}+{steps} global steps)")
         t_run = time.monotonic()
-        rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s)
+        k = (pred or {}).get("steps_per_closure") or max(self.cfg.steps_per_closure, 1)  # auto: the prediction's K
+        rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s, k)
         crash = rec.launcher.get("crash_signal")
         if not rec.valid and crash:
             self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
                                f"({_signal_name(crash)}); running the repetition again")
             first = {"invalid_reason": rec.invalid_reason, "log_tail": rec.log_tail, "crash_signal": crash}
-            rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s)
+            rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s, k)
             rec.launcher["crashed_attempt"] = first
         rec.wall_s = time.monotonic() - t_run
         rec.repetition = rep + 1
@@ -443,9 +444,9 @@ class Bench:
         return rec
 
     def _run_one(self, strategy: str, tb: Any, cell: Cell, steps: int, warmup: int, plan_path: str | None,
-                 pred_step_s: float | None) -> RunRecord:
-        """One repetition of one strategy. Never raises for a failed job (the record has
-        ``valid: false``); only KeyboardInterrupt escapes."""
+                 pred_step_s: float | None, steps_per_closure: int = 1) -> RunRecord:
+        """One repetition of one strategy (PSS strategies at ``steps_per_closure``). Never raises for a
+        failed job (the record has ``valid: false``); only KeyboardInterrupt escapes."""
         from ralp_tf.testbed.horovod_job import run_horovod
         from ralp_tf.testbed.mwms_job import run_mwms
         from ralp_tf.testbed.ps_job import run_ps
@@ -462,7 +463,7 @@ class Bench:
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
-                                  steps_per_closure=self.cfg.steps_per_closure, optimizer=self.cfg.optimizer)
+                                  steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout, optimizer=self.cfg.optimizer)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from ralp_tf.errors import ExitCode, RalpError, ValidationError, exit_code_for, parse_json
 
 __all__ = ["ExitCode", "exit_code_for", "run_command", "int_at_least", "positive_int", "non_negative_int",
+           "steps_per_closure",
            "bandwidth", "fault_spec", "policy_option", "add_cluster_args", "cluster_rates", "add_policy_args",
            "policy_options"]
 
@@ -83,6 +84,19 @@ def int_at_least(low: int) -> Callable[[str], int]:
 positive_int = int_at_least(1)
 #: An argparse type: a whole number >= 0.
 non_negative_int = int_at_least(0)
+
+
+def steps_per_closure(text: str) -> int:
+    """An argparse type: ``auto`` (the cost model's choice, :data:`ralp_tf.plan.closures.AUTO_STEPS_PER_CLOSURE`)
+    or a whole number >= 1."""
+    from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
+
+    if text.strip().lower() == "auto":
+        return AUTO_STEPS_PER_CLOSURE
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; give a step count such as 8, or auto") from None
 
 
 def bandwidth(text: str) -> float:

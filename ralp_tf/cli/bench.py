@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from ralp_tf.cli.args import steps_per_closure
 from ralp_tf.bench.config import DEFAULT_MODELS, DEFAULT_STRATEGIES, STRATEGIES, BenchError, config_from_args
 from ralp_tf.bench.report import markdown_tables, strategy_json, write_report
 from ralp_tf.bench.run import Bench, json_default
@@ -72,9 +73,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--compression", default=None, choices=("fp16", "bf16"),
                    help="also run the compressed variant of each strategy that has one: ralp_<CODEC> (activations "
                         "and weights on the wire) and horovod_fp16 (hvd.Compression.fp16); MWMS has no such option")
-    p.add_argument("--steps-per-closure", type=int, default=1, metavar="K",
+    p.add_argument("--steps-per-closure", type=steps_per_closure, default=1, metavar="K",
                    help="PSS strategies (ps, ralp, scheduler): worker steps per closure the coordinator schedules "
-                        "(a loop inside the step's tf.function; default 1). Give --steps so that a run's worker "
+                        "(a loop inside the step's tf.function; default 1), or auto: each strategy at the K the "
+                        "cost model picks for its plan (the results name it). Give --steps so that a run's worker "
                         "steps (steps x workers) span several closures")
     p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
                    help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "

@@ -13,7 +13,8 @@ import sys
 import time
 from typing import Sequence
 
-from ralp_tf.cli.args import add_policy_args, policy_options, positive_int
+from ralp_tf.cli.args import add_policy_args, policy_options, positive_int, steps_per_closure
+from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 
 __all__ = ["main"]
 
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--checkpoint-every", type=positive_int, default=10)
     p.add_argument("--stop-file", default=None)
     p.add_argument("--compression", default=None)
-    p.add_argument("--steps-per-closure", type=positive_int, default=1)
+    p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
     p.add_argument("--start-file", default=None, help="after the imports, wait until this file exists")
     args = p.parse_args(argv)

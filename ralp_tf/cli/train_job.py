@@ -11,7 +11,8 @@ import os
 import sys
 from typing import Any, Sequence
 
-from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, positive_int
+from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, positive_int, steps_per_closure
+from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 
 __all__ = ["main"]
 
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="multiply measured layer times by this (tasks sharing the cores)")
     p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
                                                         "(see ralp_tf.plan.compression)")
-    p.add_argument("--steps-per-closure", type=positive_int, default=1,
+    p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE,
                    help="steps per scheduled closure (ralp_tf.run.training.train)")
     p.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
                    help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")

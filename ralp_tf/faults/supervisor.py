@@ -227,8 +227,7 @@ class Supervisor:
                 "--stop-file", stop_file]
         for k, v in self.policy_options.items():
             argv += ["--policy-option", f"{k}={json.dumps(v)}"]  # as JSON: True is `true`, "dp" is `"dp"`
-        if self.steps_per_closure != 1:
-            argv += ["--steps-per-closure", str(self.steps_per_closure)]
+        argv += ["--steps-per-closure", str(self.steps_per_closure) if self.steps_per_closure else "auto"]
         if self.optimizer != "sgd":
             argv += ["--optimizer", self.optimizer]
         if self.bandwidth:

@@ -25,7 +25,11 @@ import dataclasses
 import math
 from typing import Mapping
 
-__all__ = ["FloorTerms", "MEASURED_FLOOR"]
+__all__ = ["FloorTerms", "MEASURED_FLOOR", "AUTO_STEPS_PER_CLOSURE"]
+
+#: ``steps_per_closure`` (``--steps-per-closure auto``) asking for the cost model's choice
+#: (:func:`ralp_tf.plan.costmodel.best_steps_per_closure`).
+AUTO_STEPS_PER_CLOSURE = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -103,7 +103,9 @@ from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RP
                                   split_shares, step_traffic, variable_homes, variable_shards, StepTraffic, variable_traffic_bytes, worker_step_traffic)
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
-           "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
+           "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
+           "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
+           "closure_floor_seconds", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_seconds", "estimate_allreduce"]
@@ -328,6 +330,26 @@ def closure_floor_seconds(cluster: Cluster, step: StepTraffic) -> float:
     if cluster.floor is None:
         return 0.0
     return cluster.floor.per_step_s(cluster.steps_per_closure, step_messages_by_ps(step))
+
+
+#: The steps per closure :func:`best_steps_per_closure` weighs, and how much faster than the
+#: smallest a larger K must be predicted to be taken (a closure of K steps re-runs whole after a
+#: fault, and reports its losses and progress only at its end).
+STEPS_PER_CLOSURE_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+STEPS_PER_CLOSURE_GAIN = 0.05
+
+
+def best_steps_per_closure(profile: ModelProfile, cluster: Cluster, placements: Plan | Mapping[str, str] | None,
+                           limit: int | None = None) -> int:
+    """The steps per closure a job should run: of :data:`STEPS_PER_CLOSURE_CHOICES` up to ``limit``
+    (e.g. the checkpoint interval), the smallest K whose predicted step (the cluster's floor at K)
+    is within ``STEPS_PER_CLOSURE_GAIN`` of the fastest. 1 when the cluster prices no floor."""
+    if cluster.floor is None:
+        return 1
+    choices = [k for k in STEPS_PER_CLOSURE_CHOICES if limit is None or k <= max(limit, 1)]
+    steps = {k: estimate(profile, cluster.with_closures(k, cluster.floor), placements).step_s for k in choices}
+    fastest = min(steps.values())
+    return min(k for k, t in steps.items() if t <= fastest * (1 + STEPS_PER_CLOSURE_GAIN))
 
 
 def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],

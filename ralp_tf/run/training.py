@@ -36,8 +36,8 @@ from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.verify import reference_gradients, verify_gradients
 from ralp_tf.plan.analyzer import Analysis
 from ralp_tf.plan.cluster import Cluster, Rates
-from ralp_tf.plan.closures import MEASURED_FLOOR
-from ralp_tf.plan.costmodel import estimate
+from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
+from ralp_tf.plan.costmodel import best_steps_per_closure, estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
@@ -137,7 +137,8 @@ class TrainConfig:
         if self.optimizer not in OPTIMIZERS:
             raise ValidationError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         check_int(self.steps, "steps")
-        check_int(self.steps_per_closure, "steps_per_closure", hint="pass e.g. 8 (steps run in one scheduled closure)")
+        check_int(self.steps_per_closure, "steps_per_closure", minimum=AUTO_STEPS_PER_CLOSURE,
+                  hint="pass e.g. 8 (steps run in one scheduled closure), or 0 for the cost model's choice")
         check_int(self.batch_size, "batch_size", hint="pass e.g. 32")
         check_int(self.warmup_steps, "warmup_steps", minimum=0)
         if self.checkpoint_dir:
@@ -253,8 +254,14 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
 
     prepared = prepared or prepare_model(builder, config)
     if cluster.floor is None:  # this machine's closure floor, priced at the loop's steps per closure
-        cluster = cluster.with_closures(config.steps_per_closure, MEASURED_FLOOR)
+        cluster = cluster.with_closures(max(config.steps_per_closure, 1), MEASURED_FLOOR)
     plan, analysis = plan_with_policy(config.policy, prepared.profile, cluster, compression=config.compression)
+    if config.steps_per_closure == AUTO_STEPS_PER_CLOSURE:
+        limit = config.checkpoint_every if config.checkpoint_dir else None
+        chosen = best_steps_per_closure(prepared.profile, cluster, plan, limit)
+        log.info("steps per closure: %d (the cost model's choice)", chosen)
+        config = dataclasses.replace(config, steps_per_closure=chosen)
+        cluster = cluster.with_closures(chosen, cluster.floor)
     model = place_from_builder(builder, prepared, plan, strategy, sequence_length=config.sequence_length)
     plan = model.ralp_plan
     with strategy.scope():

@@ -128,12 +128,12 @@ def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None
 
 def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
              optimizer: str) -> list[str]:
-    """The train job's options for the settings that are not its defaults."""
+    """The train job's options for the settings that are not its defaults (and the steps per closure,
+    always: 0 asks for the cost model's choice, ``auto``)."""
     out = ["--measure-compute", "--compute-scale", str(scale)] if measure_compute else []
     if compression:
         out += ["--compression", compression]
-    if steps_per_closure != 1:
-        out += ["--steps-per-closure", str(steps_per_closure)]
+    out += ["--steps-per-closure", str(steps_per_closure) if steps_per_closure else "auto"]
     if optimizer != "sgd":
         out += ["--optimizer", optimizer]
     return out

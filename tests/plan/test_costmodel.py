@@ -341,3 +341,25 @@ def test_a_profile_names_the_optimizer_it_is_priced_with() -> None:
     assert "optimizer" not in builtin("ctr_dnn").to_dict()
     with pytest.raises(ValidationError, match="optimizer 'lamb' is not one the cost model prices; use one of sgd"):
         p.with_optimizer("lamb")
+
+
+def test_the_closure_floor_joins_each_workers_chain_and_the_rule_picks_k() -> None:
+    """With a floor priced, a step pays the plain closure at K = 1 and the amortised loop at K > 1;
+    best_steps_per_closure takes the smallest K within 5% of the fastest: a loop for ctr_dnn's head
+    on the PS with legacy.SGD (7 messages a step), none for alexnet's (dozens), none without a floor."""
+    from ralp_tf.plan.closures import MEASURED_FLOOR
+    from ralp_tf.plan.costmodel import best_steps_per_closure
+
+    cluster = Cluster.local(2, 1, bandwidth="100mbit")
+    ctr = builtin("ctr_dnn").with_optimizer("legacy-sgd")
+    plan = {l.name: "/job:worker/device:CPU:0" if l.kind in ("input", "embedding") else ps(0) for l in ctr.layers}
+    bare = estimate(ctr, cluster, plan).step_s
+    plain = estimate(ctr, cluster.with_closures(1), plan).step_s
+    assert bare + 0.8 * MEASURED_FLOOR.plain_closure_s < plain <= bare + MEASURED_FLOOR.plain_closure_s  # less contention
+    assert estimate(ctr, cluster.with_closures(32), plan).step_s < plain
+    assert best_steps_per_closure(ctr, cluster.with_closures(1), plan) == 32
+    assert best_steps_per_closure(ctr, cluster.with_closures(1), plan, limit=10) == 8
+    assert best_steps_per_closure(ctr, cluster, plan) == 1  # no floor priced
+    alexnet = builtin("alexnet_cifar")
+    head = plan_for(alexnet, cluster, [l.name for l in alexnet.layers[alexnet.index("flatten"):]], ps_tasks=1)
+    assert best_steps_per_closure(alexnet, cluster.with_closures(1), head) == 1
