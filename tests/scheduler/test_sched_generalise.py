@@ -98,7 +98,8 @@ def test_time_cap_is_a_reported_safety_cap() -> None:
         s = RL(train=True, iterations=10**6, batch=8, seed=0, max_solve_seconds=4.0, post_seconds=1.5).solve(p)
     assert s.notes["time_cap_cut"] == ["training"]
     assert s.notes["iterations"] < s.notes["iterations_budget"] == 10**6
-    assert s.solve_seconds < 4.0 + 1.0, s.solve_seconds  # slack: make_schedule and one last iteration
+    # slack: make_schedule and one last iteration, on a machine shared with make test's other passes
+    assert s.solve_seconds < 4.0 + 3.0, s.solve_seconds
     with pytest.raises(ProblemError, match="max_solve_seconds"):
         RL(max_solve_seconds=0)
 
