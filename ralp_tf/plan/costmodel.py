@@ -65,7 +65,9 @@ host's CPU load, whatever the plan.
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
 (pull, compute and push happen one after another); a split layer's shards compute at once, so
-it adds its slowest shard, ``max_i s_i c(l, ps_i)``.
+it adds its slowest shard, ``max_i s_i c(l, ps_i)``. Where the cluster prices a closure floor
+(:attr:`~ralp_tf.plan.cluster.Cluster.floor`), each worker's ``t_w`` also holds the floor per
+worker step at the cluster's steps per closure (:mod:`ralp_tf.plan.closures`).
 
 **Contention.** A host's CPU also runs other work while a step's chain computes on it: the head
 compute of the other workers' steps on a PS host, and the colocated worker's own compute. With
