@@ -11,7 +11,6 @@ nested. TensorFlow is imported lazily, inside the functions.
 """
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any, Sequence
 
@@ -110,7 +109,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
                 gathered[g.variable][1] += g.ids_per_batch
         measured = None
         if measure and layer is not None and kind != "input":
-            measured = _compute_seconds(_measure_layer(layer, first, batch_size, repeats), repeats) * len(calls)
+            measured = _measure_layer(layer, first, batch_size, repeats) * len(calls)
         out_shapes = [shape_tuple(t)[1:] for t in first.outputs]
         layers.append(LayerProfile(
             name=name, kind=kind, class_name=class_name, param_bytes=sum(var_bytes),
@@ -167,13 +166,6 @@ def _measure_layer(layer: Any, call: LayerCall, batch_size: int, repeats: int) -
         grads = tape.gradient(loss, sources) if sources else []
         return [g for g in grads if g is not None] or [loss]
 
-    return _timed(step, xs, repeats)
-
-
-def _timed(step: Any, xs: Sequence[Any], repeats: int) -> float:
-    """Median wall time of ``step(*xs)`` with its results read back, after one untimed call (the trace)."""
-    import tensorflow as tf
-
     step(*xs)
     times = []
     for _ in range(max(1, repeats)):
@@ -182,33 +174,6 @@ def _timed(step: Any, xs: Sequence[Any], repeats: int) -> float:
         _ = [o.numpy() if hasattr(o, "numpy") else o for o in tf.nest.flatten(out)]
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-#: The least share of a layer's timed pass kept as its compute after the harness is subtracted.
-MIN_COMPUTE_SHARE = 0.05
-
-
-def _compute_seconds(timed: float, repeats: int) -> float:
-    """A layer's compute: its timed pass less the harness's own time (:func:`harness_seconds`: one
-    ``tf.function`` call, its tape and its result read back, which a layer inside the model's one
-    step function does not pay), at least ``MIN_COMPUTE_SHARE`` of the timed pass."""
-    return max(timed - harness_seconds(repeats), MIN_COMPUTE_SHARE * timed)
-
-
-@functools.lru_cache(maxsize=None)
-def harness_seconds(repeats: int = 5) -> float:
-    """Median wall time of :func:`_measure_layer`'s harness around no layer (the gradient of the sum
-    of one float input): the fixed cost of timing a layer on its own."""
-    import tensorflow as tf
-
-    @tf.function
-    def step(x: Any) -> Any:
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.add_n([tf.reduce_sum(tf.identity(x))])
-        return tape.gradient(loss, [x])
-
-    return _timed(step, [tf.ones([1, 1])], max(repeats, 5))
 
 
 def _regularised(layer: Any, weights: list[Any]) -> tuple[bool, ...]:
