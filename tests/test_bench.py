@@ -567,3 +567,21 @@ def test_a_repetition_whose_process_crashed_runs_again_once(tmp_path, monkeypatc
     assert "exited -11" in ps_run["crashed_attempt"]["invalid_reason"]
     ralp_run, = cell["strategies"]["ralp"]["runs"]
     assert not ralp_run["valid"] and ralp_run["crash_signal"] == 11
+
+
+def test_floor_sources_name_their_fix(tmp_path):
+    """``--floor``: builtin, none, measure or a `ralp-tf floor --out` file; anything else is one
+    BenchConfigError naming the choices. A file written before the plain closure was a term gets it
+    from its plain cases."""
+    from ralp_tf.bench.config import BenchConfigError, check_floor_source, floor_terms
+    from ralp_tf.plan.closures import MEASURED_FLOOR
+
+    assert floor_terms("builtin") == MEASURED_FLOOR and floor_terms("none") is None
+    assert check_floor_source("measure") == "measure"
+    old = floor_terms(str(Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "floor.json"))
+    assert old.plain_closure_s == pytest.approx(7.7e-3, rel=0.01) and old.closure_s == pytest.approx(3.46e-3, rel=0.01)
+    with pytest.raises(BenchConfigError, match="cannot read it .* give builtin, measure, none, or a file written by"):
+        check_floor_source(str(tmp_path / "missing.json"))
+    (tmp_path / "plan.json").write_text('{"placements": {}}')
+    with pytest.raises(BenchConfigError, match="is not a floor JSON with the fitted 'terms'"):
+        check_floor_source(str(tmp_path / "plan.json"))
