@@ -102,7 +102,7 @@ from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
-                                  split_shares, step_traffic, variable_homes, variable_shards, StepTraffic, variable_traffic_bytes, worker_step_traffic)
+                                  split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
@@ -277,7 +277,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
     ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits)
-    passes = dense_pass_seconds(profile, variable_shards(profile, where, cluster.num_ps, resolve_storage(plan), splits))
+    passes = dense_pass_seconds(profile, step.homes)
     if passes:  # the update follows the step's push: one more stage of the chain, on the tables' hosts
         stage: dict[str, float] = collections.defaultdict(float)
         for ref, seconds in passes.items():

@@ -143,12 +143,14 @@ class Piece:
 @dataclasses.dataclass(frozen=True)
 class StepTraffic:
     """One worker step: ``bytes`` ``(src, dst, phase) -> bytes`` (data and control), ``control``
-    the control part of each, and ``messages`` task -> the messages beyond one per variable and
-    per activation that the task sends or receives (the CPU term's count)."""
+    the control part of each, ``messages`` task -> the messages beyond one per variable and per
+    activation that the task sends or receives (the CPU term's count), and ``homes`` the shards
+    of every layer's variables it was priced with (:func:`variable_shards`)."""
 
     bytes: dict[tuple[TaskRef, TaskRef, str], float]
     messages: dict[TaskRef, float]
     control: dict[tuple[TaskRef, TaskRef, str], float] = dataclasses.field(default_factory=dict)
+    homes: dict[str, list[list[tuple[TaskRef, float]]]] = dataclasses.field(default_factory=dict)
 
 
 def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, TaskRef]:
@@ -530,7 +532,7 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
     for ps_key in {k for (s, d, _) in out.bytes for k in (s, d) if k != WORKER}:
         out.add_control(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
         out.add_control(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
-    return StepTraffic(out.bytes, dict(out.messages), dict(out.control))
+    return StepTraffic(out.bytes, dict(out.messages), dict(out.control), homes)
 
 
 def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:
