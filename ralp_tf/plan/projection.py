@@ -27,7 +27,9 @@ Strategies, on the same hosts and links (:data:`STRATEGIES`):
   does); CPU-only PS hosts take no part.
 
 Profiles (:mod:`ralp_tf.plan.profiles`, no TensorFlow): the built-in models' cached profiles
-(:data:`BUILTIN_MODELS`) and the two built as data, ResNet-50 size and BERT-base size.
+(:data:`BUILTIN_MODELS`) and the two built as data, ResNet-50 size and BERT-base size, priced
+with :data:`OPTIMIZER` (``tf_keras.optimizers.legacy.SGD``: no whole-table passes, repeated
+ids summed on the table's task).
 :func:`rows_json` gives the rows as JSON objects (``model``, ``hosts``, ``ps_hosts``,
 ``link_bps``, ``strategy``, ``samples_per_s``, ``max_link_bytes``, ``plan``, ...); ``ralp-tf
 project`` prints them or the Markdown of ``benchmarks/projection.md``.
@@ -45,7 +47,7 @@ from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.plan.profiles import bert_base_profile, cached_profile, resnet50_profile
 
 __all__ = ["GPU_FLOPS", "HOST_CPU_FLOPS", "HOSTS", "BANDWIDTHS_BPS", "STRATEGIES", "PS_HOST_RATIO",
-           "BUILTIN_MODELS", "MODELS", "COMMAND", "ProjectionRow", "projection_cluster", "ps_hosts_for", "project",
+           "BUILTIN_MODELS", "MODELS", "OPTIMIZER", "COMMAND", "ProjectionRow", "projection_cluster", "ps_hosts_for", "project",
            "rows_json", "to_markdown", "builtin_profiles", "model_profile", "resnet50_profile", "bert_base_profile",
            "main_table"]
 
@@ -57,10 +59,16 @@ STRATEGIES = ("stock PSS", "colocated RALP", "RALP without head splits", "ring a
 #: CPU-only PS hosts per worker host in the second row set (N/4 of them, at least 1).
 PS_HOST_RATIO = 0.25
 BUILTIN_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
-#: Every model of the projection, in table order, and how its profile is made.
-MODELS: dict[str, Callable[[], ModelProfile]] = {
+#: The optimizer every projected step is priced with (:mod:`ralp_tf.model.optimizers`): one whose
+#: sparse updates touch only the step's rows, as the ring's estimate assumes. tf_keras.optimizers.SGD's
+#: whole-table passes are a cost of that class on one process, not of the designs compared here.
+OPTIMIZER = "legacy-sgd"
+_MAKERS: dict[str, Callable[[], ModelProfile]] = {
     **{name: (lambda name=name: cached_profile(name)) for name in BUILTIN_MODELS},  # type: ignore[misc]
     "resnet50_size": resnet50_profile, "bert_base_size": bert_base_profile}
+#: Every model of the projection, in table order, and how its profile is made.
+MODELS: dict[str, Callable[[], ModelProfile]] = {
+    name: (lambda make=make: make().with_optimizer(OPTIMIZER)) for name, make in _MAKERS.items()}  # type: ignore[misc]
 #: The command that writes benchmarks/projection.md (named in its header).
 COMMAND = "ralp-tf project --markdown --out benchmarks/projection.md"
 
