@@ -16,7 +16,7 @@ there. Per worker step the floor is (:meth:`FloorTerms.per_step_s`)::
     K = 1:  P                                       (a step that talks to no PS task: 0)
     K > 1:  (F + m F_ps) / K + sum_j (s_ps + max(r_j / 2 - 1, 0) s_var)
 
-and the cost model adds it to each worker's chain (:mod:`ralp_tf.plan.costmodel`, *Step floor*):
+and the cost model adds it to each worker's chain (:mod:`ralp_tf.plan.costmodel`, *Step time*):
 the worker waits for it, it is neither link nor PS compute.
 """
 from __future__ import annotations

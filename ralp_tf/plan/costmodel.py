@@ -91,7 +91,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ralp_tf.errors import PlanError
 from ralp_tf.model.optimizers import sparse_update
@@ -209,28 +209,36 @@ def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
 
 
 def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, TaskRef],
-                splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]]
+                splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]], passes: Mapping[TaskRef, float]
                 ) -> tuple[dict[TaskRef, float], list[dict[str, float]], dict[str, float]]:
     """Per PS task, its compute seconds per worker step; the chain's PS stages (``{host: seconds}``,
-    a split layer's shards at once); per host, that compute at the host's CPU budget."""
+    a split layer's shards at once; ``passes``, the sparse updates' whole-table passes per task, a
+    last stage after the push); per host, that compute at the host's CPU budget."""
     hosts = {h.name: h for h in cluster.hosts}
     ps_s: dict[TaskRef, float] = {}
     stages: list[dict[str, float]] = []
     loads: dict[str, float] = collections.defaultdict(float)
+
+    def add_stage(parts: Iterable[tuple[TaskRef, float]]) -> None:
+        """One stage of the chain: ``(PS task, seconds)`` computed at once."""
+        stage: dict[str, float] = collections.defaultdict(float)
+        for ref, seconds in parts:
+            task = cluster.task("ps", ref.index)  # type: ignore[arg-type]
+            ps_s[ref] = ps_s.get(ref, 0.0) + seconds
+            stage[task.host] += seconds
+            loads[task.host] += seconds * task.flops / hosts[task.host].cpu_flops
+        stages.append(dict(stage))
+
     for l in profile.layers:
         loc = where[l.name]
         if loc == WORKER:
             continue
         split = splits.get(l.name)
-        parts = list(zip(split[1], split_shares(l, split[0], len(split[1])))) if split else [(loc, 1.0)]
-        stage: dict[str, float] = collections.defaultdict(float)
-        for ref, share in parts:
-            task = cluster.task("ps", ref.index)  # type: ignore[arg-type]
-            seconds = share * layer_seconds(l, task, profile.batch_size)
-            ps_s[ref] = ps_s.get(ref, 0.0) + seconds
-            stage[task.host] += seconds
-            loads[task.host] += seconds * task.flops / hosts[task.host].cpu_flops
-        stages.append(dict(stage))
+        shares = list(zip(split[1], split_shares(l, split[0], len(split[1])))) if split else [(loc, 1.0)]
+        add_stage([(ref, share * layer_seconds(l, cluster.task("ps", ref.index), profile.batch_size))  # type: ignore[arg-type]
+                   for ref, share in shares])
+    if passes:
+        add_stage(passes.items())
     return ps_s, stages, dict(loads)
 
 
@@ -276,16 +284,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
-    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits)
-    passes = dense_pass_seconds(profile, step.homes)
-    if passes:  # the update follows the step's push: one more stage of the chain, on the tables' hosts
-        stage: dict[str, float] = collections.defaultdict(float)
-        for ref, seconds in passes.items():
-            task = cluster.task("ps", ref.index)  # type: ignore[arg-type]
-            ps_s[ref] = ps_s.get(ref, 0.0) + seconds
-            stage[task.host] += seconds
-            cpu_loads[task.host] = cpu_loads.get(task.host, 0.0) + seconds * task.flops / cluster.host(task.host).cpu_flops
-        stages.append(dict(stage))
+    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, dense_pass_seconds(profile, step.homes))
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
     chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages))
