@@ -30,11 +30,12 @@ command line imports it (docs/architecture.md).
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
 from types import ModuleType
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 # ralp-tf trains tf_keras models: with tf.keras as tf_keras, a model reference written against tf.keras
 # is a tf_keras model, and importing TensorFlow skips Keras 3 (1.4 s here). Set before anything imports TF.
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(args.func, args)
 
 
-def console_main() -> int:
+def console_main() -> NoReturn:
     """The ``ralp-tf`` program: :func:`main`, with SIGINT/SIGTERM ending it within seconds
     (:func:`ralp_tf.run.launch.exit_promptly_on_signals`) however deep in TensorFlow it is, and
     TensorFlow's start-up noise dropped from stderr unless ``--verbose`` (:mod:`ralp_tf.cli.quiet`)."""
@@ -119,7 +120,22 @@ def console_main() -> int:
     if not _verbose(sys.argv[1:]):
         filter_stderr()  # TF's start-up noise (absl banner, cudart stub, cuInit 303) off stderr
     exit_promptly_on_signals()
-    return main()
+    _exit_without_teardown(main())
+
+
+def _exit_without_teardown(code: int) -> NoReturn:
+    """Exit with ``code`` after what a normal exit runs (the ``atexit`` handlers: local clusters
+    stopped, testbeds removed), but without interpreter teardown. At teardown the garbage collector
+    finalises any ClusterCoordinator still alive, and once its tasks are gone (Ctrl-C) its
+    ``__del__`` waits forever on its preemption handler's lock, while the watchdog of
+    :func:`~ralp_tf.run.launch.exit_promptly_on_signals`, a daemon thread, no longer runs
+    (seen: Ctrl-C during ``bench --floor measure`` left the process waiting)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _verbose(argv: Sequence[str]) -> bool:
