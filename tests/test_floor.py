@@ -27,7 +27,10 @@ def _case(c: FloorCase, t: FloorTerms = TRUE, noise: float = 1.0) -> CaseResult:
 def test_fit_terms_recovers_the_terms_of_noiseless_cases() -> None:
     cases = floor_cases(2)
     assert [c.name for c in cases][:2] == ["trivial closure", "loop m=1 n=1 k=1"]
-    assert cases[-1] == FloorCase(2, 1, 1, looped=False)
+    assert cases[-3:] == [FloorCase(1, 1, 1, looped=False), FloorCase(1, 16, 1, looped=False),
+                          FloorCase(2, 1, 1, looped=False)]
+    assert [c for c in floor_cases(1) if not c.looped] == [FloorCase(1, 16, 1, looped=False),
+                                                          FloorCase(1, 1, 1, looped=False)]
     terms, error = fit_terms([_case(c) for c in cases])
     assert error < 1e-9
     for name in ("closure_s", "closure_per_ps_s", "step_per_ps_s", "step_per_variable_s"):
@@ -38,25 +41,35 @@ def test_fit_terms_recovers_the_terms_of_noiseless_cases() -> None:
     assert terms.control_bytes_per_step_per_ps == pytest.approx(1200.0 + 8.0, rel=1e-6)
 
 
+def _plain(c: FloorCase, p: float = 5e-3, p_var: float = 3e-4) -> CaseResult:
+    """A plain one-step closure of ``c`` costing ``P + (n - 1) p_var``."""
+    return dataclasses.replace(_case(c), closure_s=p + (c.variables - 1) * p_var)
+
+
 def test_fit_terms_ignores_plain_cases_and_reports_its_worst_error() -> None:
     cases = floor_cases(1)
-    results = [_case(c, noise=1.1 if c.steps == 32 else 1.0) for c in cases]
-    results[-1] = _case(cases[-1], noise=50.0)  # the plain one-step closure is not fitted: it is P
-    terms, error = fit_terms(results)
+    looped = [_case(c, noise=1.1 if c.steps == 32 else 1.0) for c in cases if c.looped]
+    plain = [_plain(c) for c in cases if not c.looped]  # not fitted: P and the slope p_var
+    terms, error = fit_terms(looped + plain)
     assert 0.0 < error < 0.1
-    without = fit_terms(results[:-1])[0]
-    assert math.isnan(without.plain_closure_s) and terms.plain_closure_s == results[-1].closure_s
-    assert dataclasses.replace(terms, plain_closure_s=math.nan) == without
+    without = fit_terms(looped)[0]
+    assert math.isnan(without.plain_closure_s) and math.isnan(without.plain_step_per_variable_s)
+    assert terms.plain_closure_s == pytest.approx(5e-3) and terms.plain_step_per_variable_s == pytest.approx(3e-4)
+    assert dataclasses.replace(terms, plain_closure_s=math.nan, plain_step_per_variable_s=math.nan) == without
+    only_one = fit_terms(looped + [_plain(FloorCase(1, 1, 1, looped=False))])[0]  # no slope without two counts
+    assert only_one.plain_closure_s == pytest.approx(5e-3) and math.isnan(only_one.plain_step_per_variable_s)
 
 
 def test_the_floor_a_step_pays_amortises_its_closure_over_k_steps() -> None:
     """``K = 1``: the plain closure; ``K > 1``: ``(F + m F_ps) / K`` plus, per PS task, ``s_ps`` and
     ``s_var`` per further pair of messages (ralp_tf.plan.closures)."""
-    t = dataclasses.replace(TRUE, plain_closure_s=5e-3)
-    msgs = {"ps:0": 6.0, "ps:1": 2.0}
-    assert t.per_step_s(1, msgs) == 5e-3 and t.per_step_s(8, {}) == 0.0
+    t = dataclasses.replace(TRUE, plain_closure_s=5e-3, plain_step_per_variable_s=3e-4)
+    msgs = {"ps:0": 6.0, "ps:1": 2.0}  # 3 variables on ps:0, 1 on ps:1: 2 further variables
+    assert t.per_step_s(1, msgs) == pytest.approx(5e-3 + 2 * 3e-4) and t.per_step_s(8, {}) == 0.0
+    assert t.per_step_s(1, {"ps:0": 2.0}) == 5e-3
     assert t.per_step_s(8, msgs) == pytest.approx((3e-3 + 2 * 2e-3) / 8 + 2 * 1e-3 + 2 * 2e-4)
-    assert TRUE.per_step_s(1, msgs) == pytest.approx(3e-3 + 2 * 2e-3)  # no plain closure measured
+    # neither plain term measured: F + m F_ps, and s_var per further variable
+    assert TRUE.per_step_s(1, msgs) == pytest.approx(3e-3 + 2 * 2e-3 + 2 * 2e-4)
 
 
 def test_fit_terms_refuses_too_few_cases() -> None:

@@ -250,6 +250,8 @@ class Bench:
             try:
                 self.profiles[model] = measure_profile(model, self.cfg.batch, str(self.work / f"{model}.profile.json"),
                                                        cpu_cores=self.host_cpu, group_name=f"{self.cfg.prefix}-profile")
+                # the profile every prediction of the run was made from: a later cost model re-predicts from it
+                self.doc.setdefault("profiles", {})[model] = self.profiles[model].to_dict()
             except BenchError as exc:
                 self.profiles[model] = exc
         p = self.profiles[model]

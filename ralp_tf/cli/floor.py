@@ -71,6 +71,7 @@ def cmd_floor(args: argparse.Namespace) -> int:
     print(f"floor on {args.workers} worker(s), {args.ps} PS ({result.wall_s:.0f} s; fit's worst relative error "
           f"{result.fit_max_error:.0%}):")
     print(f"  plain one-step closure P    = {t.plain_closure_s * 1e3:.3f} ms")
+    print(f"  plain, per variable   p_var = {t.plain_step_per_variable_s * 1e3:.3f} ms")
     print(f"  per closure            F    = {t.closure_s * 1e3:.3f} ms")
     print(f"  per closure per PS     F_ps = {t.closure_per_ps_s * 1e3:.3f} ms")
     print(f"  per step per PS        s_ps = {t.step_per_ps_s * 1e3:.3f} ms")

@@ -8,13 +8,19 @@ variables each::
 
     closure_s(m, n, k) = F + m * F_ps + k * m * (s_ps + (n - 1) * s_var)
 
-A one-step closure without the loop (``K = 1``, the plain step function) costs ``P``
-(``plain_closure_s``), measured apart. A variable is one pull and one push, two tensor messages,
-so a step whose messages with PS task ``j`` number ``r_j`` pays ``s_ps + (r_j / 2 - 1) * s_var``
-there. Per worker step the floor is (:meth:`FloorTerms.per_step_s`)::
+A one-step closure without the loop (``K = 1``, the plain step function) with one variable on
+each PS task costs ``P`` (``plain_closure_s``), measured apart; each further variable adds
+``p_var`` (``plain_step_per_variable_s``, the slope between plain closures of 1 and ``n``
+variables on one task; ``s_var`` where not measured: on this machine the two agree, 0.34 against
+0.36 ms per variable). A variable is one pull and one push, two tensor messages, so a step whose
+messages with PS task ``j`` number ``r_j`` pays ``s_ps + (r_j / 2 - 1) * s_var`` there. Per worker
+step the floor is (:meth:`FloorTerms.per_step_s`)::
 
-    K = 1:  P                                       (a step that talks to no PS task: 0)
+    K = 1:  P + sum_j max(r_j / 2 - 1, 0) p_var     (a step that talks to no PS task: 0)
     K > 1:  (F + m F_ps) / K + sum_j (s_ps + max(r_j / 2 - 1, 0) s_var)
+
+A model of many small variables pays it on every step whatever K: resnet_cifar's 107 variables on
+one PS task, about 46 ms per worker step.
 
 and the cost model adds it to each worker's chain (:mod:`ralp_tf.plan.costmodel`, *Step time*):
 the worker waits for it, it is neither link nor PS compute.
@@ -47,6 +53,8 @@ class FloorTerms:
     message_cpu_worker_s: float = math.nan
     #: seconds of a worker per plain one-step closure (NaN: not measured; then ``F + m F_ps``)
     plain_closure_s: float = math.nan
+    #: seconds each further variable adds to a plain one-step closure (NaN: not measured; then ``s_var``)
+    plain_step_per_variable_s: float = math.nan
 
     def closure_floor_s(self, ps_tasks: int) -> float:
         """The fixed seconds of one closure that talks to ``ps_tasks`` PS tasks, paid once per closure
@@ -59,9 +67,13 @@ class FloorTerms:
         m = len(messages_by_ps)
         if m == 0:
             return 0.0
+        further = sum(max(r / 2 - 1, 0.0) for r in messages_by_ps.values())
         if steps_per_closure <= 1:
-            return self.plain_closure_s if math.isfinite(self.plain_closure_s) else self.closure_floor_s(m)
-        loop = sum(self.step_per_ps_s + max(r / 2 - 1, 0.0) * self.step_per_variable_s for r in messages_by_ps.values())
+            plain = self.plain_closure_s if math.isfinite(self.plain_closure_s) else self.closure_floor_s(m)
+            per_variable = (self.plain_step_per_variable_s if math.isfinite(self.plain_step_per_variable_s)
+                            else self.step_per_variable_s)
+            return plain + further * per_variable
+        loop = m * self.step_per_ps_s + further * self.step_per_variable_s
         return self.closure_floor_s(m) / steps_per_closure + loop
 
     def to_dict(self) -> dict[str, float]:

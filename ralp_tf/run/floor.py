@@ -124,21 +124,26 @@ class FloorResult:
 def floor_cases(ps: int, max_variables: int = 16, loop_steps: Sequence[int] = (1, 8, 32)) -> list[FloorCase]:
     """The cases of a run on ``ps`` PS tasks: the trivial closure; for every ``m`` in ``1..ps`` one
     variable per task at each of ``loop_steps``; on one task ``4`` and ``max_variables`` variables
-    at the middle of ``loop_steps``; and today's plain one-step closure on all ``ps`` tasks."""
+    at the middle of ``loop_steps``; the plain one-step closure (``--steps-per-closure 1``) on one
+    task with 1 and ``max_variables`` variables; and the plain one with one variable on all ``ps``
+    tasks (the last case)."""
     check_int(ps, "ps")
     check_int(max_variables, "max_variables")
     mid = sorted(loop_steps)[len(loop_steps) // 2]
     cases = [FloorCase(0, 0, 1)]
     cases += [FloorCase(m, 1, k) for m in range(1, ps + 1) for k in loop_steps]
     cases += [FloorCase(1, n, mid) for n in sorted({min(4, max_variables), max_variables}) if n > 1]
+    cases += [FloorCase(1, n, 1, looped=False) for n in sorted({1, max_variables}) if n > 1 or ps > 1]
     cases.append(FloorCase(ps, 1, 1, looped=False))
     return cases
 
 
 def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     """The floor terms fitted to the looped cases and the trivial one (least squares on relative
-    errors; plain one-step closures are not fitted: their median is ``plain_closure_s``), and the fit's
-    largest relative error."""
+    errors), and the fit's largest relative error. Plain one-step closures are not fitted: the
+    median of those with one variable on the most PS tasks is ``plain_closure_s``, and the slope
+    between the one-task plain closures of 1 and of the most variables is
+    ``plain_step_per_variable_s`` (NaN without both)."""
     import numpy as np
 
     used = [r for r in results if r.case.looped]
@@ -157,11 +162,17 @@ def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     xb = np.array([[1.0, r.case.steps, r.case.steps * (r.case.variables - 1)] for r in touching])
     yb = np.array([max(r.ps_bytes_per_closure(), 1.0) for r in touching])
     bcoef = np.linalg.lstsq(xb / yb[:, None], np.ones_like(yb), rcond=None)[0]
-    plain = [r.closure_s for r in results if not r.case.looped and r.case.ps_tasks > 0]
+    plain_cases = [r for r in results if not r.case.looped and r.case.ps_tasks > 0]
+    widest = max((r.case.ps_tasks for r in plain_cases if r.case.variables == 1), default=0)
+    plain = [r.closure_s for r in plain_cases if r.case.variables == 1 and r.case.ps_tasks == widest]
+    one_task = {r.case.variables: r.closure_s for r in plain_cases if r.case.ps_tasks == 1}
+    most = max(one_task, default=1)
+    slope = (one_task[most] - one_task[1]) / (most - 1) if most > 1 and 1 in one_task else math.nan
     return FloorTerms(closure_s=float(coef[0]), closure_per_ps_s=float(coef[1]), step_per_ps_s=float(coef[2]),
                       step_per_variable_s=float(coef[3]), control_bytes_per_closure_per_ps=float(bcoef[0]),
                       control_bytes_per_step_per_ps=float(bcoef[1]),
-                      plain_closure_s=float(statistics.median(plain)) if plain else math.nan), error
+                      plain_closure_s=float(statistics.median(plain)) if plain else math.nan,
+                      plain_step_per_variable_s=float(slope)), error
 
 
 def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
