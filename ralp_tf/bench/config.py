@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.run.launch import TASK_MEMORY_GIB
+from ralp_tf.run.training import LOOP_OPTIMIZER
 
 __all__ = ["COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
            "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
@@ -126,7 +127,7 @@ class BenchConfig:
     layout: str = "dedicated"  # dedicated | colocated
     host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
     steps_per_closure: int = 1  # PSS strategies: worker steps per scheduled closure
-    optimizer: str = "sgd"  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
+    optimizer: str = LOOP_OPTIMIZER  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
     floor: str = "builtin"  # builtin | measure | none | a `ralp-tf floor --out` JSON (--floor)
 
 
@@ -328,7 +329,7 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        scheduler_solver=args.scheduler_solver, out_dir=Path(args.out_dir), name=name,
                        report=report, json_out=args.json, quick=args.quick,
                        command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
-                       steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", "sgd"),
+                       steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", LOOP_OPTIMIZER),
                        floor=check_floor_source(getattr(args, "floor", "builtin")))
 
 

@@ -18,7 +18,7 @@ from ralp_tf.cli.args import steps_per_closure
 from ralp_tf.bench.config import DEFAULT_MODELS, DEFAULT_STRATEGIES, STRATEGIES, BenchError, config_from_args
 from ralp_tf.bench.report import markdown_tables, strategy_json, write_report
 from ralp_tf.bench.run import Bench, json_default
-from ralp_tf.run.training import OPTIMIZERS
+from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
 __all__ = ["register", "cmd_bench"]
 
@@ -78,9 +78,9 @@ def register(subparsers: Any) -> None:
                         "(a loop inside the step's tf.function; default 1), or auto: each strategy at the K the "
                         "cost model picks for its plan (the results name it). Give --steps so that a run's worker "
                         "steps (steps x workers) span several closures")
-    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS,
-                   help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
-                        "tf_keras.optimizers.legacy.SGD (legacy-sgd, far cheaper sparse embedding updates)")
+    p.add_argument("--optimizer", default=LOOP_OPTIMIZER, choices=OPTIMIZERS,
+                   help="every strategy's SGD: tf_keras.optimizers.legacy.SGD (legacy-sgd, the default: far "
+                        "cheaper sparse embedding updates) or tf_keras.optimizers.SGD (sgd), the same update")
     p.add_argument("--floor", default="builtin", metavar="SOURCE",
                    help="the closure floor priced in the PSS predictions (ralp_tf.plan.closures): builtin (the "
                         "terms measured on this project's machine, the default), measure (run `ralp-tf floor "

@@ -20,6 +20,7 @@ from ralp_tf.cli.args import (add_cluster_args, add_policy_args, cluster_rates, 
                              policy_options, positive_int, steps_per_closure)
 from ralp_tf.model.optimizers import SPARSE_UPDATES
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
+from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
 __all__ = ["register", "cmd_plan", "cmd_run"]
 
@@ -32,9 +33,9 @@ def register(subparsers: Any) -> None:
     add_policy_args(p, plan_files=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="also write the plan JSON to this file")
-    p.add_argument("--optimizer", choices=tuple(SPARSE_UPDATES), default="sgd",
+    p.add_argument("--optimizer", choices=tuple(SPARSE_UPDATES), default=LOOP_OPTIMIZER,
                    help="the optimizer the job trains with, whose sparse embedding updates are priced "
-                        "(ralp_tf.model.optimizers; default sgd, tf_keras.optimizers.SGD)")
+                        f"(ralp_tf.model.optimizers; default {LOOP_OPTIMIZER}, what ralp-tf run trains with)")
     _compression_arg(p)
     p.set_defaults(func=cmd_plan)
 
@@ -64,9 +65,10 @@ def register(subparsers: Any) -> None:
                         "tf.function): its fixed cost per closure is paid once per K steps; losses, checkpoints "
                         "and the measured window stay per step. Default auto: the smallest K whose predicted "
                         "step is within 5%% of the fastest of 1, 2, 4, ..., 64 (docs/costmodel.md, \"The step floor\")")
-    r.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
-                   help="the loop's SGD: tf_keras.optimizers.SGD (default) or tf_keras.optimizers.legacy.SGD, the "
-                        "same update with far cheaper sparse (embedding) updates")
+    r.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER,
+                   help="the loop's SGD: tf_keras.optimizers.legacy.SGD (legacy-sgd, the default) or "
+                        "tf_keras.optimizers.SGD (sgd), the same update; the legacy one's sparse (embedding) "
+                        "updates touch only the batch's rows")
     r.add_argument("--check-gradients", action="store_true",
                    help="before training, compare the placed model's first-step loss and gradients with the "
                         "unplaced model's on the same batch (exit 2 naming the variable that differs; a model whose "

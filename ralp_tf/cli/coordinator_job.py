@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.errors import ClusterRuntimeError, RalpError
     from ralp_tf.place.policies import policy_from_spec
-    from ralp_tf.run.training import OPTIMIZERS, train
+    from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS, train
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.coordinator_job")
     p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stop-file", default=None)
     p.add_argument("--compression", default=None)
     p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE)
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER)
     p.add_argument("--start-file", default=None, help="after the imports, wait until this file exists")
     args = p.parse_args(argv)
     if args.start_file:

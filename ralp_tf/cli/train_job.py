@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, positive_int, steps_per_closure
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
+from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
 __all__ = ["main"]
 
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                         "(see ralp_tf.plan.compression)")
     p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE,
                    help="steps per scheduled closure (ralp_tf.run.training.train)")
-    p.add_argument("--optimizer", choices=("sgd", "legacy-sgd"), default="sgd",
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER,
                    help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")
     p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S,
                    help="seconds to wait for every task to accept connections")

@@ -62,6 +62,7 @@ from ralp_tf.faults.plan import FaultEvent, FaultPlan, FaultPlanError
 from ralp_tf.faults.report import (FaultRecord, SupervisedReport, leftovers, measure_recovery,
                                    rates_per_worker_count)
 from ralp_tf.faults.restart import RestartPolicy
+from ralp_tf.run.training import LOOP_OPTIMIZER
 
 __all__ = ["Supervisor", "FaultRecord", "SupervisedReport", "leftovers"]
 
@@ -132,7 +133,7 @@ class Supervisor:
                  testbed: Any = None, bandwidth: str | None = None, seed: int = 0, log_dir: str | None = None,
                  timeout_s: float = 1800.0, stop_after_s: float | None = None, compression: str | None = None,
                  policy_options: dict[str, Any] | None = None, detect_retries: int = 4, steps_per_closure: int = 1,
-                 optimizer: str = "sgd") -> None:
+                 optimizer: str = LOOP_OPTIMIZER) -> None:
         self.model, self.policy, self.workers, self.ps = model, policy, workers, ps
         self.steps, self.batch_size, self.seed = steps, batch_size, seed
         self.steps_per_closure, self.optimizer = steps_per_closure, optimizer
@@ -228,8 +229,7 @@ class Supervisor:
         for k, v in self.policy_options.items():
             argv += ["--policy-option", f"{k}={json.dumps(v)}"]  # as JSON: True is `true`, "dp" is `"dp"`
         argv += ["--steps-per-closure", str(self.steps_per_closure) if self.steps_per_closure else "auto"]
-        if self.optimizer != "sgd":
-            argv += ["--optimizer", self.optimizer]
+        argv += ["--optimizer", self.optimizer]
         if self.bandwidth:
             argv += ["--bandwidth", self.bandwidth]
         if self.compression:

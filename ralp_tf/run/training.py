@@ -41,7 +41,7 @@ from ralp_tf.plan.costmodel import best_steps_per_closure, estimate
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
-__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "sgd_optimizer", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
+__all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "LOOP_OPTIMIZER", "sgd_optimizer", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
            "train_loss", "prepare_model", "prepare_job", "closure_sizes", "warmup_steps_for", "run_steps", "summarise",
            "train", "compare"]
 
@@ -51,6 +51,10 @@ DEFAULT_CHECKPOINT_EVERY = 10
 #: ``"legacy-sgd"`` ``tf_keras.optimizers.legacy.SGD``, whose sparse (embedding) updates cost far less
 #: (ctr_dnn, batch 32, one process: 41 ms against 2.3 ms per step, benchmarks/optimizer_ab.py).
 OPTIMIZERS = ("sgd", "legacy-sgd")
+#: The loop's default (``ralp-tf run``, ``bench``, :func:`train`, the testbed's jobs): the same update,
+#: whose sparse update touches only the batch's rows, where ``tf_keras.optimizers.SGD`` writes the whole
+#: table and its momentum slot every step (:mod:`ralp_tf.model.optimizers`). A user's model keeps its own.
+LOOP_OPTIMIZER = "legacy-sgd"
 
 
 def sgd_optimizer(name: str, learning_rate: float) -> Any:
@@ -94,7 +98,7 @@ class RunResult:
     #: steps each scheduled closure ran (at most; a closure stops at warmup end, checkpoints and the end)
     steps_per_closure: int = 1
     #: the loop's optimizer (:data:`OPTIMIZERS`)
-    optimizer: str = "sgd"
+    optimizer: str = LOOP_OPTIMIZER
     #: with ``check_gradients``: True when the placed model's first-step loss and gradients equal the
     #: unplaced model's (:func:`ralp_tf.place.verify.verify_gradients`), False when the unplaced
     #: model's own evaluations disagree (it samples, or is ill-conditioned: nothing to compare); None
@@ -130,7 +134,7 @@ class TrainConfig:
     compression: Any = None
     sequence_length: int | None = None
     steps_per_closure: int = 1
-    optimizer: str = "sgd"
+    optimizer: str = LOOP_OPTIMIZER
     check_gradients: bool = False
 
     def __post_init__(self) -> None:
@@ -485,7 +489,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
           compute_scale: float = 1.0, compression: Any = None, sequence_length: int | None = None,
-          prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = "sgd",
+          prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER,
           check_gradients: bool = False) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
@@ -536,7 +540,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             on_measure: Callable[[str], None] | None = None,
             step_callback: Callable[[str, int], None] | None = None,
             sequence_length: int | None = None, prepared: Prepared | None = None,
-            steps_per_closure: int = 1, optimizer: str = "sgd", check_gradients: bool = False) -> dict[str, RunResult]:
+            steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, check_gradients: bool = False) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, while the cluster's tasks start; a model that cannot be profiled is refused
     before any step, and the tasks are stopped. Each policy's run places a fresh build of it with

@@ -118,7 +118,7 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
                 batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01,
                 intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
                 log_path: str | None = None, start_timeout: int = 120, compression: str = "none",
-                optimizer: str = "sgd") -> dict[str, Any]:
+                optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
     """Train ``model`` with Horovod/gloo, one rank per task in ``workers`` (default: the testbed's
     tasks named ``worker*``), and return the summary record (see :func:`jobs.summarize`).
     ``compression`` is the ``hvd.Compression`` of the gradients (:data:`HOROVOD_CODECS`),
@@ -139,7 +139,7 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
             "compression": compression if compression != "none" else None,
-            "optimizer": optimizer if optimizer != "sgd" else None}
+            "optimizer": optimizer}
     if compression not in HOROVOD_CODECS:
         raise TestbedError(f"Horovod compression {compression!r} does not exist; use one of {', '.join(HOROVOD_CODECS)}")
     tmp = tempfile.mkdtemp(prefix="ralp_hvd_")

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ralp_tf.run.training import OPTIMIZERS
+from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
 __all__ = ["MARK", "ACK_ENV", "emit", "add_job_args", "parse_job_args", "setup_tf", "make_timer", "report", "parse_line",
            "JobWatcher", "LinkMeter", "summarize", "check_model_name", "resolve_workers", "job_argv", "base_env",
@@ -64,7 +64,7 @@ def add_job_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--warmup", type=int, default=3,
                     help="untimed steps first, at least 1 (the first step traces the graph)")
     ap.add_argument("--lr", type=float, default=0.01, help="SGD learning rate")
-    ap.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+    ap.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER,
                     help="tf_keras.optimizers.SGD (sgd) or tf_keras.optimizers.legacy.SGD (legacy-sgd)")
     ap.add_argument("--seed", type=int, default=0, help="weights seed (same on every rank); data seed is seed+rank")
     ap.add_argument("--intra-threads", type=int, default=0, help="TF intra-op threads (0: TF default)")

@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | None = None, *,
              batch: int = 32, steps: int = 10, warmup: int = 3, lr: float = 0.01, port: int = 2222,
              intra_threads: int = 0, inter_threads: int = 0, timeout: float = 600.0,
-             log_path: str | None = None, optimizer: str = "sgd") -> dict[str, Any]:
+             log_path: str | None = None, optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
     """Train ``model`` with MultiWorkerMirroredStrategy (ring) and ``optimizer``
     (:data:`ralp_tf.run.training.OPTIMIZERS`), one process per task in ``workers``
     (default: the testbed's ``worker*`` tasks), and return the summary record
@@ -103,7 +103,7 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
     cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
     args = {"model": model, "batch": batch, "steps": steps, "warmup": warmup, "lr": lr,
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
-            "optimizer": optimizer if optimizer != "sgd" else None}
+            "optimizer": optimizer}
     meter = jobs.LinkMeter(tb)
     procs = []
     for i, t in enumerate(workers):

@@ -32,7 +32,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
-           optimizer: str = "sgd") -> dict[str, Any]:
+           optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
     steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`).
@@ -128,15 +128,13 @@ def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None
 
 def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
              optimizer: str) -> list[str]:
-    """The train job's options for the settings that are not its defaults (and the steps per closure,
-    always: 0 asks for the cost model's choice, ``auto``)."""
+    """The train job's options for the settings that are not its defaults (and the steps per closure
+    and the optimizer, always: 0 asks for the cost model's choice, ``auto``)."""
     out = ["--measure-compute", "--compute-scale", str(scale)] if measure_compute else []
     if compression:
         out += ["--compression", compression]
     out += ["--steps-per-closure", str(steps_per_closure) if steps_per_closure else "auto"]
-    if optimizer != "sgd":
-        out += ["--optimizer", optimizer]
-    return out
+    return out + ["--optimizer", optimizer]
 
 
 def _predicted_link_bytes(result: dict[str, Any], workers: int) -> float | None:
