@@ -243,9 +243,11 @@ def _build_by_tracing(model: Any, input_shape: Any, sequence_length: int | None,
 def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_paths: list[str], *, verify: bool,
             input_shape: Any, sequence_length: int | None) -> Any:
     """Install the plan's per-unit wrappers on the placed ``model`` (and the tape's gradient sums
-    colocated with their summands, :func:`keras_compat.sum_gradients_where_they_are`), check where
-    its variables landed and, with ``verify``, the traced training step."""
+    colocated with their summands, :func:`keras_compat.sum_gradients_where_they_are`; a legacy
+    optimizer's gradients left where they are computed, :func:`keras_compat.all_reduce_only_across_replicas`),
+    check where its variables landed and, with ``verify``, the traced training step."""
     keras_compat.sum_gradients_where_they_are()
+    keras_compat.all_reduce_only_across_replicas()
     graph = walk(model)
     if graph.paths != expected_paths:
         raise ModelError(f"the placed model's layers ({', '.join(graph.paths[:6])}, ...) differ from the planned "

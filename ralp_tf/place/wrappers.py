@@ -349,12 +349,17 @@ def on_device(function: Callable[..., Any], device: str) -> Callable[..., Any]:
 
 def _table_on_a_ps(layer: Any) -> str | None:
     """The device of a worker-computed ``Embedding``'s table when it is one variable on a PS task,
-    else None. Its call then runs there (:func:`install_placement`): the gather runs there anyway
-    (colocated with the table), and so does the ``identity`` that ``tf.nn.embedding_lookup`` ends
-    with, which TF's placer otherwise puts on the worker whenever the rows have more than one
-    consumer (a variable-length input's ``Shape``): the rows came down to the worker and went back
-    up to a consumer on the PS (measured on bidirectional_lstm_imdb, its recurrent layers on the
-    table's PS: 0.52 MB more per step). A consumer on the worker receives the rows as before."""
+    else None. Its call, forward and gradient, then runs there (:func:`install_placement`, through
+    :func:`ps_call`): the gather runs there anyway (colocated with the table), and so does the
+    ``identity`` that ``tf.nn.embedding_lookup`` ends with, which TF's placer otherwise puts on the
+    worker whenever the rows have more than one consumer (a variable-length input's ``Shape``): the
+    rows came down to the worker and went back up to a consumer on the PS (measured on
+    bidirectional_lstm_imdb, its recurrent layers on the table's PS: 0.52 MB more per step). The
+    gather's gradient (a ``Reshape`` of the rows' gradient into the update's values) would run
+    where ``tape.gradient`` is called: the rows' gradient came down to the worker and its values went
+    back to the table, even with an optimizer that sums repeated ids colocated with it (measured on
+    ctr_head with its head on the PS and ``legacy.SGD``: 137 KB per step against 5.4 KB priced).
+    A consumer on the worker receives the rows as before."""
     import tensorflow as tf
     import tf_keras
 
@@ -428,4 +433,4 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         if d.device_type == "GPU":
             keras_compat.override_method(layer, "call", gpu_call(layer.call, "GPU"))
         elif (table := _table_on_a_ps(layer)) is not None:
-            keras_compat.override_method(layer, "call", on_device(layer.call, table))
+            keras_compat.override_method(layer, "call", ps_call(layer, layer.call, table, path))
