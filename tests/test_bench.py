@@ -399,21 +399,21 @@ def test_layout_and_host_cpu_config(monkeypatch):
 
 
 def test_the_optimizer_reaches_every_strategy_s_job():
-    """``--optimizer`` (default legacy-sgd, the loop's) is in the config and in the flags of the PSS
-    and the ring jobs."""
+    """``--optimizer`` (default the loop's, sgd) is in the config and in the flags of the PSS and
+    the ring jobs, always named."""
     from ralp_tf.testbed import jobs
     from ralp_tf.testbed.ps_job import _options
 
-    assert _config(["--quick", "--optimizer", "sgd"]).optimizer == "sgd"
-    assert _config(["--quick"]).optimizer == "legacy-sgd"
-    assert jobs.job_argv({"model": "m", "optimizer": "sgd"}) == ["--model", "m", "--optimizer", "sgd"]
-    assert _options(False, 1.0, None, 1, "legacy-sgd")[-2:] == ["--optimizer", "legacy-sgd"]  # always named
+    assert _config(["--quick", "--optimizer", "legacy-sgd"]).optimizer == "legacy-sgd"
+    assert _config(["--quick"]).optimizer == "sgd"
+    assert jobs.job_argv({"model": "m", "optimizer": "legacy-sgd"}) == ["--model", "m", "--optimizer", "legacy-sgd"]
+    assert _options(False, 1.0, None, 1, "sgd")[-2:] == ["--optimizer", "sgd"]  # always named
     import argparse
 
     ap = argparse.ArgumentParser()
     jobs.add_job_args(ap)
-    assert jobs.parse_job_args(ap, ["--optimizer", "sgd"]).optimizer == "sgd"
-    assert jobs.parse_job_args(ap, []).optimizer == "legacy-sgd"
+    assert jobs.parse_job_args(ap, ["--optimizer", "legacy-sgd"]).optimizer == "legacy-sgd"
+    assert jobs.parse_job_args(ap, []).optimizer == "sgd"
 
 
 def test_bad_layout_is_one_line_exit_2(tmp_path):

@@ -62,13 +62,13 @@ def test_ps_killed_stops_clearly_and_rerun_resumes_from_the_checkpoint(tmp_path:
 
 
 def test_ps_killed_with_restart_failed_completes_without_a_rerun(tmp_path: Path) -> None:
-    """Supervised run, 2 steps per closure with tf_keras's SGD (not the loop's default, so the option
+    """Supervised run, 2 steps per closure with the legacy SGD (not the loop's default, so the option
     reaches each coordinator the supervisor starts): the PS dies after step 12 and comes
     back by itself; a fresh coordinator restores the step-10 checkpoint, and every step is done.
     (alexnet_cifar, batch 4: steps slow enough that the kill lands before the run ends.)"""
     proc = subprocess.run([RALP_TF, "run", "--model", "alexnet_cifar", "--batch-size", "4", "--steps", "20",
                            "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "5", "--restart-failed",
-                           "--steps-per-closure", "2", "--optimizer", "sgd",
+                           "--steps-per-closure", "2", "--optimizer", "legacy-sgd",
                            "--inject-fault", "ps:0:12", "--json"], capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)

@@ -65,9 +65,9 @@ def test_k_steps_per_closure_train_like_k_single_step_closures(inprocess) -> Non
     for a, b in zip(w_looped, w_single):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
     assert looped[-1] < looped[0]
-    keras_sgd, w_keras_sgd, _ = _run(inprocess, 4, optimizer="sgd")  # the loop's default is legacy-sgd: the same update
-    np.testing.assert_allclose(keras_sgd, single, rtol=1e-5)
-    for a, b in zip(w_keras_sgd, w_single):
+    legacy, w_legacy, _ = _run(inprocess, 4, optimizer="legacy-sgd")  # the same SGD update
+    np.testing.assert_allclose(legacy, single, rtol=1e-5)
+    for a, b in zip(w_legacy, w_single):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 

@@ -79,8 +79,9 @@ def register(subparsers: Any) -> None:
                         "cost model picks for its plan (the results name it). Give --steps so that a run's worker "
                         "steps (steps x workers) span several closures")
     p.add_argument("--optimizer", default=LOOP_OPTIMIZER, choices=OPTIMIZERS,
-                   help="every strategy's SGD: tf_keras.optimizers.legacy.SGD (legacy-sgd, the default: far "
-                        "cheaper sparse embedding updates) or tf_keras.optimizers.SGD (sgd), the same update")
+                   help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
+                        "tf_keras.optimizers.legacy.SGD (legacy-sgd: the same update, far cheaper sparse embedding "
+                        "updates)")
     p.add_argument("--floor", default="builtin", metavar="SOURCE",
                    help="the closure floor priced in the PSS predictions (ralp_tf.plan.closures): builtin (the "
                         "terms measured on this project's machine, the default), measure (run `ralp-tf floor "

@@ -66,9 +66,9 @@ def register(subparsers: Any) -> None:
                         "and the measured window stay per step. Default auto: the smallest K whose predicted "
                         "step is within 5%% of the fastest of 1, 2, 4, ..., 64 (docs/costmodel.md, \"The step floor\")")
     r.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER,
-                   help="the loop's SGD: tf_keras.optimizers.legacy.SGD (legacy-sgd, the default) or "
-                        "tf_keras.optimizers.SGD (sgd), the same update; the legacy one's sparse (embedding) "
-                        "updates touch only the batch's rows")
+                   help="the loop's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
+                        "tf_keras.optimizers.legacy.SGD (legacy-sgd), the same update; the legacy one's sparse "
+                        "(embedding) updates touch only the batch's rows")
     r.add_argument("--check-gradients", action="store_true",
                    help="before training, compare the placed model's first-step loss and gradients with the "
                         "unplaced model's on the same batch (exit 2 naming the variable that differs; a model whose "

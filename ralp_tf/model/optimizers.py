@@ -17,10 +17,9 @@ Two facts of tf_keras 2.21's optimizers decide what a sparse update costs on Par
   optimizers' ``update_step`` / ``_resource_apply_sparse``.
 
 :data:`SPARSE_UPDATES` holds both per optimizer name; a profile carries the name its step is
-priced with (:attr:`ralp_tf.model.profiles.ModelProfile.optimizer`, default ``"sgd"``, Keras's
-``tf_keras.optimizers.SGD``, for a model compiled with none; ralp_tf's own loop prices the
-``"legacy-sgd"`` it trains with). :func:`optimizer_name` names a live optimizer; a class not in
-the table is priced like its family's SGD.
+priced with (:attr:`ralp_tf.model.profiles.ModelProfile.optimizer`, default ``"sgd"``, what
+``tf_keras.optimizers.SGD`` and ralp_tf's own loop use by default). :func:`optimizer_name` names a
+live optimizer; a class not in the table is priced like its family's SGD.
 """
 from __future__ import annotations
 
