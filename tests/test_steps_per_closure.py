@@ -6,6 +6,8 @@ The cluster tests use the session's in-process cluster (1 worker, 2 PS), where s
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -74,7 +76,8 @@ def test_k_steps_per_closure_train_like_k_single_step_closures(inprocess) -> Non
 @pytest.mark.slow
 def test_auto_steps_per_closure_runs_the_cost_models_choice(inprocess) -> None:  # type: ignore[no-untyped-def]
     """``steps_per_closure=0`` (``--steps-per-closure auto``): the job runs the K that
-    best_steps_per_closure picks for its plan on its cluster, with this machine's floor priced."""
+    best_steps_per_closure picks for its plan on its cluster, with this machine's floor priced, at
+    most its steps over its workers (every worker gets closures)."""
     from ralp_tf.place.applier import cluster_of
     from ralp_tf.plan.closures import MEASURED_FLOOR
     from ralp_tf.plan.costmodel import best_steps_per_closure
@@ -85,7 +88,10 @@ def test_auto_steps_per_closure_runs_the_cost_models_choice(inprocess) -> None: 
     job = prepare_job(strategy, _tiny, cfg, cluster_of(strategy), coordinator)
     k = job.config.steps_per_closure
     assert k >= 1 and job.cluster.steps_per_closure == k and job.cluster.floor == MEASURED_FLOOR
-    assert k == best_steps_per_closure(job.prepared.profile, job.cluster.with_closures(1), job.plan)
+    assert k == best_steps_per_closure(job.prepared.profile, job.cluster.with_closures(1), job.plan, limit=4)
+    long = prepare_job(strategy, _tiny, dataclasses.replace(cfg, steps=64), cluster_of(strategy), coordinator)
+    assert long.config.steps_per_closure == best_steps_per_closure(job.prepared.profile, job.cluster.with_closures(1),
+                                                                   job.plan)
 
 
 @pytest.mark.slow

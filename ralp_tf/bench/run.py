@@ -69,6 +69,7 @@ from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
 from ralp_tf.bench.targets import targets
 from ralp_tf.errors import RalpError
+from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 from ralp_tf.run.traffic import suspect_bytes_warning
 
 __all__ = ["UNITS", "choose_steps", "json_default", "machine_info", "Bench"]
@@ -420,6 +421,8 @@ class Bench:
         self.progress.say(f"{head} | {s} rep {rep + 1}/{self.cfg.repeats} ({warmup}+{steps} global steps)")
         t_run = time.monotonic()
         k = (pred or {}).get("steps_per_closure") or max(self.cfg.steps_per_closure, 1)  # auto: the prediction's K
+        if self.cfg.steps_per_closure == AUTO_STEPS_PER_CLOSURE:
+            k = min(k, max(steps, 1))  # a global step is one step per worker: every worker gets a closure
         rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s, k)
         crash = rec.launcher.get("crash_signal")
         if not rec.valid and crash:
