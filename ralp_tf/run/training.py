@@ -261,7 +261,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
         cluster = cluster.with_closures(max(config.steps_per_closure, 1), MEASURED_FLOOR)
     plan, analysis = plan_with_policy(config.policy, prepared.profile, cluster, compression=config.compression)
     if config.steps_per_closure == AUTO_STEPS_PER_CLOSURE:  # every worker gets closures; none spans a checkpoint
-        limit = min(max(1, config.steps // cluster.num_workers), config.checkpoint_every if config.checkpoint_dir else 64)
+        limit = min(max(1, config.steps // cluster.num_workers), config.checkpoint_every if config.checkpoint_dir else config.steps)
         chosen = best_steps_per_closure(prepared.profile, cluster, plan, limit)
         log.info("steps per closure: %d (the cost model's choice)", chosen)
         config = dataclasses.replace(config, steps_per_closure=chosen)
