@@ -76,7 +76,7 @@ QUICK_RECIPES: dict[str, dict[str, int]] = {
                 "dagger_batch": 2},
 }
 
-_LOADED: dict[str, tuple[Any, str]] = {}
+_LOADED: dict[str, tuple[Any, str, bytes]] = {}  # kind -> (policy, features, eager context key)
 
 
 def problem_kind(problem: Any) -> str:
@@ -169,18 +169,33 @@ def load_policy(path: str | Path, *, features: str | None = None) -> tuple[Any, 
     return policy, meta
 
 
+def _eager_context_key() -> bytes:
+    """What the process's TensorFlow context is connected to: a policy's variables made before the
+    process connected to a cluster live on ``/job:localhost``, which the connection removes (reading
+    them fails: "Client for target /job:localhost/replica:0/task:0 not found").
+
+    Private: ``tensorflow.python.eager.context.context().get_server_def()``. Public stand-in: none."""
+    from tensorflow.python.eager import context
+
+    server_def = context.context().get_server_def()
+    return server_def.SerializeToString() if server_def is not None else b""
+
+
 def shipped_policy(kind: str) -> tuple[Any, str]:
-    """``(policy, feature set)`` of the shipped policy of ``kind`` (loaded once per process)."""
+    """``(policy, feature set)`` of the shipped policy of ``kind`` (loaded once per process and per
+    cluster the process connects to)."""
     if kind not in FILES:
         raise ProblemError(f"no shipped policy for problem kind {kind!r}; kinds: {', '.join(FILES)}")
-    if kind not in _LOADED:
+    key = _eager_context_key()
+    if kind not in _LOADED or _LOADED[kind][2] != key:
         path = WEIGHTS_DIR / FILES[kind]
         if not path.is_file():
             raise PolicyMismatchError(f"the shipped {kind} policy {path} is missing; make it with "
                                       f"`python -m scheduler.shipped --out {WEIGHTS_DIR} --kind {kind}`")
         policy, meta = load_policy(path, features=KIND_FEATURES[kind])
-        _LOADED[kind] = (policy, meta["features"])
-    return _LOADED[kind]
+        _LOADED[kind] = (policy, meta["features"], key)
+    policy, features, _ = _LOADED[kind]
+    return policy, features
 
 
 def _training_set(kind: str, recipe: dict[str, int], seed: int) -> tuple[list[Any], list[Any]]:

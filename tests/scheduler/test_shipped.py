@@ -135,3 +135,18 @@ def test_decision_latency_is_the_median_per_decision_of_greedy_decodes_with_feat
     ms = solver.decision_ms(p, repeats=15)
     assert len(cleared) == 15                                   # the memo is emptied before every timed decode
     assert ms == pytest.approx(2.0)                             # the median of 8 x 2 ms and 7 x 1 ms
+
+
+def test_the_shipped_policy_is_loaded_again_once_the_process_connects_to_a_cluster(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Its variables, made before, would live on /job:localhost, which connecting removes (reading
+    them failed: "Client for target /job:localhost/replica:0/task:0 not found")."""
+    import scheduler.shipped as shipped
+
+    kind = next(iter(FILES))
+    first, features = shipped_policy(kind)
+    assert shipped_policy(kind)[0] is first  # once per process while the context stays
+    monkeypatch.setattr(shipped, "_eager_context_key", lambda: b"connected to another cluster")
+    again, same_features = shipped_policy(kind)
+    assert again is not first and same_features == features
+    for a, b in zip(again.variables, first.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
