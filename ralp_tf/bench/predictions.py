@@ -103,12 +103,14 @@ def compute_scale(workers: int, host_cpu: float | None = None) -> float:
     return max(1.0, workers / (os.cpu_count() or 1))
 
 
-def cell_cluster(cell: Cell, bandwidth_bps: float) -> Cluster:
+def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None) -> Cluster:
     """The cluster of ``cell``: its workers and PS tasks on the hosts of its layout (one link of
-    ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them."""
+    ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them, with
+    ``host_cpu`` cores per host when the testbed budgets them, else sharing this machine's cores."""
     from ralp_tf.plan.cluster import Cluster
 
-    return Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
+    cluster = Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
+    return cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(float(os.cpu_count() or 1))
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
@@ -130,7 +132,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
     auto = steps_per_closure == AUTO_STEPS_PER_CLOSURE
-    cluster = cell_cluster(cell, bandwidth_bps).with_closures(1 if auto else steps_per_closure, floor)
+    cluster = cell_cluster(cell, bandwidth_bps, host_cpu).with_closures(1 if auto else steps_per_closure, floor)
     ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
     a = ralp.analyze(p, cluster)
     out: dict[str, Any] = {
@@ -190,7 +192,8 @@ def scheduler_plan(prof: ModelProfile, cell: Cell, bandwidth_bps: float, solver_
     except Exception as exc:  # the plugin is missing, broken, or has no such solver: skip with the reason
         raise BenchError(f"placement policy {name!r} is unavailable ({type(exc).__name__}: {exc})") from None
     try:
-        plan = policy.plan(prof.scaled_compute(compute_scale(cell.workers, host_cpu)), cell_cluster(cell, bandwidth_bps))
+        plan = policy.plan(prof.scaled_compute(compute_scale(cell.workers, host_cpu)),
+                           cell_cluster(cell, bandwidth_bps, host_cpu))
     except Exception as exc:
         raise BenchError(f"{name}: {type(policy).__name__}().plan failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(plan, Plan):

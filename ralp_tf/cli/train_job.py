@@ -45,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup-steps", type=non_negative_int, default=3)
     p.add_argument("--batch-size", type=positive_int, default=32)
     p.add_argument("--bandwidth", default=None, help="link rate the planner assumes, e.g. 1gbit")
+    p.add_argument("--host-cores", type=float, default=None,
+                   help="every host's CPU budget in cores, as the testbed enforces it (priced: serving CPU, overlap)")
+    p.add_argument("--shared-cores", type=float, default=None,
+                   help="the cores of the one machine every host runs on, without budgets (priced: overlap)")
     p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--measure-compute", action="store_true",
@@ -69,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = json.loads(args.cluster)
         cluster = Cluster.from_dict(spec, **Rates(args.bandwidth or None, args.flops or None).kwargs())
+        cluster = cluster.with_host_cores(args.host_cores) if args.host_cores else cluster
+        cluster = cluster.with_shared_cores(args.shared_cores) if args.shared_cores else cluster
         wait_reachable(spec, args.connect_timeout)  # the caller may start this job while its tasks start
         policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")

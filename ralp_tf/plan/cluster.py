@@ -260,6 +260,9 @@ class Cluster:
     floor: FloorTerms | None = None
     #: training steps per scheduled closure (``--steps-per-closure``)
     steps_per_closure: int = 1
+    #: the cores of the one machine every host runs on and shares (the namespace testbed or a
+    #: LocalCluster without CPU budgets); None: each host is a machine of its own
+    shared_cores: float | None = None
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure
@@ -286,6 +289,10 @@ class Cluster:
             if isinstance(cores, bool) or not isinstance(cores, (int, float)) or not 0 < cores < math.inf:
                 raise ClusterConfigError(f"core count of host {name!r} must be a positive number of cores, "
                                          f"e.g. 0.5, got {cores!r}")
+        shared = self.shared_cores
+        if shared is not None and (isinstance(shared, bool) or not isinstance(shared, (int, float))
+                                   or not 0 < shared < math.inf):
+            raise ClusterConfigError(f"shared_cores must be a positive number of cores or None, got {shared!r}")
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
         object.__setattr__(self, "host_cores", dict(self.host_cores))
 
@@ -481,6 +488,10 @@ class Cluster:
         """A copy with CPU budgets in cores per host: one value for every host or ``{host: cores}``."""
         given = dict(cores) if isinstance(cores, Mapping) else {h.name: cores for h in self.hosts}
         return dataclasses.replace(self, host_cores={**self.host_cores, **given})
+
+    def with_shared_cores(self, cores: float | None) -> "Cluster":
+        """A copy whose hosts all run on one machine of ``cores`` cores (None: each its own)."""
+        return dataclasses.replace(self, shared_cores=cores)
 
     def with_closures(self, steps_per_closure: int, floor: FloorTerms | None = MEASURED_FLOOR) -> "Cluster":
         """A copy whose steps run ``steps_per_closure`` to a closure, with ``floor``'s terms priced."""

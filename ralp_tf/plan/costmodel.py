@@ -64,10 +64,30 @@ host's CPU load, whatever the plan.
 
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
-(pull, compute and push happen one after another); a split layer's shards compute at once, so
-it adds its slowest shard, ``max_i s_i c(l, ps_i)``. Where the cluster prices a closure floor
-(:attr:`~ralp_tf.plan.cluster.Cluster.floor`), each worker's ``t_w`` also holds the floor per
-worker step at the cluster's steps per closure (:mod:`ralp_tf.plan.closures`).
+(pull, compute and push one after another, less the overlap below); a split layer's shards
+compute at once, so it adds its slowest shard, ``max_i s_i c(l, ps_i)``. Where the cluster prices
+a closure floor (:attr:`~ralp_tf.plan.cluster.Cluster.floor`), each worker's ``t_w`` also holds the
+floor per worker step at the cluster's steps per closure (:mod:`ralp_tf.plan.closures`).
+
+**Overlap.** TensorFlow starts a layer's compute as soon as its weights have arrived and sends a
+weight's gradient as soon as it is computed, so a worker's pulls overlap the forward of the
+layers before them and its pushes the backward of the layers before them. ``t_w`` is less
+``PULL_PUSH_OVERLAP * o_h * s_w``, ``s_w`` the saving of that two-stage pipeline over the worker's
+own layers (:func:`ralp_tf.plan.loads.pipeline_savings`): each layer's compute, and as its pull and
+its push the seconds of its dense variables stored on other hosts (at ``min(B_w, B_k)``) plus
+half each of its variables' share of the closure floor (``p_var``, or ``s_var`` at K > 1, per
+variable: its messages). The factor is the share of it TensorFlow achieves, fitted on measured
+runs. Moving tensors takes a core while the worker computes, so ``o_h = clamp(K - busy, 0, 1)``:
+``K`` the cores of the worker's host, ``busy`` its CPU workers (a core each) and its PS tasks'
+compute per second of the step; where the hosts share one machine
+(:attr:`~ralp_tf.plan.cluster.Cluster.shared_cores`, the testbed without CPU budgets) ``K`` and
+``busy`` are the machine's; where the cores are unknown ``o_h = 1``. So a 1-core host that runs a
+worker and a PS task overlaps nothing, nor do two workers computing on a 2-core machine (both
+measured). A ring all-reduce step overlaps its gradients' all-reduce with the backward likewise:
+its ``t`` is less ``PULL_PUSH_OVERLAP * o_h * s``, with no pulls and each layer's share of the ring's
+seconds by its trainable bytes, ``o_h`` as above with no PS task. The same factor, since no ring run
+measured here had a core free (two ranks on a 2-core machine, or 1-core hosts) to fit one of its
+own; without it a projection would price the overlap for one side only.
 
 **Contention.** A host's CPU also runs other work while a step's chain computes on it: the head
 compute of the other workers' steps on a PS host, and the colocated worker's own compute. With
@@ -84,7 +104,8 @@ synchronous step of ``N * b`` samples: each worker sends ``2 (N-1)/N * P`` bytes
 to the next (P = trainable parameter bytes) and receives as much from the previous, at the same
 time (full duplex), on the worker hosts only (PS tasks take no part). Hop w -> w+1 loads the
 links of both hosts when they differ. So
-``t = sum_l c(l, w) + max_h 8 * max(out_h, in_h) / B_h`` and total bytes ``2 (N-1) P``.
+``t = sum_l c(l, w) + max_h 8 * max(out_h, in_h) / B_h`` less its overlap (*Overlap*) and total
+bytes ``2 (N-1) P``.
 """
 from __future__ import annotations
 
@@ -98,7 +119,7 @@ from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
 from ralp_tf.plan.cluster import Cluster, Task, TaskRef
 from ralp_tf.plan.compression import codec_flops, setting_of, wire_ratio
-from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, transfer_seconds
+from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, pipeline_savings, transfer_seconds
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
@@ -107,7 +128,8 @@ from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RP
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
            "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
-           "closure_floor_seconds", "MAX_CONTENTION", "StepEstimate", "transfer_seconds",
+           "closure_floor_seconds", "PULL_PUSH_OVERLAP", "overlap_seconds", "free_core", "MAX_CONTENTION",
+           "StepEstimate", "transfer_seconds",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_seconds", "estimate_allreduce"]
@@ -121,6 +143,9 @@ PS_STEP_CPU_S = 3.3e-3
 #: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
 #: legacy.SGD (none), over 70.4 MB of tables: (41.3 - 2.3) ms / (2 * 70.4 MB).
 DENSE_PASS_S_PER_BYTE = 2.77e-10
+#: The share of a worker step's pull/compute/push pipeline saving that TensorFlow achieves where a core
+#: is free (module docstring, *Overlap*): fitted on the 1-worker cells of docs/costmodel.md, "Overlap".
+PULL_PUSH_OVERLAP = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,11 +318,14 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     fixed.update({("cpu", h): 1.0 / per_worker_step for h, per_worker_step in cpu_s.items()})
 
     floor_s = closure_floor_seconds(cluster, step)
+    pipelined = overlap_seconds(profile, cluster, where, step)
+    ps_busy = {h: n * seconds for h, seconds in cpu_loads.items()}  # PS compute per synchronous step, host budgets
 
     def limits_at(sync_step_s: float) -> dict[tuple[str, str], float]:
         chain = chains.seconds_by_host(sync_step_s)
+        saved = {h: PULL_PUSH_OVERLAP * free_core(cluster, h, ps_busy, sync_step_s) * s for h, s in pipelined.items()}
         rate = sum(count / t if t > 0 else math.inf for host, count in chains.workers_on.items()
-                   for t in [chain[host] + loads.comm_by_host[host] + floor_s])
+                   for t in [chain[host] + loads.comm_by_host[host] + floor_s - saved[host]])
         return {("workers", ""): rate, **fixed}
 
     limits = limits_at(contended_step(lambda t: n / min(limits_at(t).values())))
@@ -312,6 +340,52 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
+
+
+def overlap_seconds(profile: ModelProfile, cluster: Cluster, where: Mapping[str, TaskRef],
+                    step: StepTraffic) -> dict[str, float]:
+    """Worker host -> ``s_w`` of the module docstring's *Overlap*: the pipeline saving of one worker
+    step there over its worker-computed layers, in profile order, with the pull and push seconds of
+    their dense variables stored on other hosts and of their variables' share of the closure floor."""
+    hosts = {h.name: h for h in cluster.hosts}
+    ps_host = {TaskRef.ps(t.index): t.host for t in cluster.ps}
+    per_variable = 0.0
+    if cluster.floor is not None:
+        f = cluster.floor
+        plain = cluster.steps_per_closure <= 1 and math.isfinite(f.plain_step_per_variable_s)
+        per_variable = f.plain_step_per_variable_s if plain else f.step_per_variable_s
+    out = {}
+    for w in cluster.workers:
+        if w.host in out:
+            continue
+        stages = []
+        for l in profile.layers:
+            if where[l.name] != WORKER:
+                continue
+            messages = per_variable / 2 * sum(len(homes) > 0 for homes in step.homes.get(l.name, []))
+            pull = push = messages if l.kind != "embedding" else 0.0
+            for task, (down, up) in step.layer_variables.get(l.name, {}).items():
+                if ps_host[task] != w.host:
+                    rate = min(hosts[w.host].bandwidth_bps, hosts[ps_host[task]].bandwidth_bps)
+                    pull, push = pull + transfer_seconds(down, rate), push + transfer_seconds(up, rate)
+            stages.append((layer_seconds(l, w, profile.batch_size), pull, push))
+        out[w.host] = pipeline_savings(stages)
+    return out
+
+
+def free_core(cluster: Cluster, host: str, ps_busy: Mapping[str, float], sync_step_s: float) -> float:
+    """``o_h`` of the module docstring's *Overlap*: the share of a core free for a worker's transfers
+    on ``host`` while it computes, when a synchronous step takes ``sync_step_s`` and ``ps_busy`` gives
+    each host's PS compute per synchronous step (in its CPU budget's seconds)."""
+    if cluster.shared_cores is not None:
+        cores, scope = cluster.shared_cores, {h.name for h in cluster.hosts}
+    elif cluster.host(host).cores is not None:
+        cores, scope = cluster.host(host).cores, {host}
+    else:
+        return 1.0
+    busy = sum(1 for w in cluster.workers if w.host in scope and not w.gpus)
+    busy += sum(s for h, s in ps_busy.items() if h in scope) / sync_step_s if sync_step_s > 0 else 0.0
+    return min(max(cores - busy, 0.0), 1.0)
 
 
 def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
@@ -403,7 +477,10 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
     link_s = {h: transfer_seconds(max(out[h], into[h]), hosts[h].bandwidth_bps) for h in hosts}
     comm_s = max(link_s.values())
     compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers)
-    step_s = compute_s + comm_s
+    trainable = profile.trainable_param_bytes
+    ring = [(layer_seconds(l, worker, b), 0.0, comm_s * l.trainable_param_bytes / trainable if trainable else 0.0)
+            for l in profile.layers]
+    step_s = compute_s + comm_s - PULL_PUSH_OVERLAP * free_core(cluster, worker.host, {}, math.inf) * pipeline_savings(ring)
     traffic = {("worker", "next worker"): per_worker} if n > 1 else {}
     return StepEstimate(
         mode="allreduce", batch_size=b, num_workers=n, bytes_between=traffic, bytes_per_step=per_worker * n,

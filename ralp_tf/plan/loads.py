@@ -21,7 +21,8 @@ from typing import Callable, Mapping, Sequence
 
 from ralp_tf.plan.cluster import Cluster, TaskRef
 
-__all__ = ["MAX_CONTENTION", "transfer_seconds", "HostLoads", "host_loads", "ChainModel", "contended_step"]
+__all__ = ["MAX_CONTENTION", "transfer_seconds", "pipeline_savings", "HostLoads", "host_loads", "ChainModel",
+           "contended_step"]
 
 #: Cap on the share of a host's CPU that other work takes from a step's chain (rho in the module
 #: docstring of :mod:`ralp_tf.plan.costmodel`), so that a host loaded past its budget prices a long
@@ -33,6 +34,29 @@ _WORKER = TaskRef.worker()
 def transfer_seconds(nbytes: float, bandwidth_bps: float) -> float:
     """Time to move ``nbytes`` over a link of ``bandwidth_bps`` bits/s (0 on an uncapped link)."""
     return 8.0 * nbytes / bandwidth_bps if math.isfinite(bandwidth_bps) else 0.0
+
+
+def pipeline_savings(stages: Sequence[tuple[float, float, float]]) -> float:
+    """Seconds a step of layers ``(compute, pull, push)`` (in forward order) saves when each layer's
+    pull overlaps the compute of the layers before it and each layer's push the backward of the
+    layers before it, against all of it one after another (:mod:`ralp_tf.plan.costmodel`,
+    *Overlap*). Pulls share the link in layer order, and so do pushes in backward order; a layer's
+    forward (a third of its compute) waits for its pull and for the layer before it, its backward
+    (two thirds) for the layer after it, and its push for its backward and the push before it::
+
+        P_l = P_{l-1} + u_l      F_l = max(F_{l-1}, P_l) + c_l / 3
+        B_l = B_{l+1} + 2 c_l / 3 (B_{L+1} = F_L)      Q_l = max(Q_{l+1}, B_l) + v_l (Q_{L+1} = F_L)
+
+    and the saving is ``sum (u_l + c_l + v_l) - Q_1`` (>= 0)."""
+    pulled = forward = 0.0
+    for compute, pull, _ in stages:
+        pulled += pull
+        forward = max(forward, pulled) + compute / 3.0
+    backward = pushed = forward
+    for compute, _, push in reversed(stages):
+        backward += 2.0 * compute / 3.0
+        pushed = max(pushed, backward) + push
+    return max(sum(c + u + v for c, u, v in stages) - pushed, 0.0)
 
 
 @dataclasses.dataclass

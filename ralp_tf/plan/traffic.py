@@ -144,13 +144,16 @@ class Piece:
 class StepTraffic:
     """One worker step: ``bytes`` ``(src, dst, phase) -> bytes`` (data and control), ``control``
     the control part of each, ``messages`` task -> the messages beyond one per variable and per
-    activation that the task sends or receives (the CPU term's count), and ``homes`` the shards
-    of every layer's variables it was priced with (:func:`variable_shards`)."""
+    activation that the task sends or receives (the CPU term's count), ``homes`` the shards of
+    every layer's variables it was priced with (:func:`variable_shards`), and ``layer_variables``
+    worker-computed layer -> PS task -> the ``(pull, push)`` data bytes of its dense variables
+    there (the pull and push phases by layer, for the overlap of :mod:`ralp_tf.plan.costmodel`)."""
 
     bytes: dict[tuple[TaskRef, TaskRef, str], float]
     messages: dict[TaskRef, float]
     control: dict[tuple[TaskRef, TaskRef, str], float] = dataclasses.field(default_factory=dict)
     homes: dict[str, list[list[tuple[TaskRef, float]]]] = dataclasses.field(default_factory=dict)
+    layer_variables: dict[str, dict[TaskRef, tuple[float, float]]] = dataclasses.field(default_factory=dict)
 
 
 def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, TaskRef]:
@@ -303,6 +306,7 @@ class _Builder:
         self.bytes: dict[tuple[TaskRef, TaskRef, str], float] = {}
         self.control: dict[tuple[TaskRef, TaskRef, str], float] = collections.defaultdict(float)
         self.messages: dict[TaskRef, float] = collections.defaultdict(float)
+        self.layer_variables: dict[str, dict[TaskRef, tuple[float, float]]] = {}
 
     def add(self, src: TaskRef, dst: TaskRef, nbytes: float, phase: str) -> None:
         if src != dst and nbytes:
@@ -408,8 +412,11 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                     setting = setting_of(compression, l.name)
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else (
                         l.calls + regularised(l, i))
-                    out.send(task, WORKER, v * share * reads * weights_ratio[l.name], PULL, messages=reads)
-                    out.send(WORKER, task, pushed_bytes(setting, v * share), PUSH)
+                    pull, push = v * share * reads * weights_ratio[l.name], pushed_bytes(setting, v * share)
+                    out.send(task, WORKER, pull, PULL, messages=reads)
+                    out.send(WORKER, task, push, PUSH)
+                    before = out.layer_variables.setdefault(l.name, {}).get(task, (0.0, 0.0))
+                    out.layer_variables[l.name][task] = (before[0] + pull, before[1] + push)
                     out.further(task, WORKER, extra * reads)
                     out.further(WORKER, task, extra)
     return layouts
@@ -532,7 +539,7 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
     for ps_key in {k for (s, d, _) in out.bytes for k in (s, d) if k != WORKER}:
         out.add_control(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
         out.add_control(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
-    return StepTraffic(out.bytes, dict(out.messages), dict(out.control), homes)
+    return StepTraffic(out.bytes, dict(out.messages), dict(out.control), homes, out.layer_variables)
 
 
 def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:

@@ -49,7 +49,7 @@ from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import ClusterConfigError, ClusterRuntimeError
 
 __all__ = ["NATIVE_SHIM", "UNAUTHENTICATED_WARNING", "Launcher", "LoopbackLauncher", "build_native",
-           "loopback_shim", "free_port", "loopback_env", "TASK_MEMORY_GIB", "HEADROOM_GIB",
+           "loopback_shim", "machine_cores", "free_port", "loopback_env", "TASK_MEMORY_GIB", "HEADROOM_GIB",
            "available_memory_bytes", "max_tasks_for_memory", "check_tasks_fit_in_memory",
            "bind_loopback_in_this_process", "release_cluster_in_this_process", "TaskProcess", "LocalCluster",
            "stopped_by_signal", "exit_promptly_on_signals"]
@@ -102,6 +102,14 @@ def loopback_shim() -> Path:
     """The compiled bind shim, building it with ``cc`` if ``make setup`` has not."""
     return build_native(_NATIVE_SRC, NATIVE_SHIM, "the loopback bind shim",
                         "pass bind_address='0.0.0.0' to accept TF's wildcard bind")
+
+
+def machine_cores() -> float:
+    """The cores of this machine that its processes may use (the CPU affinity mask)."""
+    try:
+        return float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return float(os.cpu_count() or 1)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -443,8 +451,10 @@ class LocalCluster:
         return tf.distribute.cluster_resolver.SimpleClusterResolver(self.cluster_spec(), rpc_layer="grpc")
 
     def cluster(self, **rates: Any) -> Cluster:
-        """The running cluster as a :class:`ralp_tf.Cluster` (rates as in ``Cluster.from_dict``)."""
-        return Cluster.from_dict(self.cluster_spec_dict, **rates)
+        """The running cluster as a :class:`ralp_tf.Cluster` (rates as in ``Cluster.from_dict``), its
+        hosts sharing this machine's cores unless its launcher gives them CPU budgets."""
+        cluster = Cluster.from_dict(self.cluster_spec_dict, **rates)
+        return cluster if getattr(self.launcher, "host_cpu", None) else cluster.with_shared_cores(machine_cores())
 
     def strategy(self) -> Any:
         """A ``ParameterServerStrategy`` connected to this cluster."""

@@ -32,10 +32,11 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
-           optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
+           optimizer: str = jobs.LOOP_OPTIMIZER, host_cores: float | None = None) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
-    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`).
+    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`);
+    ``host_cores`` the testbed's CPU budget per host, which the coordinator's cost model then prices.
     Never raises for a failed job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
@@ -62,6 +63,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
+        cmd += ["--host-cores", str(host_cores)] if host_cores else ["--shared-cores", str(cores)]
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
         tails = "\n".join(f"--- {t.job}:{t.index}\n{t.log_tail(15)}" for t in lc.tasks if not t.alive())

@@ -7,6 +7,7 @@ import pytest
 from plan_helpers import BATCH, MB, builtin, cnn_with_head, layer, mlp, ps
 from ralp_tf.errors import PlanError
 from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.plan import costmodel
 from ralp_tf.plan.analyzer import plan_for
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.costmodel import (PS_STEP_CPU_S, RPC_CONTROL_BYTES, RPC_FIXED_S, SERVE_CPU_S_PER_BYTE,
@@ -88,10 +89,11 @@ def test_a_dedicated_ps_link_moves_down_plus_up_per_worker_step(profiles: dict[s
         assert 12.5 < e.samples_per_s < 15
 
 
-def test_serving_cpu_is_priced_where_a_host_states_its_cores(profiles: dict[str, ModelProfile]) -> None:
+def test_serving_cpu_is_priced_where_a_host_states_its_cores(profiles: dict[str, ModelProfile], monkeypatch: pytest.MonkeyPatch) -> None:
     """A PS host with a known core budget spends SERVE_CPU_S_PER_BYTE per byte it moves plus
     PS_STEP_CPU_S per worker step; at 0.1 core that bounds stock PSS (measured: small_cnn with a
     0.1-core PS ran 3708 samples/s where the model without the term said 5522)."""
+    monkeypatch.setattr(costmodel, "PULL_PUSH_OVERLAP", 0.0)  # the term alone, without the overlap
     p = profiles["alexnet_cifar"]
     plain = Cluster.local(1, 1, bandwidth="10gbit")
     e0 = estimate(p, plain)
@@ -175,11 +177,12 @@ def test_ring_loads_only_worker_hosts() -> None:
     assert dedicated.link_bytes_out["ps0"] == 0 and dedicated.link_bytes_in["ps0"] == 0
 
 
-def test_a_ps_host_shared_by_several_chains_slows_each_by_processor_sharing() -> None:
+def test_a_ps_host_shared_by_several_chains_slows_each_by_processor_sharing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dedicated PS computing the head for 2 workers: while it computes one worker's head the other's
     may arrive, so each chain's head part is x_h / (1 - rho), rho = the other worker's head work per
     second of step; the step T is the fixed point T = c + x_h / (1 - x_h / T) + comm. One worker: no
     other work, the plain sum."""
+    monkeypatch.setattr(costmodel, "PULL_PUSH_OVERLAP", 0.0)  # the term alone, without the overlap
     p = cnn_with_head()
     head = Plan({"fc": "/job:ps/replica:0/task:0/device:CPU:0"})
     one = estimate(p, Cluster.local(1, 1, bandwidth="100gbit"), head)
@@ -368,9 +371,10 @@ def test_the_closure_floor_joins_each_workers_chain_and_the_rule_picks_k() -> No
     assert best_steps_per_closure(alexnet, cluster.with_closures(1), head) == 1
 
 
-def test_a_plain_step_pays_for_each_variable_it_pulls_and_pushes() -> None:
+def test_a_plain_step_pays_for_each_variable_it_pulls_and_pushes(monkeypatch: pytest.MonkeyPatch) -> None:
     """resnet_cifar's stock PSS step exchanges 214 messages (107 variables) with its PS task: at
     K = 1 it pays the plain closure plus 106 further variables, split over the tasks that hold them."""
+    monkeypatch.setattr(costmodel, "PULL_PUSH_OVERLAP", 0.0)  # the term alone, without the overlap
     from ralp_tf.plan.closures import MEASURED_FLOOR
 
     resnet = builtin("resnet_cifar")
