@@ -67,14 +67,16 @@ class FloorTerms:
         m = len(messages_by_ps)
         if m == 0:
             return 0.0
-        further = sum(max(r / 2 - 1, 0.0) for r in messages_by_ps.values())
+        further = sum(max(r / 2 - 1, 0.0) for r in messages_by_ps.values()) * self.per_variable_s(steps_per_closure)
         if steps_per_closure <= 1:
-            plain = self.plain_closure_s if math.isfinite(self.plain_closure_s) else self.closure_floor_s(m)
-            per_variable = (self.plain_step_per_variable_s if math.isfinite(self.plain_step_per_variable_s)
-                            else self.step_per_variable_s)
-            return plain + further * per_variable
-        loop = m * self.step_per_ps_s + further * self.step_per_variable_s
-        return self.closure_floor_s(m) / steps_per_closure + loop
+            return (self.plain_closure_s if math.isfinite(self.plain_closure_s) else self.closure_floor_s(m)) + further
+        return self.closure_floor_s(m) / steps_per_closure + m * self.step_per_ps_s + further
+
+    def per_variable_s(self, steps_per_closure: int) -> float:
+        """Seconds each further variable (one pull and one push) adds to a step: ``p_var`` at K = 1
+        (``s_var`` where it was not measured), ``s_var`` at K > 1."""
+        plain = steps_per_closure <= 1 and math.isfinite(self.plain_step_per_variable_s)
+        return self.plain_step_per_variable_s if plain else self.step_per_variable_s
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)

@@ -349,11 +349,7 @@ def overlap_seconds(profile: ModelProfile, cluster: Cluster, where: Mapping[str,
     their dense variables stored on other hosts and of their variables' share of the closure floor."""
     hosts = {h.name: h for h in cluster.hosts}
     ps_host = {TaskRef.ps(t.index): t.host for t in cluster.ps}
-    per_variable = 0.0
-    if cluster.floor is not None:
-        f = cluster.floor
-        plain = cluster.steps_per_closure <= 1 and math.isfinite(f.plain_step_per_variable_s)
-        per_variable = f.plain_step_per_variable_s if plain else f.step_per_variable_s
+    per_variable = cluster.floor.per_variable_s(cluster.steps_per_closure) if cluster.floor is not None else 0.0
     out = {}
     for w in cluster.workers:
         if w.host in out:
@@ -362,8 +358,8 @@ def overlap_seconds(profile: ModelProfile, cluster: Cluster, where: Mapping[str,
         for l in profile.layers:
             if where[l.name] != WORKER:
                 continue
-            messages = per_variable / 2 * sum(len(homes) > 0 for homes in step.homes.get(l.name, []))
-            pull = push = messages if l.kind != "embedding" else 0.0
+            stored = sum(1 for shards in step.homes.get(l.name, []) if shards)  # its variables' messages
+            pull = push = per_variable / 2 * stored if l.kind != "embedding" else 0.0
             for task, (down, up) in step.layer_variables.get(l.name, {}).items():
                 if ps_host[task] != w.host:
                     rate = min(hosts[w.host].bandwidth_bps, hosts[ps_host[task]].bandwidth_bps)
