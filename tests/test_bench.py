@@ -588,3 +588,13 @@ def test_floor_sources_name_their_fix(tmp_path):
     (tmp_path / "plan.json").write_text('{"placements": {}}')
     with pytest.raises(BenchConfigError, match="is not a floor JSON with the fitted 'terms'"):
         check_floor_source(str(tmp_path / "plan.json"))
+
+
+def test_the_coordinator_is_told_the_testbeds_cpu_budgets_or_the_shared_cores() -> None:
+    """Its cost model prices the overlap only where a core is free (docs/costmodel.md, "Overlap")."""
+    from ralp_tf.run.launch import machine_cores
+    from ralp_tf.testbed.ps_job import _cores_options
+
+    assert _cores_options(None) == ["--shared-cores", str(machine_cores())]
+    assert _cores_options({"host0": 0.3, "host1": 0.3}) == ["--host-cores", "0.3"]
+    assert _cores_options({"host0": 0.3, "host1": 0.5}) == []

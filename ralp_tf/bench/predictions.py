@@ -108,9 +108,10 @@ def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None
     ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them, with
     ``host_cpu`` cores per host when the testbed budgets them, else sharing this machine's cores."""
     from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.run.launch import machine_cores
 
     cluster = Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
-    return cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(float(os.cpu_count() or 1))
+    return cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(machine_cores())
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,

@@ -468,8 +468,7 @@ class Bench:
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
-                                  steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
-                                  host_cores=self.host_cpu)
+                                  steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout, optimizer=self.cfg.optimizer)

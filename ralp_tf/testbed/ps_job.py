@@ -32,11 +32,12 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
-           optimizer: str = jobs.LOOP_OPTIMIZER, host_cores: float | None = None) -> dict[str, Any]:
+           optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
-    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`);
-    ``host_cores`` the testbed's CPU budget per host, which the coordinator's cost model then prices.
+    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`).
+    The coordinator's cost model is told the testbed's CPU budget per host, or, without budgets, that
+    every host shares this machine's cores.
     Never raises for a failed job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
     ``crash_signal`` (the signal number) when the coordinator was killed by one of
     :data:`CRASH_SIGNALS`."""
@@ -63,7 +64,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
-        cmd += ["--host-cores", str(host_cores)] if host_cores else ["--shared-cores", str(cores)]
+        cmd += _cores_options(getattr(tb, "host_cpu", None))
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
         tails = "\n".join(f"--- {t.job}:{t.index}\n{t.log_tail(15)}" for t in lc.tasks if not t.alive())
@@ -137,6 +138,16 @@ def _options(measure_compute: bool, scale: float, compression: str | None, steps
         out += ["--compression", compression]
     out += ["--steps-per-closure", str(steps_per_closure) if steps_per_closure else "auto"]
     return out + ["--optimizer", optimizer]
+
+
+def _cores_options(budgets: dict[str, float] | None) -> list[str]:
+    """The coordinator's ``--host-cores`` (one budget for every host) or, without budgets,
+    ``--shared-cores`` (this machine's); nothing for budgets that differ between hosts."""
+    from ralp_tf.run.launch import machine_cores
+
+    if not budgets:
+        return ["--shared-cores", str(machine_cores())]
+    return ["--host-cores", str(next(iter(budgets.values())))] if len(set(budgets.values())) == 1 else []
 
 
 def _predicted_link_bytes(result: dict[str, Any], workers: int) -> float | None:
