@@ -21,7 +21,9 @@ def _run(extra: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def test_worker_killed_midway_training_completes_on_the_survivor() -> None:
-    proc = _run(["--steps", "30", "--inject-fault", "worker:1:8"])
+    # One step per closure: losses come in schedule order, and with the auto K (8 here) the
+    # closure lost with the worker reruns after the others, so its losses would sit out of order.
+    proc = _run(["--steps", "30", "--steps-per-closure", "1", "--inject-fault", "worker:1:8"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)["ralp"]
     assert out["total_steps"] == 30
