@@ -1,0 +1,155 @@
+"""Fit one constant of the cost model on measured bench runs and check it on other runs.
+
+    python benchmarks/fit_constant.py --fit A.json [B.json ...] [--check C.json ...] [--out FILE.json]
+        [--constant PULL_PUSH_OVERLAP|RPC_FIXED_S] [--grid V1,V2,...] [--baseline V]
+
+The constant is a module attribute of :mod:`ralp_tf.plan.costmodel`: ``PULL_PUSH_OVERLAP`` (*Overlap*;
+the default, on the grid 0, 0.05, ..., 1) or ``RPC_FIXED_S`` (the CPU seconds of one further message
+at each end; default grid 0 to 500 us). Each results file must hold the bench-side profiles
+(``profiles``, written by ``ralp-tf bench`` since the overlap was priced). Every valid PSS
+strategy-cell is re-predicted with the current cost model from the run's own profile (scaled as the
+bench scales it), cluster (its CPU budgets, or this machine's cores shared by every host), floor,
+steps per closure, optimizer and the plan it ran, for each value on the grid. The fitted value
+minimises the mean squared log error (``log(measured / predicted)``) over the ``--fit`` files'
+cells; the report gives every cell's error at a baseline (``--baseline``, default the shipped value)
+and at the fit, on the fit and the check files. No cluster starts.
+
+The re-predictions use the bench's profile, not the coordinator's own, so a cell's error here can
+differ from its ``step_error`` in the results file by the two profiles' measurement noise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Iterator
+
+GRIDS: dict[str, list[float]] = {
+    "PULL_PUSH_OVERLAP": [round(0.05 * i, 2) for i in range(21)],
+    "RPC_FIXED_S": [round(25e-6 * i, 6) for i in range(21)],
+}
+PSS = ("ps", "ralp", "ralp_nosplit", "ralp_split", "scheduler")
+
+
+def _floor(doc: dict[str, Any]) -> Any:
+    from ralp_tf.bench.config import floor_terms
+    from ralp_tf.plan.closures import FloorTerms
+
+    source = doc["config"].get("floor", "builtin")
+    if source == "measure":
+        return FloorTerms(**doc["floor"]["terms"])
+    return floor_terms(source)
+
+
+def cells(path: str) -> Iterator[dict[str, Any]]:
+    """Every valid PSS strategy-cell of results file ``path``, with what re-predicting it needs."""
+    from ralp_tf.bench.config import Cell
+    from ralp_tf.bench.predictions import cell_cluster, compute_scale
+    from ralp_tf.model.profiles import ModelProfile
+    from ralp_tf.plan.plans import Plan
+
+    with open(path) as f:
+        doc = json.load(f)
+    if "profiles" not in doc:
+        raise SystemExit(f"error: {path} holds no bench-side profiles ('profiles'); rerun it with this ralp-tf bench")
+    cfg, floor = doc["config"], _floor(doc)
+    for c in doc["cells"]:
+        cell = Cell(c["model"], c["workers"], c["bandwidth"], layout=c.get("layout", "dedicated"))
+        budget = cfg.get("host_cpu")
+        prof = ModelProfile.from_dict(doc["profiles"][c["model"]]).with_optimizer(cfg.get("optimizer", "sgd"))
+        prof = prof.scaled_compute(compute_scale(cell.workers, budget))
+        for name, st in c["strategies"].items():
+            if name not in PSS or not st.get("valid") or not st.get("measured_step_s"):
+                continue
+            run = st["runs"][0]
+            cluster = cell_cluster(cell, cell.bandwidth_bps, budget)
+            cluster = cluster if budget else cluster.with_shared_cores(float(doc["machine"]["cpus"]))
+            cluster = cluster.with_closures(run.get("steps_per_closure") or 1, floor)
+            plan = Plan.from_dict(run["plan"]) if run.get("plan") else None
+            yield {"file": path, "cell": c["key"], "layout": cell.layout, "strategy": name,
+                   "measured_step_s": st["measured_step_s"], "profile": prof, "cluster": cluster, "plan": plan}
+
+
+def shipped(constant: str) -> float:
+    """The value ``constant`` has in :mod:`ralp_tf.plan.costmodel` as shipped."""
+    from ralp_tf.plan import costmodel
+
+    return float(getattr(costmodel, constant))
+
+
+def predict(row: dict[str, Any], constant: str, value: float) -> float:
+    """``row``'s predicted seconds per global step with ``constant`` at ``value``."""
+    from ralp_tf.plan import costmodel
+
+    saved = getattr(costmodel, constant)
+    setattr(costmodel, constant, value)
+    try:
+        return costmodel.estimate(row["profile"], row["cluster"], row["plan"]).step_s
+    finally:
+        setattr(costmodel, constant, saved)
+
+
+def fit(rows: list[dict[str, Any]], constant: str, grid: list[float]) -> tuple[float, list[float]]:
+    """The grid value with the least mean squared log error over ``rows``, and every grid point's."""
+    losses = []
+    for value in grid:
+        logs = [math.log(r["measured_step_s"] / predict(r, constant, value)) for r in rows]
+        losses.append(sum(x * x for x in logs) / len(logs) if logs else math.inf)
+    return grid[min(range(len(grid)), key=losses.__getitem__)], losses
+
+
+def _grid(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--grid takes comma-separated numbers, e.g. 0,1e-4,2e-4; got {text!r}")
+    if not values or any(v < 0 or not math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"--grid needs one or more finite values >= 0; got {text!r}")
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="benchmarks/fit_constant.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--fit", nargs="+", required=True, help="results files the constant is fitted on")
+    p.add_argument("--check", nargs="*", default=[], help="results files they are checked on")
+    p.add_argument("--out", help="write the report as JSON here too")
+    p.add_argument("--constant", choices=sorted(GRIDS), default="PULL_PUSH_OVERLAP", help="the constant to fit")
+    p.add_argument("--grid", type=_grid, help="comma-separated values to try (default: the constant's grid)")
+    p.add_argument("--baseline", type=float, help="the value the report compares the fit with (default: the shipped value)")
+    args = p.parse_args(argv)
+    constant, grid = args.constant, args.grid or GRIDS[args.constant]
+    base = shipped(constant) if args.baseline is None else args.baseline
+    sets = {"fit": [r for f in args.fit for r in cells(f)], "check": [r for f in args.check for r in cells(f)]}
+    value, losses = fit(sets["fit"], constant, grid)
+    report: dict[str, Any] = {"command": "python benchmarks/fit_constant.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                              "constant": constant, "shipped": shipped(constant), "baseline": base, "fitted": value,
+                              "loss_by_value": dict(zip(grid, losses))}
+    print(f"| set | file | cell | strategy | measured s/step | predicted at {base:g} | err | predicted at {value:g} | err |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    report["rows"] = []
+    for which, rows in sets.items():
+        for r in rows:
+            before, after = predict(r, constant, base), predict(r, constant, value)
+            e0, e1 = r["measured_step_s"] / before - 1, r["measured_step_s"] / after - 1
+            report["rows"].append({"set": which, "file": r["file"], "cell": r["cell"], "strategy": r["strategy"],
+                                   "measured_step_s": r["measured_step_s"], "predicted_baseline_s": before,
+                                   "predicted_s": after, "error_baseline": e0, "error": e1})
+            print(f"| {which} | {r['file'].rsplit('/', 1)[-1]} | {r['cell']} | {r['strategy']} | {r['measured_step_s']:.4f} "
+                  f"| {before:.4f} | {e0:+.0%} | {after:.4f} | {e1:+.0%} |")
+    for which in sets:
+        rows = [x for x in report["rows"] if x["set"] == which]
+        if rows:
+            within = [sum(abs(x[k]) <= 0.25 for x in rows) for k in ("error_baseline", "error")]
+            print(f"{which}: {within[0]} of {len(rows)} within 25% at {base:g}, {within[1]} at the fitted {value:g}")
+            report[f"{which}_within_25"] = {"baseline": within[0], "fitted": within[1], "cells": len(rows)}
+    print(f"fitted: {constant} = {value:g} (shipped {shipped(constant):g})")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
