@@ -47,8 +47,8 @@ def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phas
     cmd = [sys.executable, "-m", "ralp_tf.cli", "-v", "run", "--model", "small_cnn", "--workers", "2", "--ps", "1",
            "--steps", "100000", "--warmup-steps", "2"]
     if phase == "running ralp":  # stock PSS first, then the ralp run, whose 400 steps outlast the 2 s wait
-        cmd[cmd.index("100000")] = "400"
-        cmd.append("--compare")
+        cmd[cmd.index("100000")] = "400"  # one step per closure: with the auto K they ran in under 2 s
+        cmd += ["--compare", "--steps-per-closure", "1"]
 
     def inherit() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.SIG_DFL)

@@ -80,9 +80,7 @@ class RunResult:
     steps_per_s: float
     samples_per_s: float
     final_loss: float
-    #: one per step, in step order within each closure and closures in schedule order (not time order:
-    #: workers run closures at once, and a closure lost with a worker re-runs after the others)
-    losses: list[float]
+    losses: list[float]  # step order within a closure, closures in schedule order (README, `run --json`)
     bytes_per_step: float | None
     bytes_between: dict[str, float]
     predicted_bytes_per_step: float
