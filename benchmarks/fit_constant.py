@@ -54,18 +54,18 @@ def cells(path: str) -> Iterator[dict[str, Any]]:
     if "profiles" not in doc:
         raise SystemExit(f"error: {path} holds no bench-side profiles ('profiles'); rerun it with this ralp-tf bench")
     cfg, floor = doc["config"], _floor(doc)
+    budget = cfg.get("host_cpu")
     for c in doc["cells"]:
         cell = Cell(c["model"], c["workers"], c["bandwidth"], layout=c.get("layout", "dedicated"))
-        budget = cfg.get("host_cpu")
         prof = ModelProfile.from_dict(doc["profiles"][c["model"]]).with_optimizer(cfg.get("optimizer", "sgd"))
         prof = prof.scaled_compute(compute_scale(cell.workers, budget))
+        base = cell_cluster(cell, cell.bandwidth_bps, budget)
+        base = base if budget else base.with_shared_cores(float(doc["machine"]["cpus"]))
         for name, st in c["strategies"].items():
             if name not in PSS or not st.get("valid") or not st.get("measured_step_s"):
                 continue
             run = st["runs"][0]
-            cluster = cell_cluster(cell, cell.bandwidth_bps, budget)
-            cluster = cluster if budget else cluster.with_shared_cores(float(doc["machine"]["cpus"]))
-            cluster = cluster.with_closures(run.get("steps_per_closure") or 1, floor)
+            cluster = base.with_closures(run.get("steps_per_closure") or 1, floor)
             plan = Plan.from_dict(run["plan"]) if run.get("plan") else None
             yield {"file": path, "cell": c["key"], "layout": cell.layout, "strategy": name,
                    "measured_step_s": st["measured_step_s"], "profile": prof, "cluster": cluster, "plan": plan}
@@ -119,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", type=float, help="the value the report compares the fit with (default: the shipped value)")
     args = p.parse_args(argv)
     constant, grid = args.constant, args.grid or GRIDS[args.constant]
-    base = shipped(constant) if args.baseline is None else args.baseline
+    as_shipped = shipped(constant)
+    base = as_shipped if args.baseline is None else args.baseline
     sets = {"fit": [r for f in args.fit for r in cells(f)], "check": [r for f in args.check for r in cells(f)]}
     value, losses = fit(sets["fit"], constant, grid)
     report: dict[str, Any] = {"command": "python benchmarks/fit_constant.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                              "constant": constant, "shipped": shipped(constant), "baseline": base, "fitted": value,
+                              "constant": constant, "shipped": as_shipped, "baseline": base, "fitted": value,
                               "loss_by_value": dict(zip(grid, losses))}
     print(f"| set | file | cell | strategy | measured s/step | predicted at {base:g} | err | predicted at {value:g} | err |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             within = [sum(abs(x[k]) <= 0.25 for x in rows) for k in ("error_baseline", "error")]
             print(f"{which}: {within[0]} of {len(rows)} within 25% at {base:g}, {within[1]} at the fitted {value:g}")
             report[f"{which}_within_25"] = {"baseline": within[0], "fitted": within[1], "cells": len(rows)}
-    print(f"fitted: {constant} = {value:g} (shipped {shipped(constant):g})")
+    print(f"fitted: {constant} = {value:g} (shipped {as_shipped:g})")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(report, f, indent=1)
