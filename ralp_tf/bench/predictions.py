@@ -168,10 +168,10 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
 
 def _pss(e: Any) -> dict[str, Any]:
     """A PSS estimate's step, link bytes and the terms behind them (seconds per worker step for
-    compute and comm, host CPU seconds per synchronous step)."""
+    compute and comm, host CPU seconds and task CPU core-seconds per synchronous step)."""
     return {"step_s": e.step_s, "payload_bytes_per_step": e.link_bytes_per_step, "bottleneck": e.bottleneck,
             "compute_s": e.worker_compute_s, "ps_compute_s": dict(e.ps_compute_s), "comm_s": e.comm_s,
-            "host_cpu_s": dict(e.host_cpu_s), "link_s": dict(e.link_s)}
+            "host_cpu_s": dict(e.host_cpu_s), "link_s": dict(e.link_s), "task_cpu_s": dict(e.task_cpu_s)}
 
 
 def _ring(e: Any) -> dict[str, Any]:

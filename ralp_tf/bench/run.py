@@ -438,6 +438,8 @@ class Bench:
             rec.predicted_payload_bytes_per_step = pred["payload_bytes_per_step"] if pred else None
         else:
             rec.predicted_payload_bytes_per_step = rec.predicted_bytes_per_step
+            if (pred or {}).get("task_cpu_s"):  # the bench's own estimate: its profile, not the coordinator's
+                rec.launcher["predicted_task_cpu_s_per_step"] = pred["task_cpu_s"]
         rec.predicted_bytes_per_step = to_kind(rec.predicted_payload_bytes_per_step)
         rec.bytes_kind = getattr(tb, "bytes_kind", None)
         timed = (rec.measured_step_s * steps) if rec.measured_step_s else None

@@ -332,6 +332,15 @@ class BaseTestbed:
         return {host: sum(_nsops.process_cpu_seconds(pid) for pid in _cgroups.group_pids(path))
                 for host, path in self._cpu_groups.items()}
 
+    def task_cpu_seconds(self) -> dict[str, float]:
+        """Task -> CPU seconds (user + system, all threads) used so far by the live processes
+        started as that task (:meth:`popen`); children are not counted. Take deltas over a window."""
+        out: dict[str, float] = {}
+        for task, proc in self._procs:
+            if proc.poll() is None:
+                out[task] = out.get(task, 0.0) + _nsops.process_cpu_seconds(proc.pid)
+        return out
+
     def _build_cpu_groups(self) -> None:
         if _cgroups.cpu_controller_support()[0]:
             _cgroups.cleanup_prefix(self.prefix)  # we hold the prefix lock: these are leftovers

@@ -155,7 +155,7 @@ def run_horovod(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | 
         else:  # loopback, or one rank: horovodrun runs it locally (inside that worker's namespace)
             horovodrun += ["-H", f"localhost:{n}"]
         cmd = horovodrun + [sys.executable, "-m", "ralp_tf.testbed.horovod_job"] + jobs.job_argv(args)
-        meter = jobs.LinkMeter(tb)
+        meter = jobs.LinkMeter(tb, per_task=False)
         proc = tb.popen(workers[0], cmd, env=env, stdout=-1, stderr=-2, text=True, cwd=os.getcwd())
         watcher = jobs.JobWatcher([("horovodrun", proc)], on_mark=meter, log_path=log_path)
         finished = watcher.wait(timeout, expected_results=n)

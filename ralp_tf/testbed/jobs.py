@@ -271,14 +271,18 @@ class JobWatcher:
 
 
 class LinkMeter:
-    """Snapshots ``tb.link_bytes()`` (and, with CPU budgets, ``tb.host_cpu_seconds()``) at rank 0's
-    ``start`` and ``end`` marks. On a namespace testbed link bytes are wire bytes; on loopback,
-    TCP payload of live sockets (``testbed.bytes_kind`` says which)."""
+    """Snapshots ``tb.link_bytes()`` (and, with CPU budgets, ``tb.host_cpu_seconds()`` and, with
+    ``per_task``, ``tb.task_cpu_seconds()``) at rank 0's ``start`` and ``end`` marks. On a namespace
+    testbed link bytes are wire bytes; on loopback, TCP payload of live sockets
+    (``testbed.bytes_kind`` says which). ``per_task`` is for jobs whose ranks the testbed started
+    itself (PSS, MWMS), not Horovod's, whose ranks are children of its launcher."""
 
-    def __init__(self, tb: Any) -> None:
+    def __init__(self, tb: Any, per_task: bool = True) -> None:
         self.tb = tb
+        self.per_task = per_task
         self.snaps: dict[str, dict[str, dict[str, int]]] = {}
         self.cpu_snaps: dict[str, dict[str, float]] = {}
+        self.task_cpu_snaps: dict[str, dict[str, float]] = {}
 
     def __call__(self, kind: str) -> None:
         try:
@@ -287,6 +291,8 @@ class LinkMeter:
             pass
         try:
             self.cpu_snaps[kind] = self.tb.host_cpu_seconds()
+            if self.per_task:
+                self.task_cpu_snaps[kind] = self.tb.task_cpu_seconds()
         except Exception:
             pass
 
@@ -296,6 +302,14 @@ class LinkMeter:
         if not start or not end or not steps:
             return None
         return {h: (end[h] - start.get(h, 0.0)) / steps for h in end}
+
+    def task_cpu_per_step(self, steps: int) -> dict[str, float] | None:
+        """Task -> CPU seconds per global step over the timed window, for the tasks alive at both
+        marks (None without CPU budgets)."""
+        start, end = self.task_cpu_snaps.get("start"), self.task_cpu_snaps.get("end")
+        if not start or not end or not steps or not self.cpu_snaps.get("end"):
+            return None
+        return {t: (end[t] - start[t]) / steps for t in end if t in start}
 
     def delta(self) -> dict[str, dict[str, int]] | None:
         if "start" in self.snaps and "end" in self.snaps:
@@ -341,6 +355,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         "bytes_per_step": bytes_total / steps if bytes_total is not None and steps else None,
         "link_bytes": link,
         "host_cpu_s_per_step": meter.cpu_per_step(steps),
+        "task_cpu_s_per_step": meter.task_cpu_per_step(steps),
         "bytes_kind": getattr(testbed, "bytes_kind", None),
         "testbed": testbed.describe() if testbed is not None else None,
         "valid": not reasons,

@@ -204,6 +204,38 @@ def test_host_cpu_budget_limits_a_computing_ps() -> None:
     assert slow.host_cpu_s["host0"] > fast.host_cpu_s["host0"]
 
 
+def test_task_cpu_adds_up_to_the_host_cpu_the_bound_uses() -> None:
+    """Per task on a host with known cores: compute at the budget times its cores plus serving;
+    a host's tasks sum to its ``host_cpu_s`` in core-seconds, and a PS task serves every worker."""
+    p = cnn_with_head()
+    cluster = Cluster.local(2, 2, layout="colocated", bandwidth="1gbit").with_host_cores({"host0": 0.5, "host1": 0.5})
+    plan = plan_for(p, cluster, ["flat", "fc"], ps_tasks=1)
+    e = estimate(p, cluster, plan)
+    assert set(e.task_cpu_s) == {"worker:0", "worker:1", "ps:0", "ps:1"}
+    for host, tasks in (("host0", ("worker:0", "ps:0")), ("host1", ("worker:1", "ps:1"))):
+        assert sum(e.task_cpu_s[t] for t in tasks) == pytest.approx(e.host_cpu_s[host] * 0.5, rel=1e-9)
+    serving = costmodel.serving_core_seconds(e.bytes_between)
+    dispatch = costmodel.dispatch_core_seconds(cluster, e.bytes_between)
+    assert e.task_cpu_s["ps:1"] == pytest.approx(2 * (serving["ps:1"] + dispatch["ps:1"]), rel=1e-9)  # stores only
+    assert e.task_cpu_s["ps:0"] > 2 * (serving["ps:0"] + dispatch["ps:0"])  # it computes the head for both workers too
+    assert estimate(p, Cluster.local(2, 2, layout="colocated"), plan).task_cpu_s == {}  # no cores: not priced
+
+
+def test_each_worker_step_costs_dispatch_cpu_at_both_ends_per_ps_task() -> None:
+    """Per (worker step, PS task) pair, at both ends; higher where a host runs a worker and a PS task."""
+    traffic = {("worker", "ps:0"): 1000.0, ("ps:1", "worker"): 1000.0}
+    dedicated = costmodel.dispatch_core_seconds(Cluster.local(2, 2), traffic)
+    assert dedicated == pytest.approx({"ps:0": PS_STEP_CPU_S, "ps:1": PS_STEP_CPU_S,
+                                       "worker:0": 2 * costmodel.WORKER_STEP_CPU_S, "worker:1": 2 * costmodel.WORKER_STEP_CPU_S})
+    colocated = costmodel.dispatch_core_seconds(Cluster.local(2, 2, layout="colocated"), {("worker", "ps:1"): 1.0})
+    assert colocated == pytest.approx({"ps:1": costmodel.COLOCATED_PS_STEP_CPU_S,
+                                       "worker:0": costmodel.COLOCATED_WORKER_STEP_CPU_S,
+                                       "worker:1": costmodel.COLOCATED_WORKER_STEP_CPU_S})
+    assert costmodel.serving_core_seconds(traffic) == pytest.approx(
+        {"worker": 2000 * SERVE_CPU_S_PER_BYTE, "ps:0": 1000 * SERVE_CPU_S_PER_BYTE, "ps:1": 1000 * SERVE_CPU_S_PER_BYTE})
+    assert costmodel.COLOCATED_PS_STEP_CPU_S > PS_STEP_CPU_S and costmodel.COLOCATED_WORKER_STEP_CPU_S > costmodel.WORKER_STEP_CPU_S
+
+
 def test_storage_moves_variables_in_the_estimate() -> None:
     p = cnn_with_head()
     cluster = Cluster.local(2, 2, bandwidth="1gbit")

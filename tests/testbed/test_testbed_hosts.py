@@ -165,6 +165,13 @@ def test_cpu_budget_holds_and_groups_go_with_the_testbed():
         r = tb.run("worker0", [PY, "-c", BUSY, "2", "3"], timeout=30, check=True)
         stat = _cgroups.cpu_stat(group)
         assert tb.describe()["hosts"]["worker0"]["cpu_cores"] == 0.5
+        # Per task: the live processes started as it; the finished run above is not counted.
+        spin = tb.popen("ps0", [PY, "-c", "import time\nt = time.process_time()\n"
+                                          "while time.process_time() - t < 0.3: pass\ntime.sleep(60)"])
+        wait_until(lambda: tb.task_cpu_seconds().get("ps0", 0.0) >= 0.3, 15, interval_s=0.1,
+                   what="the spinning task's CPU seconds")
+        assert "worker0" not in tb.task_cpu_seconds()
+        spin.kill()
     runs = [json.loads(line) for line in r.stdout.splitlines()]
     share = sum(x["cpu_s"] for x in runs) / max(x["wall_s"] for x in runs)
     print(f"\nCPU budget 0.5 core, 2 busy processes for 3 s: {share:.3f} cores used, "

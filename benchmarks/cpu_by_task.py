@@ -1,0 +1,171 @@
+"""Where a budgeted run's CPU goes: measured CPU core-seconds per global step of every task
+against the cost model's, per PSS strategy-cell of ``ralp-tf bench`` results files.
+
+    python benchmarks/cpu_by_task.py RESULTS.json [...] [--out FILE.md] [--repredict] [--fit]
+
+A bench run on CPU budgets (``--host-cpu``) records, per repetition, ``task_cpu_s_per_step``
+(the testbed's ``task_cpu_seconds()`` over the timed window: user + system seconds of each task's
+process, per global step) and ``predicted_task_cpu_s_per_step``
+(:func:`ralp_tf.plan.costmodel.task_cpu_seconds` of the bench's own estimate: compute at the
+host's budget plus serving CPU). The table gives, per task role (workers, PS tasks, the chief),
+the medians over repetitions of the mean over the tasks of that role, and the measured share of
+the host budget the tasks used (``sum of task CPU / (cores x step)``). ``--repredict`` prices the
+tasks with the cost model as it is now (files that hold their bench-side ``profiles``) instead of
+the prediction recorded with the run.
+
+``--fit`` also fits the colocated dispatch CPU of :mod:`ralp_tf.plan.costmodel` on every task, on
+a host that runs both a worker and a PS task, of every valid repetition (files that hold their
+bench-side ``profiles``): each task's measured CPU less the model's with
+``COLOCATED_PS_STEP_CPU_S`` and ``COLOCATED_WORKER_STEP_CPU_S`` at 0, against the (worker step,
+PS task) pairs it takes part in per global step (a PS task: N, a worker: the PS tasks it exchanges
+data with), least squares through 0, per role.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from typing import Any
+
+ROLES = ("worker", "ps", "chief")
+
+
+def _role(task: str) -> str:
+    """``worker0`` / ``worker:0`` -> ``worker``."""
+    return re.sub(r"[:\d]+$", "", task)
+
+
+def _mean_by_role(per_task: dict[str, float]) -> dict[str, float]:
+    by: dict[str, list[float]] = {}
+    for task, value in per_task.items():
+        by.setdefault(_role(task), []).append(value)
+    return {role: sum(v) / len(v) for role, v in by.items()}
+
+
+def _current(path: str) -> dict[tuple[str, str], dict[str, float]]:
+    """(cell, strategy) -> task CPU the cost model predicts now, as the recorded runs name tasks."""
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from fit_constant import cells  # type: ignore[import-not-found]
+    from ralp_tf.plan.costmodel import estimate
+
+    return {(r["cell"], r["strategy"]): {k.replace(":", ""): v for k, v in
+                                         estimate(r["profile"], r["cluster"], r["plan"]).task_cpu_s.items()}
+            for r in cells(path)}
+
+
+def rows(path: str, repredict: bool = False) -> list[dict[str, Any]]:
+    """One row per PSS strategy-cell with per-task CPU: medians over its valid repetitions."""
+    current = _current(path) if repredict else {}
+    with open(path) as f:
+        doc = json.load(f)
+    cores = doc["config"].get("host_cpu")
+    out = []
+    for cell in doc["cells"]:
+        for name, st in cell["strategies"].items():
+            runs = [r for r in st.get("runs", []) if r.get("valid") and r.get("task_cpu_s_per_step")]
+            if not runs:
+                continue
+            measured = [_mean_by_role(r["task_cpu_s_per_step"]) for r in runs]
+            predicted = [_mean_by_role(current.get((cell["key"], name), {}) if repredict
+                                       else r.get("predicted_task_cpu_s_per_step") or {}) for r in runs]
+            used = [sum(r["task_cpu_s_per_step"].values()) / (cores * len(r.get("host_cpu_s_per_step") or {1: 0})
+                                                              * r["measured_step_s"])
+                    for r in runs if cores and r.get("measured_step_s")]
+            row = {"file": path, "cell": cell["key"], "strategy": name, "runs": len(runs),
+                   "step_s": statistics.median(r["measured_step_s"] for r in runs),
+                   "budget_used": statistics.median(used) if used else None}
+            for role in ROLES:
+                m = [x[role] for x in measured if role in x]
+                p = [x[role] for x in predicted if role in x]
+                row[role] = (statistics.median(m) if m else None, statistics.median(p) if p else None)
+            out.append(row)
+    return out
+
+
+def fit_step_cpu(paths: list[str]) -> dict[str, tuple[float, int]]:
+    """Role -> (fitted core-seconds per (worker step, PS task) pair, tasks fitted) (module docstring)."""
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    from fit_constant import cells  # type: ignore[import-not-found]
+    from ralp_tf.plan import costmodel
+
+    sums: dict[str, list[float]] = {"worker": [0.0, 0.0, 0], "ps": [0.0, 0.0, 0]}
+    saved = costmodel.COLOCATED_PS_STEP_CPU_S, costmodel.COLOCATED_WORKER_STEP_CPU_S
+    costmodel.COLOCATED_PS_STEP_CPU_S = costmodel.COLOCATED_WORKER_STEP_CPU_S = 0.0
+    try:
+        for path in paths:
+            with open(path) as f:
+                runs = {(c["key"], name): st.get("runs", []) for c in json.load(f)["cells"]
+                        for name, st in c["strategies"].items()}
+            for row in cells(path):
+                e = costmodel.estimate(row["profile"], row["cluster"], row["plan"])
+                cluster = row["cluster"]
+                n = cluster.num_workers
+                both = {t.host for t in cluster.ps} & {w.host for w in cluster.workers}
+                talked = {k: v for (a, b), v in e.bytes_between.items() for k in (a, b) if k != "worker" and v}
+                for run in runs[(row["cell"], row["strategy"])]:
+                    for task, measured in (run.get("task_cpu_s_per_step") or {}).items() if run.get("valid") else ():
+                        key = re.sub(r"^(worker|ps)(\d+)$", r"\1:\2", task)
+                        if key not in e.task_cpu_s:
+                            continue
+                        job, index = key.split(":")
+                        if cluster.task(job, int(index)).host not in both:
+                            continue
+                        pairs = n if key in talked else 0 if key.startswith("ps") else len(talked)
+                        acc = sums[_role(task)]
+                        acc[0] += pairs * (measured - e.task_cpu_s[key])
+                        acc[1] += pairs * pairs
+                        acc[2] += 1
+    finally:
+        costmodel.COLOCATED_PS_STEP_CPU_S, costmodel.COLOCATED_WORKER_STEP_CPU_S = saved
+    return {role: (a / b if b else float("nan"), int(k)) for role, (a, b, k) in sums.items()}
+
+
+def _cell(pair: tuple[float | None, float | None]) -> str:
+    m, p = pair
+    if m is None:
+        return "-"
+    if not p:
+        return f"{m:.3f} / -"
+    return f"{m:.3f} / {p:.3f} ({m / p - 1:+.0%})"
+
+
+def to_markdown(table: list[dict[str, Any]]) -> str:
+    lines = ["| cell | strategy | runs | s/step | worker core-s measured / predicted | PS task | chief | "
+             "host budget used |", "|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        used = f"{r['budget_used']:.0%}" if r["budget_used"] is not None else "-"
+        lines.append(f"| {r['cell']} | {r['strategy']} | {r['runs']} | {r['step_s']:.3f} | {_cell(r['worker'])} | "
+                     f"{_cell(r['ps'])} | {_cell(r['chief'])} | {used} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+", help="ralp-tf bench results files (JSON)")
+    ap.add_argument("--out", help="write the Markdown table here instead of stdout")
+    ap.add_argument("--repredict", action="store_true", help="price the tasks with the cost model as it is now")
+    ap.add_argument("--fit", action="store_true", help="also fit COLOCATED_PS_STEP_CPU_S and COLOCATED_WORKER_STEP_CPU_S (docstring)")
+    args = ap.parse_args(argv)
+    table = [r for path in args.results for r in rows(path, args.repredict)]
+    if not table:
+        print("error: no repetition in these files records task_cpu_s_per_step; run ralp-tf bench with "
+              "--host-cpu (CPU budgets) from this version", file=sys.stderr)
+        return 2
+    text = to_markdown(table)
+    if args.fit:
+        fitted = fit_step_cpu(args.results)
+        text += "\n" + "\n".join(f"- {name}: {fitted[role][0] * 1e3:.1f} ms per (worker step, PS task) pair, "
+                                  f"{fitted[role][1]} tasks" for role, name in (
+                                      ("ps", "COLOCATED_PS_STEP_CPU_S"), ("worker", "COLOCATED_WORKER_STEP_CPU_S"))) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
