@@ -13,12 +13,12 @@ the host budget the tasks used (``sum of task CPU / (cores x step)``). ``--repre
 tasks with the cost model as it is now (files that hold their bench-side ``profiles``) instead of
 the prediction recorded with the run.
 
-``--fit`` also fits the colocated dispatch CPU of :mod:`ralp_tf.plan.costmodel` on every task, on
-a host that runs both a worker and a PS task, of every valid repetition (files that hold their
-bench-side ``profiles``): each task's measured CPU less the model's with
-``COLOCATED_PS_STEP_CPU_S`` and ``COLOCATED_WORKER_STEP_CPU_S`` at 0, against the (worker step,
-PS task) pairs it takes part in per global step (a PS task: N, a worker: the PS tasks it exchanges
-data with), least squares through 0, per role.
+``--fit`` also fits the colocated serving constants of :mod:`ralp_tf.plan.costmodel` on every task,
+on a host that runs both a worker and a PS task, of every valid repetition (files that hold their
+bench-side ``profiles``): each task's measured CPU less the model's with the three ``COLOCATED_*``
+constants at 0, against the (worker step, PS task) pairs it takes part in per global step (a PS
+task: N, a worker: the PS tasks it exchanges data with; one coefficient per role) and the bytes
+it moves, least squares through 0.
 """
 from __future__ import annotations
 
@@ -84,42 +84,54 @@ def rows(path: str, repredict: bool = False) -> list[dict[str, Any]]:
     return out
 
 
-def fit_step_cpu(paths: list[str]) -> dict[str, tuple[float, int]]:
-    """Role -> (fitted core-seconds per (worker step, PS task) pair, tasks fitted) (module docstring)."""
+def fit_colocated(paths: list[str]) -> tuple[dict[str, float], int]:
+    """The colocated serving constants fitted together (module docstring), and the tasks fitted."""
+    import numpy as np
+
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from fit_constant import cells  # type: ignore[import-not-found]
     from ralp_tf.plan import costmodel
 
-    sums: dict[str, list[float]] = {"worker": [0.0, 0.0, 0], "ps": [0.0, 0.0, 0]}
-    saved = costmodel.COLOCATED_PS_STEP_CPU_S, costmodel.COLOCATED_WORKER_STEP_CPU_S
-    costmodel.COLOCATED_PS_STEP_CPU_S = costmodel.COLOCATED_WORKER_STEP_CPU_S = 0.0
+    names = ("COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE")
+    saved = {name: getattr(costmodel, name) for name in names}
+    features, targets = [], []
+
+    def priced(row: dict[str, Any], byte_cost: float) -> Any:
+        for name in names:
+            setattr(costmodel, name, 0.0)
+        costmodel.COLOCATED_SERVE_CPU_S_PER_BYTE = byte_cost
+        return costmodel.estimate(row["profile"], row["cluster"], row["plan"])
+
     try:
         for path in paths:
             with open(path) as f:
                 runs = {(c["key"], name): st.get("runs", []) for c in json.load(f)["cells"]
                         for name, st in c["strategies"].items()}
             for row in cells(path):
-                e = costmodel.estimate(row["profile"], row["cluster"], row["plan"])
+                base, per_byte = priced(row, 0.0), priced(row, 1.0)
                 cluster = row["cluster"]
                 n = cluster.num_workers
                 both = {t.host for t in cluster.ps} & {w.host for w in cluster.workers}
-                talked = {k: v for (a, b), v in e.bytes_between.items() for k in (a, b) if k != "worker" and v}
+                talked = {k for (a, b), v in base.bytes_between.items() for k in (a, b) if k != "worker"}
                 for run in runs[(row["cell"], row["strategy"])]:
                     for task, measured in (run.get("task_cpu_s_per_step") or {}).items() if run.get("valid") else ():
                         key = re.sub(r"^(worker|ps)(\d+)$", r"\1:\2", task)
-                        if key not in e.task_cpu_s:
+                        if key not in base.task_cpu_s:
                             continue
                         job, index = key.split(":")
                         if cluster.task(job, int(index)).host not in both:
                             continue
-                        pairs = n if key in talked else 0 if key.startswith("ps") else len(talked)
-                        acc = sums[_role(task)]
-                        acc[0] += pairs * (measured - e.task_cpu_s[key])
-                        acc[1] += pairs * pairs
-                        acc[2] += 1
+                        pairs = (n if key in talked else 0) if job == "ps" else len(talked)
+                        features.append([pairs if job == "ps" else 0, pairs if job == "worker" else 0,
+                                         per_byte.task_cpu_s[key] - base.task_cpu_s[key]])
+                        targets.append(measured - base.task_cpu_s[key])
     finally:
-        costmodel.COLOCATED_PS_STEP_CPU_S, costmodel.COLOCATED_WORKER_STEP_CPU_S = saved
-    return {role: (a / b if b else float("nan"), int(k)) for role, (a, b, k) in sums.items()}
+        for name, value in saved.items():
+            setattr(costmodel, name, value)
+    if not features:
+        return {}, 0
+    coef, *_ = np.linalg.lstsq(np.array(features), np.array(targets), rcond=None)
+    return dict(zip(names, (float(c) for c in coef))), len(targets)
 
 
 def _cell(pair: tuple[float | None, float | None]) -> str:
@@ -146,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", nargs="+", help="ralp-tf bench results files (JSON)")
     ap.add_argument("--out", help="write the Markdown table here instead of stdout")
     ap.add_argument("--repredict", action="store_true", help="price the tasks with the cost model as it is now")
-    ap.add_argument("--fit", action="store_true", help="also fit COLOCATED_PS_STEP_CPU_S and COLOCATED_WORKER_STEP_CPU_S (docstring)")
+    ap.add_argument("--fit", action="store_true", help="also fit the COLOCATED_* serving constants (docstring)")
     args = ap.parse_args(argv)
     table = [r for path in args.results for r in rows(path, args.repredict)]
     if not table:
@@ -155,10 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = to_markdown(table)
     if args.fit:
-        fitted = fit_step_cpu(args.results)
-        text += "\n" + "\n".join(f"- {name}: {fitted[role][0] * 1e3:.1f} ms per (worker step, PS task) pair, "
-                                  f"{fitted[role][1]} tasks" for role, name in (
-                                      ("ps", "COLOCATED_PS_STEP_CPU_S"), ("worker", "COLOCATED_WORKER_STEP_CPU_S"))) + "\n"
+        fitted, tasks = fit_colocated(args.results)
+        text += f"\nFitted on {tasks} tasks of colocated hosts:\n" + "".join(
+            f"- {name} = {value:.3g}\n" for name, value in fitted.items())
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

@@ -469,6 +469,13 @@ def test_quick_colocated_with_host_budgets(tmp_path):
             assert set(cpu) == {"host0", "host1"} and all(v > 0 for v in cpu.values()), (s, cpu)
         else:
             assert cpu is None
+    run = doc["cells"][0]["strategies"]["ralp"]["runs"][0]  # per task, measured and predicted
+    if budget:
+        assert {"worker0", "worker1", "ps0", "ps1", "chief"} <= set(run["task_cpu_s_per_step"]), run["task_cpu_s_per_step"]
+        assert sum(run["task_cpu_s_per_step"].values()) == pytest.approx(sum(run["host_cpu_s_per_step"].values()), rel=0.2)
+        assert set(run["predicted_task_cpu_s_per_step"]) == {"worker:0", "worker:1", "ps:0", "ps:1"}
+    else:
+        assert run["task_cpu_s_per_step"] is None and "predicted_task_cpu_s_per_step" not in run
     assert _namespaces("rbtqc") == [] and not glob.glob("/sys/fs/cgroup/cpu/rbtqc-*")
 
 

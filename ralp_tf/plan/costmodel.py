@@ -41,25 +41,25 @@ worker; only hosts with PS compute, or with a known core count (below), are limi
 (:attr:`ralp_tf.plan.cluster.Cluster.ps_only_hosts`) are hosts like any other: their link and CPU
 are priced by the same formulas.
 
-**Serving CPU.** Moving bytes costs CPU at both ends (gRPC framing, tensor (de)serialisation,
-the PS's optimizer update of what it receives): ``SERVE_CPU_S_PER_BYTE`` core-seconds per byte a
-task sends or receives, loopback included; and each (worker step, PS task) pair costs dispatch
-CPU at both ends, ``PS_STEP_CPU_S`` at the PS task and ``WORKER_STEP_CPU_S`` at the worker, for
-every PS task the step exchanges data with (``COLOCATED_*`` on a host that runs both a CPU worker
-and a PS task: measured 7x and 4x higher there). On a host whose budget in cores ``K_h`` is known
-(:attr:`ralp_tf.plan.cluster.Host.cores`), ``C_h`` above also holds
-``(sum_{PS k on h} (a * bytes_k + d) + sum_{workers w on h} (a * bytes_w + e * m_w) / N) / K_h``,
-with ``bytes_k`` / ``bytes_w`` a worker step's bytes to and from task k / the worker and ``m_w``
-the PS tasks it exchanges data with, plus ``RPC_FIXED_S`` per further message
-(:mod:`ralp_tf.plan.traffic`) at each end. It enters only that CPU bound, not a step's chain: a
-task serializes while its bytes are on the wire (priced below). ``a`` = 1.03 ns/byte and ``d`` =
-3.3 ms were fitted with one 0.7-core worker and a 1-core PS task on dedicated 1 Gbit/s hosts (PS
-CPU seconds per step against payload bytes, stock PSS: small_cnn b256 6.7 ms / 3.2 MB, ctr_head
-b32 43.3 ms / 42.1 MB, alexnet_cifar b32 323 ms / 287 MB); the colocated ``d`` and ``e`` on the
-CPU each task measured (``task_cpu_s_per_step`` of ``ralp-tf bench --host-cpu``) in colocated
-runs at 0.3 and 1 core per host: ``python benchmarks/cpu_by_task.py --fit`` (docs/costmodel.md,
-"Where a budgeted host's CPU goes"). :func:`task_cpu_seconds` gives every task's predicted CPU. Where no host states its
-cores, none of this is priced.
+**Serving CPU.** Moving bytes costs CPU at both ends (gRPC framing, tensor (de)serialisation, the
+PS's optimizer update of what it receives): ``SERVE_CPU_S_PER_BYTE`` core-seconds per byte a task
+sends or receives, loopback included; and each (worker step, PS task) pair costs dispatch CPU at
+both ends, ``PS_STEP_CPU_S`` at the PS task and ``WORKER_STEP_CPU_S`` at the worker, for every PS
+task the step exchanges data with. On a host that runs both a CPU worker and a PS task the three
+are ``COLOCATED_*``, measured 3x higher there. On a host whose budget in cores ``K_h`` is known
+(:attr:`ralp_tf.plan.cluster.Host.cores`), ``C_h`` above also holds ``(sum_{PS k on h} (a * bytes_k
++ d) + sum_{workers w on h} (a * bytes_w + e * m_w) / N) / K_h``, with ``bytes_k`` / ``bytes_w`` a
+worker step's bytes to and from task k / the worker and ``m_w`` the PS tasks it exchanges data
+with, plus ``RPC_FIXED_S`` per further message (:mod:`ralp_tf.plan.traffic`) at each end. It enters
+only that CPU bound, not a step's chain: a task serializes while its bytes are on the wire (priced
+below). ``a`` = 1.03 ns/byte and ``d`` = 3.3 ms were fitted with one 0.7-core worker and a 1-core
+PS task on dedicated 1 Gbit/s hosts (PS CPU seconds per step against payload bytes, stock PSS:
+small_cnn b256 6.7 ms / 3.2 MB, ctr_head b32 43.3 ms / 42.1 MB, alexnet_cifar b32 323 ms / 287 MB);
+the colocated ``d`` and ``e`` on the CPU each task measured (``task_cpu_s_per_step`` of ``ralp-tf
+bench --host-cpu``) in colocated runs at 0.3 and 1 core per host, with
+``COLOCATED_SERVE_CPU_S_PER_BYTE``: ``python benchmarks/cpu_by_task.py --fit`` (docs/costmodel.md,
+"Where a budgeted host's CPU goes"). :func:`task_cpu_seconds` gives every task's predicted CPU.
+Where no host states its cores, none of this is priced.
 
 **Sparse updates.** An optimizer that passes over whole tables (:mod:`ralp_tf.model.optimizers`:
 ``tf_keras.optimizers.SGD`` writes the table and its momentum slot each step, momentum 0
@@ -132,7 +132,7 @@ from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RP
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S",
-           "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "dispatch_core_seconds", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
+           "COLOCATED_SERVE_CPU_S_PER_BYTE", "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
            "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
            "closure_floor_seconds", "PULL_PUSH_OVERLAP", "overlap_seconds", "free_core", "MAX_CONTENTION",
            "StepEstimate", "transfer_seconds",
@@ -150,11 +150,13 @@ PS_STEP_CPU_S = 3.3e-3
 #: alone on its host): ``ralp-tf floor``'s 27.5 ms of worker CPU per closure of 8 steps with one PS
 #: task (benchmarks/results/floor-cpu.json).
 WORKER_STEP_CPU_S = 3.4e-3
-#: The same two where the host runs both a CPU worker and a PS task (colocated), fitted on the CPU
-#: each task measured in colocated runs on 0.3- and 1-core budgets: ``python benchmarks/cpu_by_task.py
-#: --fit benchmarks/results/cpu-diag-alexnet.json benchmarks/results/cpu-diag-budget1.json``.
-COLOCATED_PS_STEP_CPU_S = 22.4e-3
-COLOCATED_WORKER_STEP_CPU_S = 12.6e-3
+#: Those three where the host runs both a CPU worker and a PS task (colocated), fitted together on
+#: the CPU each task measured in colocated runs on 0.3- and 1-core budgets: ``python
+#: benchmarks/cpu_by_task.py --fit benchmarks/results/cpu-diag-alexnet.json
+#: benchmarks/results/cpu-diag-budget1.json benchmarks/results/cpu-diag-vgg16.json``.
+COLOCATED_SERVE_CPU_S_PER_BYTE = 3.08e-9
+COLOCATED_PS_STEP_CPU_S = 10.5e-3
+COLOCATED_WORKER_STEP_CPU_S = 7.16e-3
 #: Seconds per table byte of one whole-table pass of a sparse update (module docstring, *Sparse
 #: updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
 #: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
@@ -443,54 +445,53 @@ def best_steps_per_closure(profile: ModelProfile, cluster: Cluster, placements: 
     return min(k for k, t in steps.items() if t <= fastest * (1 + STEPS_PER_CLOSURE_GAIN))
 
 
-def serving_core_seconds(traffic: Mapping[tuple[str, str], float],
+def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
                          messages: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Task key ("worker", "ps:k") -> core-seconds one worker step's bytes and messages cost it
-    (module docstring, *Serving CPU*): ``SERVE_CPU_S_PER_BYTE`` per byte it sends or receives and
-    ``RPC_FIXED_S`` per further message; ``traffic`` is one worker step's ``(src, dst) -> bytes``,
-    ``messages`` its further messages per task. The dispatch is :func:`dispatch_core_seconds`."""
-    per_task: dict[str, float] = collections.defaultdict(float)
+    """Task key ("worker:i", "ps:k") -> core-seconds one worker step's bytes, messages and dispatch
+    cost it (module docstring, *Serving CPU*): per byte it sends or receives, ``SERVE_CPU_S_PER_BYTE``;
+    per further message, ``RPC_FIXED_S``; on each PS task the step exchanges data with,
+    ``PS_STEP_CPU_S``, and on the worker, per such PS task, ``WORKER_STEP_CPU_S``. On a host that
+    runs both a CPU worker and a PS task, the ``COLOCATED_*`` values instead. ``traffic`` is one
+    worker step's ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further
+    messages per task."""
+    moved: dict[str, float] = collections.defaultdict(float)
     for (src, dst), nbytes in traffic.items():
-        per_task[src] += SERVE_CPU_S_PER_BYTE * nbytes
-        per_task[dst] += SERVE_CPU_S_PER_BYTE * nbytes
-    for key, count in (messages or {}).items():
-        per_task[key] += RPC_FIXED_S * count
-    return dict(per_task)
-
-
-def dispatch_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float]) -> dict[str, float]:
-    """Task key ("worker:i", "ps:k") -> the dispatch CPU of one worker step (module docstring,
-    *Serving CPU*): on each PS task the step exchanges data with, ``PS_STEP_CPU_S``
-    (``COLOCATED_PS_STEP_CPU_S`` where its host also runs a CPU worker); on the worker, per such PS
-    task, ``WORKER_STEP_CPU_S`` (``COLOCATED_WORKER_STEP_CPU_S`` where its host also runs a PS task)."""
+        moved[src] += nbytes
+        moved[dst] += nbytes
     talked = {k for pair in traffic for k in pair if k != WORKER}
-    ps_hosts = {t.host for t in cluster.ps}
-    cpu_worker_hosts = {w.host for w in cluster.workers if not w.gpus}
-    out = {t.key: COLOCATED_PS_STEP_CPU_S if t.host in cpu_worker_hosts else PS_STEP_CPU_S
-           for t in cluster.ps if t.key in talked}
+    colocated = {t.host for t in cluster.ps} & {w.host for w in cluster.workers if not w.gpus}
+    out: dict[str, float] = {}
+    for t in cluster.ps:
+        both = t.host in colocated
+        if t.key in talked or moved.get(t.key) or (messages or {}).get(t.key):
+            out[t.key] = (moved.get(t.key, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
+                          + RPC_FIXED_S * (messages or {}).get(t.key, 0.0)
+                          + (COLOCATED_PS_STEP_CPU_S if both else PS_STEP_CPU_S) * (t.key in talked))
     for w in cluster.workers:
-        out[w.key] = len(talked) * (COLOCATED_WORKER_STEP_CPU_S if w.host in ps_hosts else WORKER_STEP_CPU_S)
+        both = w.host in colocated
+        out[w.key] = (moved.get(WORKER, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
+                      + RPC_FIXED_S * (messages or {}).get(WORKER, 0.0)
+                      + len(talked) * (COLOCATED_WORKER_STEP_CPU_S if both else WORKER_STEP_CPU_S))
     return out
 
 
 def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
                     messages: Mapping[str, float] | None = None) -> dict[str, float]:
     """Host -> seconds of its CPU budget spent per synchronous step moving bytes and dispatching
-    steps (:func:`serving_core_seconds` and :func:`dispatch_core_seconds` of every task on it, over
-    its cores), for hosts whose core count is known."""
+    steps (:func:`serving_core_seconds` of every task on it, a PS task's N times, over its cores),
+    for hosts whose core count is known."""
     hosts = {h.name: h for h in cluster.hosts}
     if not any(h.cores for h in hosts.values()):
         return {}
-    per_task = serving_core_seconds(traffic, messages)
-    dispatch = dispatch_core_seconds(cluster, traffic)
+    per_task = serving_core_seconds(cluster, traffic, messages)
     n = cluster.num_workers
     out: dict[str, float] = collections.defaultdict(float)
     for t in cluster.ps:
         if hosts[t.host].cores:
-            out[t.host] += n * (per_task.get(t.key, 0.0) + dispatch.get(t.key, 0.0)) / hosts[t.host].cores  # type: ignore[operator]
+            out[t.host] += n * per_task.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
     for t in cluster.workers:
         if hosts[t.host].cores:
-            out[t.host] += (per_task.get(WORKER, 0.0) + dispatch[t.key]) / hosts[t.host].cores  # type: ignore[operator]
+            out[t.host] += per_task[t.key] / hosts[t.host].cores  # type: ignore[operator]
     return dict(out)
 
 
@@ -499,24 +500,22 @@ def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, f
     """Task key ("worker:i", "ps:k") -> predicted CPU core-seconds per synchronous step (one step
     of every worker), for tasks on hosts whose budget in cores ``K_h`` is known: a CPU worker's
     ``c_w F_w / F_h K_h`` (its compute, measured at the host's budget) and N times a PS task's
-    ``ps_k F_k / F_h K_h``, plus their serving and dispatch CPU (:func:`serving_core_seconds`,
-    :func:`dispatch_core_seconds`; a PS task's N times). What the testbed measures per task
-    (``task_cpu_s_per_step`` of a bench run) is compared with this."""
+    ``ps_k F_k / F_h K_h``, plus their :func:`serving_core_seconds` (a PS task's N times). What
+    the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is compared with this."""
     hosts = {h.name: h for h in cluster.hosts}
-    serving = serving_core_seconds(traffic, messages)
-    dispatch = dispatch_core_seconds(cluster, traffic)
+    serving = serving_core_seconds(cluster, traffic, messages)
     n = cluster.num_workers
     out: dict[str, float] = {}
     for w in cluster.workers:
         host = hosts[w.host]
         if host.cores:
             own = 0.0 if w.gpus else worker_s * w.flops / host.cpu_flops * host.cores
-            out[w.key] = own + serving.get(WORKER, 0.0) + dispatch[w.key]
+            out[w.key] = own + serving[w.key]
     for t in cluster.ps:
         host = hosts[t.host]
         if host.cores:
             out[t.key] = n * (ps_s.get(TaskRef.ps(t.index), 0.0) * t.flops / host.cpu_flops * host.cores
-                              + serving.get(t.key, 0.0) + dispatch.get(t.key, 0.0))
+                              + serving.get(t.key, 0.0))
     return out
 
 

@@ -214,26 +214,26 @@ def test_task_cpu_adds_up_to_the_host_cpu_the_bound_uses() -> None:
     assert set(e.task_cpu_s) == {"worker:0", "worker:1", "ps:0", "ps:1"}
     for host, tasks in (("host0", ("worker:0", "ps:0")), ("host1", ("worker:1", "ps:1"))):
         assert sum(e.task_cpu_s[t] for t in tasks) == pytest.approx(e.host_cpu_s[host] * 0.5, rel=1e-9)
-    serving = costmodel.serving_core_seconds(e.bytes_between)
-    dispatch = costmodel.dispatch_core_seconds(cluster, e.bytes_between)
-    assert e.task_cpu_s["ps:1"] == pytest.approx(2 * (serving["ps:1"] + dispatch["ps:1"]), rel=1e-9)  # stores only
-    assert e.task_cpu_s["ps:0"] > 2 * (serving["ps:0"] + dispatch["ps:0"])  # it computes the head for both workers too
+    serving = costmodel.serving_core_seconds(cluster, e.bytes_between)
+    assert e.task_cpu_s["ps:1"] == pytest.approx(2 * serving["ps:1"], rel=1e-9)  # stores only: serving alone
+    assert e.task_cpu_s["ps:0"] > 2 * serving["ps:0"]  # it computes the head for both workers too
     assert estimate(p, Cluster.local(2, 2, layout="colocated"), plan).task_cpu_s == {}  # no cores: not priced
 
 
 def test_each_worker_step_costs_dispatch_cpu_at_both_ends_per_ps_task() -> None:
-    """Per (worker step, PS task) pair, at both ends; higher where a host runs a worker and a PS task."""
+    """Per byte, and per (worker step, PS task) pair at both ends; higher where a host runs a CPU
+    worker and a PS task."""
     traffic = {("worker", "ps:0"): 1000.0, ("ps:1", "worker"): 1000.0}
-    dedicated = costmodel.dispatch_core_seconds(Cluster.local(2, 2), traffic)
-    assert dedicated == pytest.approx({"ps:0": PS_STEP_CPU_S, "ps:1": PS_STEP_CPU_S,
-                                       "worker:0": 2 * costmodel.WORKER_STEP_CPU_S, "worker:1": 2 * costmodel.WORKER_STEP_CPU_S})
-    colocated = costmodel.dispatch_core_seconds(Cluster.local(2, 2, layout="colocated"), {("worker", "ps:1"): 1.0})
-    assert colocated == pytest.approx({"ps:1": costmodel.COLOCATED_PS_STEP_CPU_S,
-                                       "worker:0": costmodel.COLOCATED_WORKER_STEP_CPU_S,
-                                       "worker:1": costmodel.COLOCATED_WORKER_STEP_CPU_S})
-    assert costmodel.serving_core_seconds(traffic) == pytest.approx(
-        {"worker": 2000 * SERVE_CPU_S_PER_BYTE, "ps:0": 1000 * SERVE_CPU_S_PER_BYTE, "ps:1": 1000 * SERVE_CPU_S_PER_BYTE})
-    assert costmodel.COLOCATED_PS_STEP_CPU_S > PS_STEP_CPU_S and costmodel.COLOCATED_WORKER_STEP_CPU_S > costmodel.WORKER_STEP_CPU_S
+    dedicated = costmodel.serving_core_seconds(Cluster.local(2, 2), traffic)
+    a, w = SERVE_CPU_S_PER_BYTE, costmodel.WORKER_STEP_CPU_S
+    assert dedicated == pytest.approx({"ps:0": 1000 * a + PS_STEP_CPU_S, "ps:1": 1000 * a + PS_STEP_CPU_S,
+                                       "worker:0": 2000 * a + 2 * w, "worker:1": 2000 * a + 2 * w})
+    colocated = costmodel.serving_core_seconds(Cluster.local(2, 2, layout="colocated"), {("worker", "ps:1"): 1000.0})
+    ca = costmodel.COLOCATED_SERVE_CPU_S_PER_BYTE
+    assert colocated == pytest.approx({"ps:1": 1000 * ca + costmodel.COLOCATED_PS_STEP_CPU_S,
+                                       "worker:0": 1000 * ca + costmodel.COLOCATED_WORKER_STEP_CPU_S,
+                                       "worker:1": 1000 * ca + costmodel.COLOCATED_WORKER_STEP_CPU_S})
+    assert ca > a and costmodel.COLOCATED_PS_STEP_CPU_S > PS_STEP_CPU_S and costmodel.COLOCATED_WORKER_STEP_CPU_S > w
 
 
 def test_storage_moves_variables_in_the_estimate() -> None:

@@ -47,12 +47,17 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
         def host_cpu_seconds(self):
             return dict(self.cpu)
 
+        def task_cpu_seconds(self):
+            return {"worker0": self.cpu.get("host0", 0.0) / 2, "ps0": 1.0} if self.cpu else {}
+
     tb = FakeBed()
     meter = jobs.LinkMeter(tb)
     meter("start")
     tb.cpu = {"host0": 16.0, "host1": 7.0}
     meter("end")
     assert meter.cpu_per_step(3) == {"host0": 2.0, "host1": 1.0}
+    assert meter.task_cpu_per_step(3) == {"worker0": 1.0, "ps0": 0.0}
+    assert jobs.LinkMeter(tb, per_task=False).task_cpu_per_step(3) is None  # Horovod's ranks are not tasks
     tb.cpu = {}
     empty = jobs.LinkMeter(tb)
     empty("start"), empty("end")
