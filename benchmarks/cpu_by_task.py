@@ -15,10 +15,10 @@ the prediction recorded with the run.
 
 ``--fit`` also fits the colocated serving constants of :mod:`ralp_tf.plan.costmodel` on every task,
 on a host that runs both a worker and a PS task, of every valid repetition (files that hold their
-bench-side ``profiles``): each task's measured CPU less the model's with the three ``COLOCATED_*``
+bench-side ``profiles``): each task's measured CPU less the model's with the four ``COLOCATED_*``
 constants at 0, against the (worker step, PS task) pairs it takes part in per global step (a PS
-task: N, a worker: the PS tasks it exchanges data with; one coefficient per role) and the bytes
-it moves, least squares through 0.
+task: N, a worker: the PS tasks it exchanges data with; one coefficient per role), the bytes and
+the tensor messages it moves, least squares through 0.
 """
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ import sys
 from typing import Any
 
 ROLES = ("worker", "ps", "chief")
+#: The constants ``--fit`` fits (:mod:`ralp_tf.plan.costmodel`, *Serving CPU*).
+COLOCATED = ("COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE",
+             "COLOCATED_MESSAGE_CPU_S")
 
 
 def _role(task: str) -> str:
@@ -85,22 +88,22 @@ def rows(path: str, repredict: bool = False) -> list[dict[str, Any]]:
 
 
 def fit_colocated(paths: list[str]) -> tuple[dict[str, float], int]:
-    """The colocated serving constants fitted together (module docstring), and the tasks fitted."""
+    """The colocated serving constants fitted together (module docstring), and the tasks fitted:
+    each constant's feature is what a task's predicted CPU gains when that constant is 1 and the
+    others 0 (its pairs, bytes or messages per global step)."""
     import numpy as np
 
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from fit_constant import cells  # type: ignore[import-not-found]
     from ralp_tf.plan import costmodel
 
-    names = ("COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE")
-    saved = {name: getattr(costmodel, name) for name in names}
+    saved = {name: getattr(costmodel, name) for name in COLOCATED}
     features, targets = [], []
 
-    def priced(row: dict[str, Any], byte_cost: float) -> Any:
-        for name in names:
-            setattr(costmodel, name, 0.0)
-        costmodel.COLOCATED_SERVE_CPU_S_PER_BYTE = byte_cost
-        return costmodel.estimate(row["profile"], row["cluster"], row["plan"])
+    def priced(row: dict[str, Any], unit: str | None) -> dict[str, float]:
+        for name in COLOCATED:
+            setattr(costmodel, name, 1.0 if name == unit else 0.0)
+        return costmodel.estimate(row["profile"], row["cluster"], row["plan"]).task_cpu_s
 
     try:
         for path in paths:
@@ -108,30 +111,27 @@ def fit_colocated(paths: list[str]) -> tuple[dict[str, float], int]:
                 runs = {(c["key"], name): st.get("runs", []) for c in json.load(f)["cells"]
                         for name, st in c["strategies"].items()}
             for row in cells(path):
-                base, per_byte = priced(row, 0.0), priced(row, 1.0)
+                base = priced(row, None)
+                units = [priced(row, name) for name in COLOCATED]
                 cluster = row["cluster"]
-                n = cluster.num_workers
                 both = {t.host for t in cluster.ps} & {w.host for w in cluster.workers}
-                talked = {k for (a, b), v in base.bytes_between.items() for k in (a, b) if k != "worker"}
                 for run in runs[(row["cell"], row["strategy"])]:
                     for task, measured in (run.get("task_cpu_s_per_step") or {}).items() if run.get("valid") else ():
                         key = re.sub(r"^(worker|ps)(\d+)$", r"\1:\2", task)
-                        if key not in base.task_cpu_s:
+                        if key not in base:
                             continue
                         job, index = key.split(":")
                         if cluster.task(job, int(index)).host not in both:
                             continue
-                        pairs = (n if key in talked else 0) if job == "ps" else len(talked)
-                        features.append([pairs if job == "ps" else 0, pairs if job == "worker" else 0,
-                                         per_byte.task_cpu_s[key] - base.task_cpu_s[key]])
-                        targets.append(measured - base.task_cpu_s[key])
+                        features.append([unit[key] - base[key] for unit in units])
+                        targets.append(measured - base[key])
     finally:
         for name, value in saved.items():
             setattr(costmodel, name, value)
     if not features:
         return {}, 0
     coef, *_ = np.linalg.lstsq(np.array(features), np.array(targets), rcond=None)
-    return dict(zip(names, (float(c) for c in coef))), len(targets)
+    return dict(zip(COLOCATED, (float(c) for c in coef))), len(targets)
 
 
 def _cell(pair: tuple[float | None, float | None]) -> str:

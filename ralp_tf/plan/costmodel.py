@@ -46,7 +46,8 @@ PS's optimizer update of what it receives): ``SERVE_CPU_S_PER_BYTE`` core-second
 sends or receives, loopback included; and each (worker step, PS task) pair costs dispatch CPU at
 both ends, ``PS_STEP_CPU_S`` at the PS task and ``WORKER_STEP_CPU_S`` at the worker, for every PS
 task the step exchanges data with. On a host that runs both a CPU worker and a PS task the three
-are ``COLOCATED_*``, measured 3x higher there. On a host whose budget in cores ``K_h`` is known
+are ``COLOCATED_*``, measured 3x higher there, and each tensor message costs
+``COLOCATED_MESSAGE_CPU_S`` at each end. On a host whose budget in cores ``K_h`` is known
 (:attr:`ralp_tf.plan.cluster.Host.cores`), ``C_h`` above also holds ``(sum_{PS k on h} (a * bytes_k
 + d) + sum_{workers w on h} (a * bytes_w + e * m_w) / N) / K_h``, with ``bytes_k`` / ``bytes_w`` a
 worker step's bytes to and from task k / the worker and ``m_w`` the PS tasks it exchanges data
@@ -132,7 +133,8 @@ from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RP
 
 __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S",
-           "COLOCATED_SERVE_CPU_S_PER_BYTE", "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
+           "COLOCATED_SERVE_CPU_S_PER_BYTE", "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S",
+           "COLOCATED_MESSAGE_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
            "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
            "closure_floor_seconds", "PULL_PUSH_OVERLAP", "overlap_seconds", "free_core", "MAX_CONTENTION",
            "StepEstimate", "transfer_seconds",
@@ -154,9 +156,12 @@ WORKER_STEP_CPU_S = 3.4e-3
 #: the CPU each task measured in colocated runs on 0.3- and 1-core budgets: ``python
 #: benchmarks/cpu_by_task.py --fit benchmarks/results/cpu-diag-alexnet.json
 #: benchmarks/results/cpu-diag-budget1.json benchmarks/results/cpu-diag-vgg16.json``.
-COLOCATED_SERVE_CPU_S_PER_BYTE = 3.08e-9
-COLOCATED_PS_STEP_CPU_S = 10.5e-3
-COLOCATED_WORKER_STEP_CPU_S = 7.16e-3
+COLOCATED_SERVE_CPU_S_PER_BYTE = 3.06e-9
+COLOCATED_PS_STEP_CPU_S = 9.69e-3
+COLOCATED_WORKER_STEP_CPU_S = 6.39e-3
+#: CPU core-seconds each end spends per tensor message on a colocated host (every message, not only
+#: the further ones of ``RPC_FIXED_S``), fitted with the three above.
+COLOCATED_MESSAGE_CPU_S = 80e-6
 #: Seconds per table byte of one whole-table pass of a sparse update (module docstring, *Sparse
 #: updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
 #: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
@@ -333,7 +338,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, dense_pass_seconds(profile, step.homes))
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
-    chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages))
+    sent = step_messages_by_ps(step)
+    chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages, sent))
     cpu_s = chains.cpu_per_worker_step()
     fixed: dict[tuple[str, str], float] = {("link", h): n / busy for h, busy in loads.link_s.items() if busy > 0}
     fixed.update({("cpu", h): 1.0 / per_worker_step for h, per_worker_step in cpu_s.items()})
@@ -360,7 +366,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
-        task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, traffic, step.messages),
+        task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, traffic, step.messages, sent),
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
 
 
@@ -446,14 +452,17 @@ def best_steps_per_closure(profile: ModelProfile, cluster: Cluster, placements: 
 
 
 def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
-                         messages: Mapping[str, float] | None = None) -> dict[str, float]:
+                         messages: Mapping[str, float] | None = None,
+                         sent: Mapping[str, float] | None = None) -> dict[str, float]:
     """Task key ("worker:i", "ps:k") -> core-seconds one worker step's bytes, messages and dispatch
     cost it (module docstring, *Serving CPU*): per byte it sends or receives, ``SERVE_CPU_S_PER_BYTE``;
     per further message, ``RPC_FIXED_S``; on each PS task the step exchanges data with,
     ``PS_STEP_CPU_S``, and on the worker, per such PS task, ``WORKER_STEP_CPU_S``. On a host that
-    runs both a CPU worker and a PS task, the ``COLOCATED_*`` values instead. ``traffic`` is one
-    worker step's ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further
-    messages per task."""
+    runs both a CPU worker and a PS task, the ``COLOCATED_*`` values instead, and
+    ``COLOCATED_MESSAGE_CPU_S`` per tensor message too. ``traffic`` is one worker step's
+    ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further messages per
+    task, ``sent`` its tensor messages with each PS task (:func:`step_messages_by_ps`)."""
+    sent = sent or {}
     moved: dict[str, float] = collections.defaultdict(float)
     for (src, dst), nbytes in traffic.items():
         moved[src] += nbytes
@@ -466,24 +475,27 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
         if t.key in talked or moved.get(t.key) or (messages or {}).get(t.key):
             out[t.key] = (moved.get(t.key, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
                           + RPC_FIXED_S * (messages or {}).get(t.key, 0.0)
+                          + COLOCATED_MESSAGE_CPU_S * sent.get(t.key, 0.0) * both
                           + (COLOCATED_PS_STEP_CPU_S if both else PS_STEP_CPU_S) * (t.key in talked))
     for w in cluster.workers:
         both = w.host in colocated
         out[w.key] = (moved.get(WORKER, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
                       + RPC_FIXED_S * (messages or {}).get(WORKER, 0.0)
+                      + COLOCATED_MESSAGE_CPU_S * sum(sent.values()) * both
                       + len(talked) * (COLOCATED_WORKER_STEP_CPU_S if both else WORKER_STEP_CPU_S))
     return out
 
 
 def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
-                    messages: Mapping[str, float] | None = None) -> dict[str, float]:
+                    messages: Mapping[str, float] | None = None,
+                    sent: Mapping[str, float] | None = None) -> dict[str, float]:
     """Host -> seconds of its CPU budget spent per synchronous step moving bytes and dispatching
     steps (:func:`serving_core_seconds` of every task on it, a PS task's N times, over its cores),
     for hosts whose core count is known."""
     hosts = {h.name: h for h in cluster.hosts}
     if not any(h.cores for h in hosts.values()):
         return {}
-    per_task = serving_core_seconds(cluster, traffic, messages)
+    per_task = serving_core_seconds(cluster, traffic, messages, sent)
     n = cluster.num_workers
     out: dict[str, float] = collections.defaultdict(float)
     for t in cluster.ps:
@@ -496,14 +508,15 @@ def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
 
 
 def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, float],
-                     traffic: Mapping[tuple[str, str], float], messages: Mapping[str, float]) -> dict[str, float]:
+                     traffic: Mapping[tuple[str, str], float], messages: Mapping[str, float],
+                     sent: Mapping[str, float] | None = None) -> dict[str, float]:
     """Task key ("worker:i", "ps:k") -> predicted CPU core-seconds per synchronous step (one step
     of every worker), for tasks on hosts whose budget in cores ``K_h`` is known: a CPU worker's
     ``c_w F_w / F_h K_h`` (its compute, measured at the host's budget) and N times a PS task's
     ``ps_k F_k / F_h K_h``, plus their :func:`serving_core_seconds` (a PS task's N times). What
     the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is compared with this."""
     hosts = {h.name: h for h in cluster.hosts}
-    serving = serving_core_seconds(cluster, traffic, messages)
+    serving = serving_core_seconds(cluster, traffic, messages, sent)
     n = cluster.num_workers
     out: dict[str, float] = {}
     for w in cluster.workers:

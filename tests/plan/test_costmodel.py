@@ -214,7 +214,9 @@ def test_task_cpu_adds_up_to_the_host_cpu_the_bound_uses() -> None:
     assert set(e.task_cpu_s) == {"worker:0", "worker:1", "ps:0", "ps:1"}
     for host, tasks in (("host0", ("worker:0", "ps:0")), ("host1", ("worker:1", "ps:1"))):
         assert sum(e.task_cpu_s[t] for t in tasks) == pytest.approx(e.host_cpu_s[host] * 0.5, rel=1e-9)
-    serving = costmodel.serving_core_seconds(cluster, e.bytes_between)
+    step = costmodel.step_traffic(p, costmodel.resolve_placements(p, plan), cluster.num_ps, costmodel.resolve_storage(plan),
+                                  plan.compression, costmodel.resolve_splits(plan))
+    serving = costmodel.serving_core_seconds(cluster, e.bytes_between, sent=costmodel.step_messages_by_ps(step))
     assert e.task_cpu_s["ps:1"] == pytest.approx(2 * serving["ps:1"], rel=1e-9)  # stores only: serving alone
     assert e.task_cpu_s["ps:0"] > 2 * serving["ps:0"]  # it computes the head for both workers too
     assert estimate(p, Cluster.local(2, 2, layout="colocated"), plan).task_cpu_s == {}  # no cores: not priced
@@ -234,6 +236,11 @@ def test_each_worker_step_costs_dispatch_cpu_at_both_ends_per_ps_task() -> None:
                                        "worker:0": 1000 * ca + costmodel.COLOCATED_WORKER_STEP_CPU_S,
                                        "worker:1": 1000 * ca + costmodel.COLOCATED_WORKER_STEP_CPU_S})
     assert ca > a and costmodel.COLOCATED_PS_STEP_CPU_S > PS_STEP_CPU_S and costmodel.COLOCATED_WORKER_STEP_CPU_S > w
+    m = costmodel.COLOCATED_MESSAGE_CPU_S  # per tensor message, at each end, on colocated hosts only
+    sent = {"ps:1": 10.0}
+    assert costmodel.serving_core_seconds(Cluster.local(2, 2, layout="colocated"), {("worker", "ps:1"): 1000.0}, sent=sent) == \
+        pytest.approx({k: v + 10 * m for k, v in colocated.items()})
+    assert costmodel.serving_core_seconds(Cluster.local(2, 2), traffic, sent=sent) == pytest.approx(dedicated)
 
 
 def test_storage_moves_variables_in_the_estimate() -> None:
