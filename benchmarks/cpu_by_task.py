@@ -47,15 +47,25 @@ def _mean_by_role(per_task: dict[str, float]) -> dict[str, float]:
     return {role: sum(v) / len(v) for role, v in by.items()}
 
 
-def _current(path: str) -> dict[tuple[str, str], dict[str, float]]:
-    """(cell, strategy) -> task CPU the cost model predicts now, as the recorded runs name tasks."""
+def _cells(path: str) -> Any:
+    """:func:`fit_constant.cells` of ``path``: its PSS cells with what re-predicting them needs."""
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from fit_constant import cells  # type: ignore[import-not-found]
-    from ralp_tf.plan.costmodel import estimate
 
-    return {(r["cell"], r["strategy"]): {k.replace(":", ""): v for k, v in
-                                         estimate(r["profile"], r["cluster"], r["plan"]).task_cpu_s.items()}
-            for r in cells(path)}
+    return cells(path)
+
+
+def _current(path: str) -> dict[tuple[str, str], dict[str, float]]:
+    """(cell, strategy) -> task CPU the cost model predicts now, as the recorded runs name tasks."""
+    from ralp_tf.plan.costmodel import estimate
+    from ralp_tf.run.remote import task_name
+
+    out = {}
+    for r in _cells(path):
+        cpu = estimate(r["profile"], r["cluster"], r["plan"]).task_cpu_s
+        out[(r["cell"], r["strategy"])] = {task_name(t.job, t.index): cpu[t.key] for t in r["cluster"].tasks
+                                           if t.key in cpu}
+    return out
 
 
 def rows(path: str, repredict: bool = False) -> list[dict[str, Any]]:
@@ -93,9 +103,8 @@ def fit_colocated(paths: list[str]) -> tuple[dict[str, float], int]:
     others 0 (its pairs, bytes or messages per global step)."""
     import numpy as np
 
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from fit_constant import cells  # type: ignore[import-not-found]
     from ralp_tf.plan import costmodel
+    from ralp_tf.run.remote import task_name
 
     saved = {name: getattr(costmodel, name) for name in COLOCATED}
     features, targets = [], []
@@ -110,21 +119,18 @@ def fit_colocated(paths: list[str]) -> tuple[dict[str, float], int]:
             with open(path) as f:
                 runs = {(c["key"], name): st.get("runs", []) for c in json.load(f)["cells"]
                         for name, st in c["strategies"].items()}
-            for row in cells(path):
+            for row in _cells(path):
                 base = priced(row, None)
                 units = [priced(row, name) for name in COLOCATED]
                 cluster = row["cluster"]
                 both = {t.host for t in cluster.ps} & {w.host for w in cluster.workers}
+                tasks = [t for t in cluster.tasks if t.host in both and t.key in base]
                 for run in runs[(row["cell"], row["strategy"])]:
-                    for task, measured in (run.get("task_cpu_s_per_step") or {}).items() if run.get("valid") else ():
-                        key = re.sub(r"^(worker|ps)(\d+)$", r"\1:\2", task)
-                        if key not in base:
-                            continue
-                        job, index = key.split(":")
-                        if cluster.task(job, int(index)).host not in both:
-                            continue
-                        features.append([unit[key] - base[key] for unit in units])
-                        targets.append(measured - base[key])
+                    measured = (run.get("task_cpu_s_per_step") or {}) if run.get("valid") else {}
+                    for t in tasks:
+                        if task_name(t.job, t.index) in measured:
+                            features.append([unit[t.key] - base[t.key] for unit in units])
+                            targets.append(measured[task_name(t.job, t.index)] - base[t.key])
     finally:
         for name, value in saved.items():
             setattr(costmodel, name, value)

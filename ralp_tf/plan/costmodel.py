@@ -338,8 +338,9 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, dense_pass_seconds(profile, step.homes))
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
-    sent = step_messages_by_ps(step)
-    chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, traffic, step.messages, sent))
+    priced = any(h.cores for h in cluster.hosts)  # serving CPU is priced only where cores are known
+    serving = serving_core_seconds(cluster, traffic, step.messages, step_messages_by_ps(step)) if priced else {}
+    chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, serving))
     cpu_s = chains.cpu_per_worker_step()
     fixed: dict[tuple[str, str], float] = {("link", h): n / busy for h, busy in loads.link_s.items() if busy > 0}
     fixed.update({("cpu", h): 1.0 / per_worker_step for h, per_worker_step in cpu_s.items()})
@@ -366,7 +367,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         step_s=n / steps_per_s, samples_per_s=steps_per_s * b, bottleneck=bottleneck,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
-        task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, traffic, step.messages, sent),
+        task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, serving),
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
 
 
@@ -462,7 +463,7 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
     ``COLOCATED_MESSAGE_CPU_S`` per tensor message too. ``traffic`` is one worker step's
     ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further messages per
     task, ``sent`` its tensor messages with each PS task (:func:`step_messages_by_ps`)."""
-    sent = sent or {}
+    messages, sent = messages or {}, sent or {}
     moved: dict[str, float] = collections.defaultdict(float)
     for (src, dst), nbytes in traffic.items():
         moved[src] += nbytes
@@ -472,58 +473,52 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
     out: dict[str, float] = {}
     for t in cluster.ps:
         both = t.host in colocated
-        if t.key in talked or moved.get(t.key) or (messages or {}).get(t.key):
+        if t.key in talked or moved.get(t.key) or messages.get(t.key):
             out[t.key] = (moved.get(t.key, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
-                          + RPC_FIXED_S * (messages or {}).get(t.key, 0.0)
+                          + RPC_FIXED_S * messages.get(t.key, 0.0)
                           + COLOCATED_MESSAGE_CPU_S * sent.get(t.key, 0.0) * both
                           + (COLOCATED_PS_STEP_CPU_S if both else PS_STEP_CPU_S) * (t.key in talked))
     for w in cluster.workers:
         both = w.host in colocated
         out[w.key] = (moved.get(WORKER, 0.0) * (COLOCATED_SERVE_CPU_S_PER_BYTE if both else SERVE_CPU_S_PER_BYTE)
-                      + RPC_FIXED_S * (messages or {}).get(WORKER, 0.0)
+                      + RPC_FIXED_S * messages.get(WORKER, 0.0)
                       + COLOCATED_MESSAGE_CPU_S * sum(sent.values()) * both
                       + len(talked) * (COLOCATED_WORKER_STEP_CPU_S if both else WORKER_STEP_CPU_S))
     return out
 
 
-def serving_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
-                    messages: Mapping[str, float] | None = None,
-                    sent: Mapping[str, float] | None = None) -> dict[str, float]:
+def serving_seconds(cluster: Cluster, serving: Mapping[str, float]) -> dict[str, float]:
     """Host -> seconds of its CPU budget spent per synchronous step moving bytes and dispatching
-    steps (:func:`serving_core_seconds` of every task on it, a PS task's N times, over its cores),
-    for hosts whose core count is known."""
+    steps (``serving``, :func:`serving_core_seconds`, of every task on it, a PS task's N times,
+    over its cores), for hosts whose core count is known."""
     hosts = {h.name: h for h in cluster.hosts}
-    if not any(h.cores for h in hosts.values()):
-        return {}
-    per_task = serving_core_seconds(cluster, traffic, messages, sent)
     n = cluster.num_workers
     out: dict[str, float] = collections.defaultdict(float)
     for t in cluster.ps:
         if hosts[t.host].cores:
-            out[t.host] += n * per_task.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
+            out[t.host] += n * serving.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
     for t in cluster.workers:
         if hosts[t.host].cores:
-            out[t.host] += per_task[t.key] / hosts[t.host].cores  # type: ignore[operator]
+            out[t.host] += serving.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
     return dict(out)
 
 
 def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, float],
-                     traffic: Mapping[tuple[str, str], float], messages: Mapping[str, float],
-                     sent: Mapping[str, float] | None = None) -> dict[str, float]:
+                     serving: Mapping[str, float]) -> dict[str, float]:
     """Task key ("worker:i", "ps:k") -> predicted CPU core-seconds per synchronous step (one step
     of every worker), for tasks on hosts whose budget in cores ``K_h`` is known: a CPU worker's
     ``c_w F_w / F_h K_h`` (its compute, measured at the host's budget) and N times a PS task's
-    ``ps_k F_k / F_h K_h``, plus their :func:`serving_core_seconds` (a PS task's N times). What
-    the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is compared with this."""
+    ``ps_k F_k / F_h K_h``, plus their ``serving`` (:func:`serving_core_seconds`; a PS task's N
+    times). What the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is
+    compared with this."""
     hosts = {h.name: h for h in cluster.hosts}
-    serving = serving_core_seconds(cluster, traffic, messages, sent)
     n = cluster.num_workers
     out: dict[str, float] = {}
     for w in cluster.workers:
         host = hosts[w.host]
         if host.cores:
             own = 0.0 if w.gpus else worker_s * w.flops / host.cpu_flops * host.cores
-            out[w.key] = own + serving[w.key]
+            out[w.key] = own + serving.get(w.key, 0.0)
     for t in cluster.ps:
         host = hosts[t.host]
         if host.cores:
