@@ -25,9 +25,9 @@ def test_bench_predicts_bytes_per_host_link_of_the_cells_layout() -> None:
     stock = estimate(prof, cluster)
     assert colocated["ps"]["payload_bytes_per_step"] == pytest.approx(stock.link_bytes_per_step)
     assert stock.link_bytes_per_step < 2 * stock.bytes_per_step  # the loopback share is left out
-    # Dedicated hosts: every worker<->PS byte crosses a link, once per worker step.
+    # Dedicated hosts: every worker<->PS byte crosses a link, once per worker step; so do the chief's calls.
     ded = estimate(prof, cell_cluster(Cell("cnn", 2, "100mbit"), rate))
-    assert dedicated["ps"]["payload_bytes_per_step"] == pytest.approx(2 * ded.bytes_per_step)
+    assert dedicated["ps"]["payload_bytes_per_step"] == pytest.approx(2 * ded.bytes_per_step + ded.dispatch_bytes)
     assert colocated["ralp"]["payload_bytes_per_step"] < dedicated["ralp"]["payload_bytes_per_step"]
 
 

@@ -24,6 +24,16 @@ one PS task, about 46 ms per worker step.
 
 and the cost model adds it to each worker's chain (:mod:`ralp_tf.plan.costmodel`, *Step time*):
 the worker waits for it, it is neither link nor PS compute.
+
+**Dispatch bytes.** Each closure is one remote function call from the coordinator to a worker,
+whose request carries a resource handle per variable the step function captures, and whose
+reply carries the step's outputs. Per closure and worker, for a model of ``V`` variables::
+
+    request = DISPATCH_BYTES + V * DISPATCH_BYTES_PER_VARIABLE,   reply = DISPATCH_REPLY_BYTES
+
+(:func:`dispatch_bytes_per_step`). They cross the coordinator's link and the worker's; the cost
+model counts them in ``StepEstimate.link_bytes_per_step`` (a chief on a host of its own, as the
+testbeds run it) but prices no link time for them (at most 17 KB per closure, resnet_cifar's).
 """
 from __future__ import annotations
 
@@ -31,11 +41,27 @@ import dataclasses
 import math
 from typing import Mapping
 
-__all__ = ["FloorTerms", "MEASURED_FLOOR", "AUTO_STEPS_PER_CLOSURE"]
+__all__ = ["FloorTerms", "MEASURED_FLOOR", "AUTO_STEPS_PER_CLOSURE", "DISPATCH_BYTES", "DISPATCH_BYTES_PER_VARIABLE",
+           "DISPATCH_REPLY_BYTES", "dispatch_bytes_per_step"]
 
 #: ``steps_per_closure`` (``--steps-per-closure auto``) asking for the cost model's choice
 #: (:func:`ralp_tf.plan.costmodel.best_steps_per_closure`).
 AUTO_STEPS_PER_CLOSURE = 0
+
+#: Payload bytes of one closure's call per worker (module docstring, *Dispatch bytes*): a least-squares
+#: fit of the chief's link counters in every one-step-closure PSS run of benchmarks/results against the
+#: profile's variables (small_cnn 10, ctr_dnn 12, alexnet_cifar 16, vgg16_cifar 32, resnet_cifar 107;
+#: 123 runs of 4 or more steps, each model within 10%; ``python benchmarks/dispatch_bytes.py``).
+DISPATCH_BYTES = 2_290
+DISPATCH_BYTES_PER_VARIABLE = 140
+DISPATCH_REPLY_BYTES = 690
+
+
+def dispatch_bytes_per_step(num_variables: int, num_workers: int, steps_per_closure: int = 1) -> float:
+    """Payload bytes between the coordinator and the workers per synchronous step (both ways):
+    ``N * (DISPATCH_BYTES + V * DISPATCH_BYTES_PER_VARIABLE + DISPATCH_REPLY_BYTES) / K``."""
+    per_closure = DISPATCH_BYTES + num_variables * DISPATCH_BYTES_PER_VARIABLE + DISPATCH_REPLY_BYTES
+    return num_workers * per_closure / max(steps_per_closure, 1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -123,6 +123,7 @@ from typing import Any, Iterable, Mapping
 from ralp_tf.errors import PlanError
 from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
+from ralp_tf.plan.closures import dispatch_bytes_per_step
 from ralp_tf.plan.cluster import Cluster, Task, TaskRef
 from ralp_tf.plan.compression import codec_flops, setting_of, wire_ratio
 from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, pipeline_savings, transfer_seconds
@@ -205,6 +206,8 @@ class StepEstimate:
     host_cpu_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
     busiest_link: str = ""
     task_cpu_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: payload bytes between the coordinator and the workers per synchronous step (closure calls)
+    dispatch_bytes: float = 0.0
 
     @property
     def max_link_bytes(self) -> float:
@@ -213,8 +216,9 @@ class StepEstimate:
 
     @property
     def link_bytes_per_step(self) -> float:
-        """Bytes crossing host links per synchronous step (each counted once, at its sender)."""
-        return sum(self.link_bytes_out.values())
+        """Bytes crossing host links per synchronous step (each counted once, at its sender), the
+        coordinator's dispatch included (:func:`ralp_tf.plan.closures.dispatch_bytes_per_step`)."""
+        return sum(self.link_bytes_out.values()) + self.dispatch_bytes
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -368,6 +372,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
         task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, serving),
+        dispatch_bytes=dispatch_bytes_per_step(sum(len(l.var_bytes) for l in profile.layers), n, cluster.steps_per_closure),
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
 
 

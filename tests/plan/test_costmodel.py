@@ -127,6 +127,21 @@ def test_dedicated_ps_link_carries_every_workers_bytes() -> None:
     assert e.busiest_link == "ps0" and e.bottleneck.startswith("ps0 link")
 
 
+def test_link_bytes_count_the_coordinators_closure_calls_once_per_closure(profiles: dict[str, ModelProfile]) -> None:
+    """A testbed's chief has a link of its own: each closure's call (a handle per variable) and its
+    reply cross it, per worker, once per K steps; the ring has no coordinator."""
+    from ralp_tf.plan.closures import DISPATCH_BYTES, DISPATCH_BYTES_PER_VARIABLE, DISPATCH_REPLY_BYTES
+
+    p = profiles["resnet_cifar"]
+    cluster = Cluster.local(2, 1)
+    per_closure = DISPATCH_BYTES + variables(p) * DISPATCH_BYTES_PER_VARIABLE + DISPATCH_REPLY_BYTES
+    e = estimate(p, cluster)
+    assert e.dispatch_bytes == 2 * per_closure
+    assert e.link_bytes_per_step == sum(e.link_bytes_out.values()) + 2 * per_closure
+    assert estimate(p, cluster.with_closures(8)).dispatch_bytes == 2 * per_closure / 8
+    assert estimate_allreduce(p, cluster).dispatch_bytes == 0.0
+
+
 def test_colocated_traffic_between_tasks_of_one_host_is_free() -> None:
     p = cnn_with_head()
     cluster = Cluster.local(1, 1, layout="colocated", bandwidth="100mbit")
