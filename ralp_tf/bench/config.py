@@ -128,6 +128,7 @@ class BenchConfig:
     host_cpu: float | None = None  # CPU budget per emulated host in cores; None: no budgets
     steps_per_closure: int = 1  # PSS strategies: worker steps per scheduled closure
     optimizer: str = LOOP_OPTIMIZER  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
+    fuse_transfers: bool = False  # PSS strategies: one pull and one push per PS task (ralp_tf.place.fusion)
     floor: str = "builtin"  # builtin | measure | none | a `ralp-tf floor --out` JSON (--floor)
 
 
@@ -330,7 +331,8 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        report=report, json_out=args.json, quick=args.quick,
                        command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
                        steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", LOOP_OPTIMIZER),
-                       floor=check_floor_source(getattr(args, "floor", "builtin")))
+                       floor=check_floor_source(getattr(args, "floor", "builtin")),
+                       fuse_transfers=bool(getattr(args, "fuse_transfers", False)))
 
 
 def check_floor_source(source: str) -> str:

@@ -116,7 +116,8 @@ def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
                 scheduler_plan: Plan | None = None, host_cpu: float | None = None, *,
-                steps_per_closure: int = 1, floor: FloorTerms | None = MEASURED_FLOOR) -> dict[str, Any]:
+                steps_per_closure: int = 1, floor: FloorTerms | None = MEASURED_FLOOR,
+                fuse_transfers: bool = False) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
@@ -126,7 +127,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     ``floor`` (:mod:`ralp_tf.plan.closures`) at ``steps_per_closure``; the ring strategies do not.
     With ``steps_per_closure`` ``AUTO_STEPS_PER_CLOSURE`` each PSS entry is priced at its own
     :func:`~ralp_tf.plan.costmodel.best_steps_per_closure`; every PSS entry names its
-    ``"steps_per_closure"``."""
+    ``"steps_per_closure"``. ``fuse_transfers`` prices the PSS strategies' fused transfers."""
     from ralp_tf.place.policies import RalpPolicy
     from ralp_tf.plan.costmodel import best_steps_per_closure, estimate, estimate_allreduce
 
@@ -134,6 +135,7 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     p = prof.scaled_compute(scale)
     auto = steps_per_closure == AUTO_STEPS_PER_CLOSURE
     cluster = cell_cluster(cell, bandwidth_bps, host_cpu).with_closures(1 if auto else steps_per_closure, floor)
+    cluster = cluster.with_fused_transfers(fuse_transfers)
     ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
     a = ralp.analyze(p, cluster)
     out: dict[str, Any] = {

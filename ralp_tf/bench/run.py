@@ -159,7 +159,7 @@ class Bench:
                 "max_steps": cfg.max_steps, "num_ps": NUM_PS, "testbed": cfg.testbed,
                 "layout": cfg.layout, "host_cpu": self.host_cpu, "host_cpu_requested": cfg.host_cpu,
                 "scheduler_solver": cfg.scheduler_solver, "steps_per_closure": cfg.steps_per_closure,
-                "optimizer": cfg.optimizer, "floor": cfg.floor,
+                "optimizer": cfg.optimizer, "floor": cfg.floor, "fuse_transfers": cfg.fuse_transfers,
                 "cells": [c.key + (":" + "+".join(c.strategies) if c.strategies else "") for c in cfg.cells]},
             "units": dict(UNITS), "cells": self.cells, "complete": False,
         }
@@ -235,7 +235,8 @@ class Bench:
             try:
                 prof = self._profile(cell.model)
                 pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu,
-                                   steps_per_closure=self.cfg.steps_per_closure, floor=self.floor)
+                                   steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
+                                   fuse_transfers=self.cfg.fuse_transfers)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -392,7 +393,8 @@ class Bench:
         pred: dict[str, Any] = {}
         if prof is not None:
             pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu,
-                               steps_per_closure=self.cfg.steps_per_closure, floor=self.floor)
+                               steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
+                               fuse_transfers=self.cfg.fuse_transfers)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
             for s in strategies:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
@@ -470,7 +472,8 @@ class Bench:
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
-                                  steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer)
+                                  steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
+                                  fuse_transfers=self.cfg.fuse_transfers)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout, optimizer=self.cfg.optimizer)

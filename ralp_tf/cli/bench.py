@@ -82,6 +82,10 @@ def register(subparsers: Any) -> None:
                    help="every strategy's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
                         "tf_keras.optimizers.legacy.SGD (legacy-sgd: the same update, far cheaper sparse embedding "
                         "updates)")
+    p.add_argument("--fuse-transfers", action="store_true",
+                   help="PSS strategies: each worker step moves the variables its layers compute with as one pull "
+                        "and one push per PS task instead of a message per variable (ralp_tf.place.fusion); "
+                        "planned and priced so")
     p.add_argument("--floor", default="builtin", metavar="SOURCE",
                    help="the closure floor priced in the PSS predictions (ralp_tf.plan.closures): builtin (the "
                         "terms measured on this project's machine, the default), measure (run `ralp-tf floor "

@@ -69,6 +69,10 @@ def register(subparsers: Any) -> None:
                    help="the loop's SGD: tf_keras.optimizers.SGD (sgd, the default) or "
                         "tf_keras.optimizers.legacy.SGD (legacy-sgd), the same update; the legacy one's sparse "
                         "(embedding) updates touch only the batch's rows")
+    r.add_argument("--fuse-transfers", action="store_true",
+                   help="each step moves the variables the workers compute with as one pull and one push per PS "
+                        "task instead of a message per variable (ralp_tf.place.fusion): for models of many small "
+                        "variables; planned and priced so")
     r.add_argument("--check-gradients", action="store_true",
                    help="before training, compare the placed model's first-step loss and gradients with the "
                         "unplaced model's on the same batch (exit 2 naming the variable that differs; a model whose "
@@ -217,7 +221,8 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps, fault=args.inject_fault,
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
                    sequence_length=args.sequence_length, steps_per_closure=args.steps_per_closure,
-                   optimizer=args.optimizer, check_gradients=args.check_gradients, **cluster_rates(args))
+                   optimizer=args.optimizer, check_gradients=args.check_gradients,
+                   fuse_transfers=args.fuse_transfers, **cluster_rates(args))
 
 
 def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
@@ -239,7 +244,8 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
                             compression=args.compression, on_measure=_trace_hook(args),
                             step_callback=args.step_callback, sequence_length=args.sequence_length,
-                            steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
+                            steps_per_closure=args.steps_per_closure, optimizer=args.optimizer,
+                            fuse_transfers=args.fuse_transfers)
 
 
 def _trace_hook(args: argparse.Namespace) -> Any:

@@ -61,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="steps per scheduled closure (ralp_tf.run.training.train)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=LOOP_OPTIMIZER,
                    help="the loop's SGD (ralp_tf.run.training.OPTIMIZERS)")
+    p.add_argument("--fuse-transfers", action="store_true",
+                   help="one pull and one push per PS task for the worker's variables (ralp_tf.place.fusion)")
     p.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S,
                    help="seconds to wait for every task to accept connections")
     p.add_argument("--emit-marks", action="store_true",
@@ -83,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
                        on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
                        compute_scale=args.compute_scale, compression=args.compression,
-                       steps_per_closure=args.steps_per_closure, optimizer=args.optimizer)
+                       steps_per_closure=args.steps_per_closure, optimizer=args.optimizer,
+                       fuse_transfers=args.fuse_transfers)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.cli.train_job: error: {exc}", file=sys.stderr)
         return 2

@@ -260,6 +260,8 @@ class Cluster:
     floor: FloorTerms | None = None
     #: training steps per scheduled closure (``--steps-per-closure``)
     steps_per_closure: int = 1
+    #: one pull and one push per PS task for the worker's variables (``--fuse-transfers``)
+    fused_transfers: bool = False
     #: the cores of the one machine every host runs on and shares (the namespace testbed or a
     #: LocalCluster without CPU budgets); None: each host is a machine of its own
     shared_cores: float | None = None
@@ -496,6 +498,10 @@ class Cluster:
     def with_closures(self, steps_per_closure: int, floor: FloorTerms | None = MEASURED_FLOOR) -> "Cluster":
         """A copy whose steps run ``steps_per_closure`` to a closure, with ``floor``'s terms priced."""
         return dataclasses.replace(self, floor=floor, steps_per_closure=steps_per_closure)
+
+    def with_fused_transfers(self, fused: bool = True) -> "Cluster":
+        """A copy whose steps move the worker's variables fused (:mod:`ralp_tf.place.fusion`)."""
+        return dataclasses.replace(self, fused_transfers=bool(fused))
 
     def task(self, job: str, index: int) -> Task:
         found = self._tasks_by_key.get(f"{job}:{index}")

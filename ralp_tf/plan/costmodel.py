@@ -331,7 +331,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
                       "stores variables on")
     b = profile.batch_size
     compression = plan.compression if plan else {}
-    step = step_traffic(profile, where, cluster.num_ps, resolve_storage(plan), compression, splits)
+    step = step_traffic(profile, where, cluster.num_ps, resolve_storage(plan), compression, splits,
+                        fused=cluster.fused_transfers)
     traffic: dict[tuple[str, str], float] = {}
     for (src, dst, _), nbytes in step.bytes.items():
         traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes

@@ -80,6 +80,14 @@ when set, prices the push instead (:func:`ralp_tf.plan.compression.pushed_bytes`
 PS-computed layer's ``activations`` codec scales the activations it receives from the worker,
 and their gradients, by that ratio. Outputs returning to the worker are not compressed.
 
+**Fused transfers** (``Cluster.fused_transfers``, :mod:`ralp_tf.place.fusion`). The variables of
+worker-computed layers that live whole on a PS task, uncompressed and read whole (no embedding
+lookup), move per PS task as one pull message and one push message: each variable's bytes once
+per step however often its layer is called, the gradients of the trainable ones in the push. An
+untrainable one (a BatchNorm statistic) still costs a message of its own for its update. They
+are left out of ``layer_variables``: a fused pull ends before the forward starts and its push
+starts after the backward ends, so nothing of them overlaps the compute.
+
 **Control traffic.** Every message costs ``RPC_CONTROL_BYTES`` (request and response framing,
 tensor metadata), half each way in the message's phase, and each worker step costs
 ``STEP_OVERHEAD_BYTES`` (function dispatch) with each PS task it exchanges data with, half each
@@ -109,7 +117,7 @@ from ralp_tf.plan.shards import VariableStorage, shard_fractions
 
 __all__ = ["distinct_rows", "gathered_rows", "regularised", "WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
-           "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic"]
+           "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic", "untrainable_variables"]
 
 WORKER = TaskRef.worker()
 PULL, PUSH = "pull", "push"
@@ -374,10 +382,12 @@ def gathered_rows(layer: LayerProfile, index: int, batch_size: int, share: float
 def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                       homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
                       compression: Mapping[str, Compression], weights_ratio: Mapping[str, float],
-                      out: _Builder) -> dict[str, list[Piece]]:
+                      out: _Builder, fused: bool = False) -> dict[str, list[Piece]]:
     """Variable pulls and pushes, embedding gradients; returns the layouts of embedding outputs
     produced on their tables' tasks (module docstring)."""
     b = profile.batch_size
+    fused_pulls: set[TaskRef] = set()
+    fused_pushes: set[TaskRef] = set()
     dedup_on_worker = sparse_update(profile.optimizer).dedup_on_worker
     layouts: dict[str, list[Piece]] = {}
     for l in profile.layers:
@@ -409,6 +419,13 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                         layouts.setdefault(l.name, []).append(Piece(task, share))
                         out.send(WORKER, task, INDEX_BYTES * ids, f"fwd:{l.name}")
                         out.further(task, WORKER, extra)
+                elif not on_ps and fused and len(shards) == 1 and setting_of(compression, l.name).is_none:
+                    trainable = i < len(l.var_bytes) - untrainable_variables(l)
+                    out.send(task, WORKER, v, PULL, messages=0)
+                    out.send(WORKER, task, v, PUSH, messages=0 if trainable else 1)  # an untrainable one: its assign
+                    fused_pulls.add(task)
+                    if trainable:
+                        fused_pushes.add(task)
                 elif not on_ps:
                     setting = setting_of(compression, l.name)
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else (
@@ -420,7 +437,23 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                     out.layer_variables[l.name][task] = (before[0] + pull, before[1] + push)
                     out.further(task, WORKER, extra * reads)
                     out.further(WORKER, task, extra)
+    for task in fused_pulls:
+        out.send(task, WORKER, 0.0, PULL)
+    for task in fused_pushes:
+        out.send(WORKER, task, 0.0, PUSH)
     return layouts
+
+
+def untrainable_variables(layer: LayerProfile) -> int:
+    """How many of ``layer``'s variables are not trainable: the trailing ones (Keras lists a layer's
+    trainable weights first) whose bytes make up ``param_bytes - trainable_param_bytes``."""
+    left, count = layer.param_bytes - layer.trainable_param_bytes, 0
+    for v in reversed(layer.var_bytes):
+        if left <= 0:
+            break
+        left -= v
+        count += 1
+    return count
 
 
 def _requirements(profile: ModelProfile, consumers: Iterable[str], is_output: bool, where: Mapping[str, TaskRef],
@@ -502,15 +535,16 @@ def _overlap(piece: Piece, ranges: Sequence[Sequence[float]]) -> float:
 
 def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: int,
                  storage: Mapping[str, Any] | None = None, compression: Mapping[str, Compression] | None = None,
-                 splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None) -> StepTraffic:
-    """One worker step's traffic (module docstring): variables, activations, split layers, control."""
+                 splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None, fused: bool = False) -> StepTraffic:
+    """One worker step's traffic (module docstring): variables, activations, split layers, control;
+    ``fused``: the worker's variables move fused (module docstring, *Fused transfers*)."""
     compression, splits = compression or {}, splits or {}
     weights_ratio, activations_ratio = compressed_ratios(profile, where, compression)
     b = profile.batch_size
     dedup_on_worker = sparse_update(profile.optimizer).dedup_on_worker
     out = _Builder()
     homes = variable_shards(profile, where, num_ps, storage, splits) if num_ps else {}
-    produced = _variable_traffic(profile, where, homes, compression, weights_ratio, out)
+    produced = _variable_traffic(profile, where, homes, compression, weights_ratio, out, fused)
     grad_flows = profile.gradient_flows()
     _split_internal(profile, where, splits, grad_flows, out)
     kinds = {l.name: l.kind for l in profile.layers}

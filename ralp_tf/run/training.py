@@ -32,6 +32,7 @@ from ralp_tf.errors import ClusterRuntimeError, ValidationError, check_int
 from ralp_tf.model.builtin import resolve_model
 from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksum
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
+from ralp_tf.place.fusion import fused_groups, train_on_batch
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.verify import reference_gradients, verify_gradients
 from ralp_tf.plan.analyzer import Analysis
@@ -99,6 +100,8 @@ class RunResult:
     steps_per_closure: int = 1
     #: the loop's optimizer (:data:`OPTIMIZERS`)
     optimizer: str = LOOP_OPTIMIZER
+    #: whether the worker's variables moved fused, one pull and one push per PS task (:mod:`ralp_tf.place.fusion`)
+    fuse_transfers: bool = False
     #: with ``check_gradients``: True when the placed model's first-step loss and gradients equal the
     #: unplaced model's (:func:`ralp_tf.place.verify.verify_gradients`), False when the unplaced
     #: model's own evaluations disagree (it samples, or is ill-conditioned: nothing to compare); None
@@ -136,6 +139,7 @@ class TrainConfig:
     steps_per_closure: int = 1
     optimizer: str = LOOP_OPTIMIZER
     check_gradients: bool = False
+    fuse_transfers: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -178,13 +182,7 @@ def sgd_losses(strategy: Any, coordinator: Any, model: Any, batches: Sequence[tu
 
     @tf.function
     def step(x: Any, y: Any) -> Any:
-        def replica_fn(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = loss_fn(y, model(x, training=True))
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
-        return strategy.run(replica_fn, args=(x, y))
+        return strategy.run(lambda x, y: train_on_batch(model, loss_fn, optimizer, x, y), args=(x, y))
 
     scheduled = [coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x),
                                                   tf.nest.map_structure(tf.constant, y)))
@@ -259,6 +257,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     prepared = prepared or prepare_model(builder, config)
     if cluster.floor is None:  # this machine's closure floor, priced at the loop's steps per closure
         cluster = cluster.with_closures(max(config.steps_per_closure, 1), MEASURED_FLOOR)
+    cluster = cluster.with_fused_transfers(config.fuse_transfers)
     plan, analysis = plan_with_policy(config.policy, prepared.profile, cluster, compression=config.compression)
     if config.steps_per_closure == AUTO_STEPS_PER_CLOSURE:  # every worker gets closures; none spans a checkpoint
         limit = min(max(1, config.steps // cluster.num_workers), config.checkpoint_every if config.checkpoint_dir else config.steps)
@@ -283,13 +282,10 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
         checked = verify_gradients(model, loss_fn, x, y, coordinator, prepared.reference)
     iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
+    groups = fused_groups(model, plan) if config.fuse_transfers else ()
+
     def replica_fn(batch: Any) -> Any:
-        xb, yb = batch
-        with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return tf.cast(loss, tf.float32)
+        return tf.cast(train_on_batch(model, loss_fn, optimizer, *batch, groups), tf.float32)
 
     @tf.function
     def train_step_once(it: Any) -> Any:
@@ -479,7 +475,7 @@ def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
         measured_step_s=elapsed / measured * job.cluster.num_workers, plan=job.plan, analysis=job.analysis,
         total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
         final_weights_checksum=weights_checksum(job.model)[1], steps_per_closure=config.steps_per_closure,
-        optimizer=config.optimizer, gradients_checked=job.gradients_checked)
+        optimizer=config.optimizer, gradients_checked=job.gradients_checked, fuse_transfers=config.fuse_transfers)
 
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,
@@ -490,7 +486,7 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
           on_measure: Callable[[str], None] | None = None, measure_compute: bool = False,
           compute_scale: float = 1.0, compression: Any = None, sequence_length: int | None = None,
           prepared: Prepared | None = None, steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER,
-          check_gradients: bool = False) -> RunResult:
+          check_gradients: bool = False, fuse_transfers: bool = False) -> RunResult:
     """Train ``build_model`` for ``warmup_steps + steps`` steps on ``strategy``; measure the last ``steps``.
 
     ``policy`` is a policy name of :mod:`ralp_tf.place.policies` ("ralp", "ps", "rl", ...), a Plan,
@@ -518,13 +514,15 @@ def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = 
     Losses, checkpoints, warmup and the measured window stay per step. ``optimizer`` is one of
     :data:`OPTIMIZERS` (SGD at ``learning_rate`` either way). With ``check_gradients`` the placed
     model's first step is compared with the unplaced model's before training
-    (:func:`ralp_tf.place.verify.verify_gradients`; ``RunResult.gradients_checked``).
+    (:func:`ralp_tf.place.verify.verify_gradients`; ``RunResult.gradients_checked``). With
+    ``fuse_transfers`` each step moves the worker's variables fused (:mod:`ralp_tf.place.fusion`).
     """
     config = TrainConfig(policy=policy, steps=steps, warmup_steps=warmup_steps, batch_size=batch_size,
                          learning_rate=learning_rate, seed=seed, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, measure_compute=measure_compute,
                          compute_scale=compute_scale, compression=compression, sequence_length=sequence_length,
-                         steps_per_closure=steps_per_closure, optimizer=optimizer, check_gradients=check_gradients)
+                         steps_per_closure=steps_per_closure, optimizer=optimizer, check_gradients=check_gradients,
+                         fuse_transfers=fuse_transfers)
     builder = resolve_model(build_model) if isinstance(build_model, str) else build_model
     job = prepare_job(strategy, builder, config, cluster or cluster_of(strategy), coordinator, prepared)
     meter = meter if meter is not None else (TrafficMeter(endpoints) if endpoints else None)
@@ -540,7 +538,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             on_measure: Callable[[str], None] | None = None,
             step_callback: Callable[[str, int], None] | None = None,
             sequence_length: int | None = None, prepared: Prepared | None = None,
-            steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, check_gradients: bool = False) -> dict[str, RunResult]:
+            steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, check_gradients: bool = False,
+            fuse_transfers: bool = False) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, while the cluster's tasks start; a model that cannot be profiled is refused
     before any step, and the tasks are stopped. Each policy's run places a fresh build of it with
@@ -550,8 +549,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     ``(job, index, step)`` kills that task after scheduling that step (fault injection).
     ``step_callback(policy name, step)`` is called after scheduling each step (progress).
     ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
-    model already built and profiled. ``steps_per_closure``, ``optimizer`` and ``check_gradients`` go
-    to :func:`train`.
+    model already built and profiled. ``steps_per_closure``, ``optimizer``, ``check_gradients`` and
+    ``fuse_transfers`` go to :func:`train`.
     """
     from ralp_tf.run.launch import LocalCluster
     from ralp_tf.run.traffic import cluster_endpoints
@@ -591,7 +590,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
                                            compression=compression, on_measure=on_measure,
                                            sequence_length=sequence_length, prepared=prepared,
                                            steps_per_closure=steps_per_closure, optimizer=optimizer,
-                                           check_gradients=check_gradients)
+                                           check_gradients=check_gradients, fuse_transfers=fuse_transfers)
             except ClusterRuntimeError as exc:
                 dead = [f"{t.job}:{t.index} (exit {t.proc.returncode})" for t in lc.tasks if not t.alive()]
                 raise ClusterRuntimeError(f"{exc}" + (f" Dead task(s): {', '.join(dead)}." if dead else "")) from None

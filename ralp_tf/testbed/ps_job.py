@@ -32,10 +32,11 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
-           optimizer: str = jobs.LOOP_OPTIMIZER) -> dict[str, Any]:
+           optimizer: str = jobs.LOOP_OPTIMIZER, fuse_transfers: bool = False) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
-    steps per scheduled closure and ``optimizer`` the loop's SGD (:func:`ralp_tf.run.training.train`).
+    steps per scheduled closure, ``optimizer`` the loop's SGD and ``fuse_transfers`` its fused
+    transfers (:func:`ralp_tf.run.training.train`).
     The coordinator's cost model is told the testbed's CPU budget per host, or, without budgets, that
     every host shares this machine's cores.
     Never raises for a failed job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
@@ -64,6 +65,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
+        cmd += ["--fuse-transfers"] if fuse_transfers else []
         cmd += _cores_options(getattr(tb, "host_cpu", None))
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
@@ -96,6 +98,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         "final_loss": result.get("final_loss"), "plan": result.get("plan"),
         "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
         "compression": compression, "steps_per_closure": steps_per_closure, "optimizer": optimizer,
+        "fuse_transfers": fuse_transfers,
         "testbed": tb.describe(), "valid": not reasons,
     }
     if reasons:
