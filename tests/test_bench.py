@@ -416,6 +416,22 @@ def test_the_optimizer_reaches_every_strategy_s_job():
     assert jobs.parse_job_args(ap, []).optimizer == "sgd"
 
 
+def test_fused_transfers_reach_the_pss_jobs_and_their_predictions():
+    """``--fuse-transfers`` is in the config, in the PSS job's flags, and priced in the bench's
+    predictions: resnet_cifar's stock PSS then sends fewer control bytes."""
+    from ralp_tf.bench.config import Cell
+    from ralp_tf.bench.predictions import predictions
+    from ralp_tf.plan.profiles import cached_profile
+    from ralp_tf.testbed.ps_job import _options
+
+    assert _config(["--quick", "--fuse-transfers"]).fuse_transfers and not _config(["--quick"]).fuse_transfers
+    assert "--fuse-transfers" in _options(False, 1.0, None, 1, "sgd", True)
+    assert "--fuse-transfers" not in _options(False, 1.0, None, 1, "sgd")
+    prof, cell = cached_profile("resnet_cifar"), Cell("resnet_cifar", 2, "100mbit")
+    stock, fused = predictions(prof, cell, 100e6), predictions(prof, cell, 100e6, fuse_transfers=True)
+    assert fused["ps"]["payload_bytes_per_step"] < stock["ps"]["payload_bytes_per_step"]
+
+
 def test_bad_layout_is_one_line_exit_2(tmp_path):
     r = _bench(["--layout", "ring", "--out-dir", str(tmp_path)], timeout=60)
     assert r.returncode == 2 and "invalid choice: 'ring'" in r.stderr, r.stderr

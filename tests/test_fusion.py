@@ -38,28 +38,31 @@ def _shared_and_batchnorm() -> Any:
     return k.Model(inp, out)
 
 
-def _run(inprocess: Any, build: Any, policy: Any, fuse: bool) -> tuple[list[float], list[np.ndarray], Any]:
+def _run(inprocess: Any, build: Any, policy: Any, fuse: bool, steps_per_closure: int = 1
+         ) -> tuple[list[float], list[np.ndarray], Any]:
     from ralp_tf.place.applier import cluster_of
     from ralp_tf.run.training import TrainConfig, prepare_job, run_steps
 
     _, strategy, coordinator = inprocess
     cfg = TrainConfig(policy=policy, batch_size=BATCH, learning_rate=0.05, steps=4, warmup_steps=1,
-                      fuse_transfers=fuse)
+                      fuse_transfers=fuse, steps_per_closure=steps_per_closure)
     job = prepare_job(strategy, build, cfg, cluster_of(strategy), coordinator)
     outcome = run_steps(job)
     return outcome.losses, job.model.get_weights(), job
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("build, policy", [(_shared_and_batchnorm, "ps"), (lambda: models.small_cnn(fc=32), HEAD_ON_PS)],
-                         ids=["batchnorm-shared-stock", "small_cnn-head-on-ps"])
-def test_fused_steps_train_like_stock_transfers(inprocess: Any, build: Any, policy: Any) -> None:
+@pytest.mark.parametrize("build, policy, k", [(_shared_and_batchnorm, "ps", 1), (_shared_and_batchnorm, "ps", 4),
+                                              (lambda: models.small_cnn(fc=32), HEAD_ON_PS, 1)],
+                         ids=["batchnorm-shared-stock", "batchnorm-shared-4-per-closure", "small_cnn-head-on-ps"])
+def test_fused_steps_train_like_stock_transfers(inprocess: Any, build: Any, policy: Any, k: int) -> None:
     """One worker: 5 fused steps give the losses and weights of 5 stock steps (BatchNorm statistics,
-    a layer called twice and a PS-computed head included), and fuse the worker's variables only."""
+    a layer called twice, a PS-computed head, 4 steps per closure included), and fuse the worker's
+    variables only."""
     from ralp_tf.place.fusion import fused_groups
 
     stock, w_stock, _ = _run(inprocess, build, policy, False)
-    fused, w_fused, job = _run(inprocess, build, policy, True)
+    fused, w_fused, job = _run(inprocess, build, policy, True, k)
     np.testing.assert_allclose(fused, stock, rtol=1e-5)
     for a, b in zip(w_fused, w_stock):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

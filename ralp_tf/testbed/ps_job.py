@@ -64,8 +64,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--connect-timeout", str(lc.ready_timeout),
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
-        cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer)
-        cmd += ["--fuse-transfers"] if fuse_transfers else []
+        cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer, fuse_transfers)
         cmd += _cores_options(getattr(tb, "host_cpu", None))
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
@@ -134,13 +133,14 @@ def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None
 
 
 def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
-             optimizer: str) -> list[str]:
+             optimizer: str, fuse_transfers: bool = False) -> list[str]:
     """The train job's options for the settings that are not its defaults (and the steps per closure
     and the optimizer, always: 0 asks for the cost model's choice, ``auto``)."""
     out = ["--measure-compute", "--compute-scale", str(scale)] if measure_compute else []
     if compression:
         out += ["--compression", compression]
     out += ["--steps-per-closure", str(steps_per_closure) if steps_per_closure else "auto"]
+    out += ["--fuse-transfers"] if fuse_transfers else []
     return out + ["--optimizer", optimizer]
 
 
