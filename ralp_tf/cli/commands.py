@@ -186,7 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
                  "restored_weights_checksum": r.restored_weights_checksum,
                  "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
-                 "optimizer": r.optimizer, "gradients_checked": r.gradients_checked, "losses": r.losses}
+                 "optimizer": r.optimizer, "fuse_transfers": r.fuse_transfers,
+                 "gradients_checked": r.gradients_checked, "losses": r.losses}
         if name != "ps":
             entry["plan"] = r.plan.to_dict()
         out[key] = entry
