@@ -16,7 +16,8 @@ from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.costmodel import RPC_CONTROL_BYTES, estimate
 from ralp_tf.plan.profiles import cached_profile
-from ralp_tf.plan.traffic import STEP_OVERHEAD_BYTES, resolve_placements, step_traffic, untrainable_variables
+from ralp_tf.plan.compression import Compression
+from ralp_tf.plan.traffic import STEP_OVERHEAD_BYTES, fusable, resolve_placements, step_traffic
 
 BATCH = 8
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -67,7 +68,7 @@ def test_fused_steps_train_like_stock_transfers(inprocess: Any, build: Any, poli
     for a, b in zip(w_fused, w_stock):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert fused[-1] < fused[0]
-    groups = fused_groups(job.model, job.plan)
+    groups = fused_groups(job.model, job.plan, job.prepared.profile)
     fused_ids = {id(v) for g in groups for v in g.variables}
     assert groups and all("/job:ps" in g.device for g in groups)
     head = [p for p, d in job.plan.placements.items() if "/job:ps" in d]
@@ -88,11 +89,15 @@ def test_fused_transfers_price_one_pull_and_one_push_per_ps_task() -> None:
     stock, fused = step_traffic(p, where, 2), step_traffic(p, where, 2, fused=True)
     data = lambda s: sum(b for k, b in s.bytes.items()) - sum(s.control.values())  # noqa: E731
     assert data(fused) == pytest.approx(data(stock))
-    untrainable = sum(untrainable_variables(l) for l in p.layers)
+    untrainable = sum(l.untrainable_variables for l in p.layers)
     assert untrainable == 2 * sum(1 for l in p.layers if l.class_name == "BatchNormalization")
     messages = sum(fused.control.values()) / RPC_CONTROL_BYTES
     assert messages == pytest.approx(2 * 2 + untrainable + 2 * STEP_OVERHEAD_BYTES / RPC_CONTROL_BYTES)
     assert fused.layer_variables == {} and stock.layer_variables
+    ctr = cached_profile("ctr_dnn")
+    tables = [l for l in ctr.layers if l.kind == "embedding"]
+    assert tables and not any(fusable(l, Compression()) for l in tables)  # rows looked up, not read whole
+    assert not fusable(p.layers[-1], Compression(weights="fp16")) and fusable(p.layers[-1], Compression())
     cluster = Cluster.local(2, 2, bandwidth="10gbit").with_closures(1, MEASURED_FLOOR)
     assert estimate(p, cluster.with_fused_transfers()).step_s < estimate(p, cluster).step_s
     assert estimate(p, cluster.with_fused_transfers()).bytes_per_step < estimate(p, cluster).bytes_per_step

@@ -75,6 +75,23 @@ class LayerProfile:
     def has_params(self) -> bool:
         return self.param_bytes > 0
 
+    @property
+    def untrainable_variables(self) -> int:
+        """How many variables are not trainable: the trailing ones (Keras lists a layer's trainable
+        weights first) whose bytes make up ``param_bytes - trainable_param_bytes``."""
+        left, count = self.param_bytes - self.trainable_param_bytes, 0
+        for v in reversed(self.var_bytes):
+            if left <= 0:
+                break
+            left -= v
+            count += 1
+        return count
+
+    @property
+    def looks_up_rows(self) -> bool:
+        """Whether a call reads rows of a variable (an embedding, or ``gathered``), not it whole."""
+        return self.kind == "embedding" or any(per_sample or per_batch for per_sample, per_batch in self.gathered)
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["var_bytes"] = list(self.var_bytes)
@@ -237,6 +254,10 @@ class ModelProfile:
     @property
     def trainable_param_bytes(self) -> int:
         return sum(l.trainable_param_bytes for l in self.layers)
+
+    @property
+    def num_variables(self) -> int:
+        return sum(len(l.var_bytes) for l in self.layers)
 
     @property
     def flops(self) -> float:

@@ -19,9 +19,10 @@ the overlap of a variable's transfer with the compute of the layers before it: t
 ends before the forward starts, and the push starts after the backward ends (the cost model
 prices both, :mod:`ralp_tf.plan.traffic`, *Fused transfers*).
 
-A variable is fused when it is a plain variable on a PS task (not sharded), its unit computes on
-the worker, reads it whole (no embedding lookup) and has no compression codec; anything else
-moves as before. Variables of one PS task are grouped by dtype.
+A variable is fused when it is a plain variable on a PS task (not sharded) and its unit computes on
+the worker, unsplit, and is :func:`ralp_tf.plan.traffic.fusable` by its profile (reads its
+variables whole, no weights or gradients codec), as the cost model prices it; anything else moves
+as before. Variables of one PS task are grouped by dtype.
 """
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ from typing import Any, Callable, Sequence
 
 from ralp_tf.model import keras_compat
 from ralp_tf.model.graph import walk
+from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.plan.compression import setting_of
 from ralp_tf.plan.plans import Plan, parse_device
+from ralp_tf.plan.traffic import fusable
 
 __all__ = ["FusedGroup", "fused_groups", "train_on_batch"]
 
@@ -86,17 +89,17 @@ def _is_plain_ps_variable(v: Any) -> bool:
     return isinstance(v, ps_values.CachingVariable) and "/job:ps" in (v.device or "")
 
 
-def fused_groups(model: Any, plan: Plan) -> list[FusedGroup]:
-    """The groups a fused step moves for ``model`` placed by ``plan`` (module docstring)."""
+def fused_groups(model: Any, plan: Plan, profile: ModelProfile) -> list[FusedGroup]:
+    """The groups a fused step moves for ``model`` (profiled as ``profile``) placed by ``plan``
+    (module docstring)."""
     on_ps = {path for path, device in plan.placements.items() if parse_device(device).is_ps}
+    layers = {l.name: l for l in profile.layers}
     excluded: set[int] = set()
     for unit in walk(model):
-        layer = unit.layer
-        setting = setting_of(plan.compression, unit.path)
-        lookups = type(layer).__name__ == "Embedding" or hasattr(layer, "embeddings")
-        if (unit.path in on_ps or unit.path in plan.splits or lookups or setting.weights != "none"
-                or setting.gradients != "none"):
-            excluded.update(id(keras_compat.base_variable(w)) for w in layer.weights)
+        layer = layers.get(unit.path)
+        if (unit.path in on_ps or unit.path in plan.splits or layer is None
+                or not fusable(layer, setting_of(plan.compression, unit.path))):
+            excluded.update(id(keras_compat.base_variable(w)) for w in unit.layer.weights)
     groups: dict[tuple[str, Any], list[Any]] = collections.defaultdict(list)
     for v in model.variables:
         v = keras_compat.base_variable(v)
@@ -134,20 +137,19 @@ def train_on_batch(model: Any, loss_fn: Callable[[Any, Any], Any], optimizer: An
         finally:
             _reads.values = {}
     grads = tape.gradient(loss, [values.get(id(keras_compat.base_variable(v)), v) for v in train])
-    fused = {id(v): g for g in groups for v in g.variables}
-    pushed: dict[str, list[tuple[Any, Any]]] = collections.defaultdict(list)
+    fused = {id(v): i for i, g in enumerate(groups) for v in g.variables}
+    pushed: dict[int, list[tuple[Any, Any]]] = collections.defaultdict(list)  # group index -> (variable, gradient)
     applied = []
     for v, grad in zip(train, grads):
-        group = fused.get(id(keras_compat.base_variable(v)))
-        if group is None or grad is None:
+        i = fused.get(id(keras_compat.base_variable(v)))
+        if i is None or grad is None:
             applied.append((grad, v))
         else:
-            pushed[group.device + str(group.variables[0].dtype)].append((v, grad))
-    for pairs in pushed.values():
-        device = keras_compat.base_variable(pairs[0][0]).device
+            pushed[i].append((v, grad))
+    for i, pairs in pushed.items():
         flat = tf.concat([tf.reshape(tf.convert_to_tensor(g), [-1]) for _, g in pairs], 0)
-        with tf.device(device):
-            parts = tf.split(flat, [int(v.shape.num_elements()) for v, _ in pairs])
+        with tf.device(groups[i].device):
+            parts = tf.split(flat, groups[i].sizes([v for v, _ in pairs]))
             applied += [(tf.reshape(p, v.shape), v) for p, (v, _) in zip(parts, pairs)]
     optimizer.apply_gradients(applied)
     return loss

@@ -373,7 +373,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
         link_bytes_out=loads.bytes_out, link_bytes_in=loads.bytes_in, link_s=loads.link_s,
         host_cpu_s={h: c * n for h, c in cpu_s.items()},
         task_cpu_s=task_cpu_seconds(cluster, worker_s, ps_s, serving),
-        dispatch_bytes=dispatch_bytes_per_step(sum(len(l.var_bytes) for l in profile.layers), n, cluster.steps_per_closure),
+        dispatch_bytes=dispatch_bytes_per_step(profile.num_variables, n, cluster.steps_per_closure),
         busiest_link=max(loads.link_s, key=loads.link_s.get, default="") if any(loads.link_s.values()) else "")  # type: ignore[arg-type]
 
 

@@ -117,7 +117,7 @@ from ralp_tf.plan.shards import VariableStorage, shard_fractions
 
 __all__ = ["distinct_rows", "gathered_rows", "regularised", "WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
-           "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic", "untrainable_variables"]
+           "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic", "fusable"]
 
 WORKER = TaskRef.worker()
 PULL, PUSH = "pull", "push"
@@ -419,8 +419,8 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                         layouts.setdefault(l.name, []).append(Piece(task, share))
                         out.send(WORKER, task, INDEX_BYTES * ids, f"fwd:{l.name}")
                         out.further(task, WORKER, extra)
-                elif not on_ps and fused and len(shards) == 1 and setting_of(compression, l.name).is_none:
-                    trainable = i < len(l.var_bytes) - untrainable_variables(l)
+                elif not on_ps and fused and len(shards) == 1 and fusable(l, setting_of(compression, l.name)):
+                    trainable = i < len(l.var_bytes) - l.untrainable_variables
                     out.send(task, WORKER, v, PULL, messages=0)
                     out.send(WORKER, task, v, PUSH, messages=0 if trainable else 1)  # an untrainable one: its assign
                     fused_pulls.add(task)
@@ -444,16 +444,10 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
     return layouts
 
 
-def untrainable_variables(layer: LayerProfile) -> int:
-    """How many of ``layer``'s variables are not trainable: the trailing ones (Keras lists a layer's
-    trainable weights first) whose bytes make up ``param_bytes - trainable_param_bytes``."""
-    left, count = layer.param_bytes - layer.trainable_param_bytes, 0
-    for v in reversed(layer.var_bytes):
-        if left <= 0:
-            break
-        left -= v
-        count += 1
-    return count
+def fusable(layer: LayerProfile, setting: Compression) -> bool:
+    """Whether a worker-computed layer's whole variables move fused (module docstring, *Fused
+    transfers*): it reads them whole and has no weights or gradients codec."""
+    return not layer.looks_up_rows and setting.weights == "none" and setting.gradients == "none"
 
 
 def _requirements(profile: ModelProfile, consumers: Iterable[str], is_output: bool, where: Mapping[str, TaskRef],

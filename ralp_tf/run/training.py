@@ -282,7 +282,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
         checked = verify_gradients(model, loss_fn, x, y, coordinator, prepared.reference)
     iterator = iter(coordinator.create_per_worker_dataset(lambda: tf.data.Dataset.from_tensors((x, y)).repeat()))
 
-    groups = fused_groups(model, plan) if config.fuse_transfers else ()
+    groups = fused_groups(model, plan, prepared.profile) if config.fuse_transfers else ()
 
     def replica_fn(batch: Any) -> Any:
         return tf.cast(train_on_batch(model, loss_fn, optimizer, *batch, groups), tf.float32)
