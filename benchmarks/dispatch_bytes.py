@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     if not runs:
         print("no run records the chief's link counters", file=sys.stderr)
         return 1
-    variables = {m: sum(len(l.var_bytes) for l in cached_profile(m).layers) for m in runs}
+    variables = {m: cached_profile(m).num_variables for m in runs}
     models = sorted(runs, key=variables.get)
     v = np.array([variables[m] for m in models], dtype=float)
     sent = np.array([statistics.median(runs[m][0]) for m in models])
