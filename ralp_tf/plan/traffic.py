@@ -81,8 +81,8 @@ PS-computed layer's ``activations`` codec scales the activations it receives fro
 and their gradients, by that ratio. Outputs returning to the worker are not compressed.
 
 **Fused transfers** (``Cluster.fused_transfers``, :mod:`ralp_tf.place.fusion`). The variables of
-worker-computed layers that live whole on a PS task, uncompressed and read whole (no embedding
-lookup), move per PS task as one pull message and one push message: each variable's bytes once
+worker-computed layers that live whole on a PS task, of layers :func:`fusable` (read whole, no
+weights or gradients codec), move per PS task as one pull message and one push message: each variable's bytes once
 per step however often its layer is called, the gradients of the trainable ones in the push. An
 untrainable one (a BatchNorm statistic) still costs a message of its own for its update. They
 are left out of ``layer_variables``: a fused pull ends before the forward starts and its push
