@@ -1,7 +1,7 @@
 """Where a budgeted run's CPU goes: measured CPU core-seconds per global step of every task
 against the cost model's, per PSS strategy-cell of ``ralp-tf bench`` results files.
 
-    python benchmarks/cpu_by_task.py RESULTS.json [...] [--out FILE.md] [--repredict] [--fit]
+    python benchmarks/cpu_by_task.py RESULTS.json [...] [--out FILE.md] [--repredict] [--fit] [--calibration CAL.json]
 
 A bench run on CPU budgets (``--host-cpu``) records, per repetition, ``task_cpu_s_per_step``
 (the testbed's ``task_cpu_seconds()`` over the timed window: user + system seconds of each task's
@@ -47,12 +47,16 @@ def _mean_by_role(per_task: dict[str, float]) -> dict[str, float]:
     return {role: sum(v) / len(v) for role, v in by.items()}
 
 
+#: A calibration document (``--calibration``): budgeted cells are priced with its profiles.
+CALIBRATION: dict[str, Any] | None = None
+
+
 def _cells(path: str) -> Any:
     """:func:`fit_constant.cells` of ``path``: its PSS cells with what re-predicting them needs."""
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
     from fit_constant import cells  # type: ignore[import-not-found]
 
-    return cells(path)
+    return cells(path, CALIBRATION)
 
 
 def _current(path: str) -> dict[tuple[str, str], dict[str, float]]:
@@ -165,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the Markdown table here instead of stdout")
     ap.add_argument("--repredict", action="store_true", help="price the tasks with the cost model as it is now")
     ap.add_argument("--fit", action="store_true", help="also fit the COLOCATED_* serving constants (docstring)")
+    ap.add_argument("--calibration", help="price budgeted cells with these calibrated profiles (fit_ring_cpu.py calibrate)")
     args = ap.parse_args(argv)
+    global CALIBRATION
+    if args.calibration:
+        with open(args.calibration) as f:
+            CALIBRATION = json.load(f)
     table = [r for path in args.results for r in rows(path, args.repredict)]
     if not table:
         print("error: no repetition in these files records task_cpu_s_per_step; run ralp-tf bench with "

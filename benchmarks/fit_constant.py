@@ -1,14 +1,14 @@
 """Fit one constant of the cost model on measured bench runs and check it on other runs.
 
     python benchmarks/fit_constant.py --fit A.json [B.json ...] [--check C.json ...] [--out FILE.json]
-        [--constant PULL_PUSH_OVERLAP|RPC_FIXED_S] [--grid V1,V2,...] [--baseline V]
+        [--constant PULL_PUSH_OVERLAP|RPC_FIXED_S] [--grid V1,V2,...] [--baseline V] [--calibration CAL.json]
 
 The constant is a module attribute of :mod:`ralp_tf.plan.costmodel`: ``PULL_PUSH_OVERLAP`` (*Overlap*;
 the default, on the grid 0, 0.05, ..., 1) or ``RPC_FIXED_S`` (the CPU seconds of one further message
 at each end; default grid 0 to 500 us). Each results file must hold the bench-side profiles
 (``profiles``, written by ``ralp-tf bench`` since the overlap was priced). Every valid PSS
 strategy-cell is re-predicted with the current cost model from the run's own profile (scaled as the
-bench scales it), cluster (its CPU budgets, or this machine's cores shared by every host), floor,
+bench scales it; under a budget, the ``--calibration`` profile when it has one), cluster (its CPU budgets, or this machine's cores shared by every host), floor,
 steps per closure, optimizer and the plan it ran, for each value on the grid. The fitted value
 minimises the mean squared log error (``log(measured / predicted)``) over the ``--fit`` files'
 cells; the report gives every cell's error at a baseline (``--baseline``, default the shipped value)
@@ -42,8 +42,20 @@ def _floor(doc: dict[str, Any]) -> Any:
     return floor_terms(source)
 
 
-def cells(path: str) -> Iterator[dict[str, Any]]:
-    """Every valid PSS strategy-cell of results file ``path``, with what re-predicting it needs."""
+def calibrated(calibration: dict[str, Any] | None, model: str, budget: float | None) -> Any:
+    """The profile of ``model`` under ``budget`` cores in a calibration file's document
+    (``python benchmarks/fit_ring_cpu.py calibrate``), or None."""
+    from ralp_tf.model.profiles import ModelProfile
+
+    measured = (calibration or {}).get("models", {}).get(model, {}).get(f"{budget:g}") if budget else None
+    return ModelProfile.from_dict(measured["profile"]) if measured else None
+
+
+def cells(path: str, calibration: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    """Every valid PSS strategy-cell of results file ``path``, with what re-predicting it needs.
+    With ``calibration`` (a calibration document) a budgeted cell is priced with its model's profile
+    calibrated under that budget instead of the results file's own (whose layer medians were taken
+    under the quota, before the bench calibrated them: :mod:`ralp_tf.bench.quota_profile`)."""
     from ralp_tf.bench.config import Cell
     from ralp_tf.bench.predictions import cell_cluster, compute_scale
     from ralp_tf.model.profiles import ModelProfile
@@ -51,13 +63,16 @@ def cells(path: str) -> Iterator[dict[str, Any]]:
 
     with open(path) as f:
         doc = json.load(f)
-    if "profiles" not in doc:
-        raise SystemExit(f"error: {path} holds no bench-side profiles ('profiles'); rerun it with this ralp-tf bench")
     cfg, floor = doc["config"], _floor(doc)
     budget = cfg.get("host_cpu")
     for c in doc["cells"]:
         cell = Cell(c["model"], c["workers"], c["bandwidth"], layout=c.get("layout", "dedicated"))
-        prof = ModelProfile.from_dict(doc["profiles"][c["model"]]).with_optimizer(cfg.get("optimizer", "sgd"))
+        prof = calibrated(calibration, c["model"], budget)
+        if prof is None and c["model"] not in doc.get("profiles", {}):
+            raise SystemExit(f"error: {path} holds no bench-side profile of {c['model']} ('profiles') and no "
+                             f"calibration covers it; rerun it with this ralp-tf bench or pass --calibration")
+        prof = prof or ModelProfile.from_dict(doc["profiles"][c["model"]])
+        prof = prof.with_optimizer(cfg.get("optimizer", "sgd"))
         prof = prof.scaled_compute(compute_scale(cell.workers, budget))
         base = cell_cluster(cell, cell.bandwidth_bps, budget)
         base = base if budget else base.with_shared_cores(float(doc["machine"]["cpus"]))
@@ -117,11 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--constant", choices=sorted(GRIDS), default="PULL_PUSH_OVERLAP", help="the constant to fit")
     p.add_argument("--grid", type=_grid, help="comma-separated values to try (default: the constant's grid)")
     p.add_argument("--baseline", type=float, help="the value the report compares the fit with (default: the shipped value)")
+    p.add_argument("--calibration", help="price budgeted cells with these calibrated profiles (fit_ring_cpu.py calibrate)")
     args = p.parse_args(argv)
+    calibration = json.load(open(args.calibration)) if args.calibration else None
     constant, grid = args.constant, args.grid or GRIDS[args.constant]
     as_shipped = shipped(constant)
     base = as_shipped if args.baseline is None else args.baseline
-    sets = {"fit": [r for f in args.fit for r in cells(f)], "check": [r for f in args.check for r in cells(f)]}
+    sets = {"fit": [r for f in args.fit for r in cells(f, calibration)],
+            "check": [r for f in args.check for r in cells(f, calibration)]}
     value, losses = fit(sets["fit"], constant, grid)
     report: dict[str, Any] = {"command": "python benchmarks/fit_constant.py " + " ".join(sys.argv[1:] if argv is None else argv),
                               "constant": constant, "shipped": as_shipped, "baseline": base, "fitted": value,

@@ -427,6 +427,9 @@ def test_fused_transfers_reach_the_pss_jobs_and_their_predictions():
     assert _config(["--quick", "--fuse-transfers"]).fuse_transfers and not _config(["--quick"]).fuse_transfers
     assert "--fuse-transfers" in _options(False, 1.0, None, 1, "sgd", True)
     assert "--fuse-transfers" not in _options(False, 1.0, None, 1, "sgd")
+    # the bench's own profile, when it has one, replaces the coordinator's measurement
+    assert _options(True, 1.0, None, 1, "sgd", profile_path="/p.json")[:4] == ["--profile", "/p.json", "--compute-scale", "1.0"]
+    assert _options(True, 1.0, None, 1, "sgd")[:3] == ["--measure-compute", "--compute-scale", "1.0"]
     prof, cell = cached_profile("resnet_cifar"), Cell("resnet_cifar", 2, "100mbit")
     stock, fused = predictions(prof, cell, 100e6), predictions(prof, cell, 100e6, fuse_transfers=True)
     assert fused["ps"]["payload_bytes_per_step"] < stock["ps"]["payload_bytes_per_step"]
@@ -479,6 +482,11 @@ def test_quick_colocated_with_host_budgets(tmp_path):
     doc = json.loads(next((tmp_path / "results").glob("quick-*.json")).read_text())
     assert doc["cells"][0]["testbed"]["layout"] == "colocated" and doc["cells"][0]["num_ps"] == 2
     assert doc["cells"][0]["bench_predictions"]["analysis"]["compute_scale"] == 1.0
+    if budget:  # the bench-side profile: layer shares calibrated to whole passes timed under the quota
+        calibration = doc["profile_calibration"]["small_cnn"]
+        assert calibration["cores"] == 1.0 and calibration["step_s"] > 0
+        layers = doc["profiles"]["small_cnn"]["layers"]
+        assert sum(l.get("measured_seconds") or 0 for l in layers) == pytest.approx(calibration["step_s"])
     for s in ("ralp", "allreduce"):  # CPU seconds per global step of each host, in its budget
         cpu = doc["cells"][0]["strategies"][s]["runs"][0]["host_cpu_s_per_step"]
         if budget:

@@ -9,6 +9,8 @@ modules, in the order data flows through them:
 ``config``       the matrix (``model x workers x bandwidth``, 1 PS) and :class:`BenchConfig`
 ``predictions``  the profiling child process, ``compute_scale``, cost-model predictions and the
                  scheduler's plan (through the ``scheduler.<solver>`` placement policy)
+``quota_profile`` a profile under a host's CPU budget: unthrottled layer shares calibrated to
+                 whole steps timed under the quota
 ``run``          :class:`Bench`: one testbed per cell, every strategy on it, repetitions
                  interleaved, the results file rewritten after every run
 ``progress``     progress and ETA lines on stderr
@@ -27,6 +29,7 @@ from ralp_tf.bench.config import (DEFAULT_BANDWIDTHS, DEFAULT_MODELS, DEFAULT_ST
                                   BenchConfig, BenchConfigError, BenchError, Cell, config_from_args, max_workers,
                                   parse_bandwidths, parse_cell, parse_models, parse_strategies, parse_workers)
 from ralp_tf.bench.predictions import cell_cluster, compute_scale, measure_profile, predictions, scheduler_plan
+from ralp_tf.bench import quota_profile
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary, summarize_strategy
 from ralp_tf.bench.report import README_BEGIN, README_END, markdown_tables, strategy_json, update_readme, \
@@ -41,6 +44,6 @@ __all__ = [
     "StrategySummary", "Target", "TargetsError", "cell_cluster", "choose_steps", "compute_scale",
     "config_from_args", "evaluate_targets", "load_targets", "machine_info", "markdown_tables", "max_workers",
     "measure_profile", "parse_bandwidths", "parse_cell", "parse_models", "parse_strategies", "parse_workers",
-    "predictions", "scheduler_plan", "strategy_json", "summarize_strategy",
+    "predictions", "quota_profile", "scheduler_plan", "strategy_json", "summarize_strategy",
     "targets", "update_readme", "write_report",
 ]

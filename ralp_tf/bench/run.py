@@ -64,11 +64,13 @@ from typing import Any, Callable
 
 from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
     BenchConfigError, BenchError, Cell, floor_terms, strategy_base
+from ralp_tf.bench import quota_profile
 from ralp_tf.bench.predictions import compute_scale, measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
 from ralp_tf.bench.records import CellRecord, RunRecord, StrategySummary
 from ralp_tf.bench.targets import targets
 from ralp_tf.errors import RalpError
+from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 from ralp_tf.run.traffic import suspect_bytes_warning
 
@@ -245,13 +247,29 @@ class Bench:
                 for rep in range(self.cfg.repeats):
                     self.progress.plan_run((cell.key, s, rep), warmup, steps, p)
 
+    def profile_path(self, model: str) -> Path:
+        """Where the bench-side profile of ``model`` is kept as JSON (the coordinator plans with it)."""
+        return self.work / f"{model}.profile.json"
+
+    def _profile_file(self, model: str) -> str | None:
+        """The bench-side profile's JSON for the coordinator to plan with, if it was measured."""
+        path = self.profile_path(model)
+        return str(path) if isinstance(self.profiles.get(model), ModelProfile) and path.is_file() else None
+
     def _profile(self, model: str) -> Any:
         if model not in self.profiles:
-            budget = f", under a {self.host_cpu:g}-core budget" if self.host_cpu is not None else ""
+            budget = (f", layer shares calibrated to whole passes under a {self.host_cpu:g}-core budget"
+                      if self.host_cpu is not None else "")
             self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times{budget})")
+            out, group = str(self.profile_path(model)), f"{self.cfg.prefix}-profile"
             try:
-                self.profiles[model] = measure_profile(model, self.cfg.batch, str(self.work / f"{model}.profile.json"),
-                                                       cpu_cores=self.host_cpu, group_name=f"{self.cfg.prefix}-profile")
+                if self.host_cpu is None:
+                    self.profiles[model] = measure_profile(model, self.cfg.batch, out)
+                else:  # medians under the quota itself are not the layers' times there (quota_profile)
+                    measured = quota_profile.measure_quota_profile(model, self.cfg.batch, self.host_cpu, out,
+                                                                   group_name=group)
+                    self.profiles[model] = measured.profile
+                    self.doc.setdefault("profile_calibration", {})[model] = measured.summary()
                 # the profile every prediction of the run was made from: a later cost model re-predicts from it
                 self.doc.setdefault("profiles", {})[model] = self.profiles[model].to_dict()
             except BenchError as exc:
@@ -473,7 +491,7 @@ class Bench:
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
                                   steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
-                                  fuse_transfers=self.cfg.fuse_transfers)
+                                  fuse_transfers=self.cfg.fuse_transfers, profile_path=self._profile_file(cell.model))
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout, optimizer=self.cfg.optimizer)

@@ -15,27 +15,43 @@ from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, 
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
-__all__ = ["main"]
+__all__ = ["main", "prepared_with_profile"]
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ralp_tf.cli.train_job --cluster JSON --model NAME --policy NAME|PLAN.json ...``
 
-    Runs one measured job as the coordinator of an already running cluster (e.g. tasks started
-    by a testbed inside network namespaces) and prints its RunResult as one JSON object.
-    Bytes are not measured here (the caller counts them on the links).
-    """
+def prepared_with_profile(model: str, path: str, *, batch_size: int, seed: int, optimizer: str,
+                          compute_scale: float) -> Any:
+    """``model`` prepared (:func:`ralp_tf.run.training.prepare_model`) to plan and predict with the
+    profile at ``path`` (a ModelProfile JSON of the same model and batch with measured layer times,
+    e.g. the bench's, calibrated under its hosts' CPU budget) times ``compute_scale``, instead of
+    layer times measured in this process. Raises ValidationError when it is not that model's."""
+    from pathlib import Path
+
+    from ralp_tf.errors import ValidationError
+    from ralp_tf.model.builtin import resolve_model
+    from ralp_tf.model.profiles import ModelProfile
+    from ralp_tf.run.training import TrainConfig, prepare_model
+
+    try:
+        given = ModelProfile.from_json(Path(path).read_text())
+    except (OSError, ValueError, KeyError) as exc:
+        raise ValidationError(f"--profile {path}: cannot read a model profile ({exc}); pass the JSON that "
+                              f"ralp_tf.model.profiler.profile(...).to_json() writes") from None
+    prepared = prepare_model(resolve_model(model), TrainConfig(batch_size=batch_size, seed=seed, optimizer=optimizer))
+    names, own = [l.name for l in given.layers], [l.name for l in prepared.profile.layers]
+    if given.batch_size != batch_size or names != own:
+        what = (f"batch {given.batch_size}, not {batch_size}" if given.batch_size != batch_size else
+                f"layers {sorted(set(names) ^ set(own))[:5]} differ")
+        raise ValidationError(f"--profile {path} is not {model}'s profile at this batch ({what}); profile the "
+                              f"same model at --batch-size {batch_size}")
+    prepared.profile = given.with_optimizer(optimizer).scaled_compute(compute_scale)
+    return prepared
+
+
+def _parser() -> Any:
+    """The job's command line."""
     import argparse
-    import json
-    import sys
 
-    import tensorflow as tf
-
-    from ralp_tf.errors import RalpError
-    from ralp_tf.place.policies import policy_from_spec
-    from ralp_tf.plan.cluster import Cluster, Rates
-    from ralp_tf.run.remote import CONNECT_TIMEOUT_S, wait_reachable
-    from ralp_tf.run.training import train
-    from ralp_tf.testbed.jobs import emit
+    from ralp_tf.run.remote import CONNECT_TIMEOUT_S
 
     p = argparse.ArgumentParser(prog="python -m ralp_tf.cli.train_job")
     p.add_argument("--cluster", required=True, help='JSON: {"worker": ["ip:port", ...], "ps": [...]}')
@@ -55,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="plan and predict with measured layer times instead of FLOP rates")
     p.add_argument("--compute-scale", type=float, default=1.0,
                    help="multiply measured layer times by this (tasks sharing the cores)")
+    p.add_argument("--profile", default=None,
+                   help="plan and predict with this profile's measured layer times (ModelProfile JSON of the "
+                        "same model and batch, e.g. the bench's) times --compute-scale, not measured here")
     p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
                                                         "(see ralp_tf.plan.compression)")
     p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE,
@@ -67,7 +86,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="seconds to wait for every task to accept connections")
     p.add_argument("--emit-marks", action="store_true",
                    help="print 'RALP_JOB start|end|result <json>' lines (the testbed's job protocol)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ralp_tf.cli.train_job --cluster JSON --model NAME --policy NAME|PLAN.json ...``
+
+    Runs one measured job as the coordinator of an already running cluster (e.g. tasks started
+    by a testbed inside network namespaces) and prints its RunResult as one JSON object.
+    Bytes are not measured here (the caller counts them on the links).
+    """
+    import json
+    import sys
+
+    import tensorflow as tf
+
+    from ralp_tf.errors import RalpError
+    from ralp_tf.place.policies import policy_from_spec
+    from ralp_tf.plan.cluster import Cluster, Rates
+    from ralp_tf.run.remote import wait_reachable
+    from ralp_tf.run.training import train
+    from ralp_tf.testbed.jobs import emit
+
+    args = _parser().parse_args(argv)
 
     def mark(kind: str, **data: Any) -> None:
         emit(kind, **data)  # with RALP_JOB_ACK set, returns once the launcher has read its counters
@@ -81,12 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")
         strategy = tf.distribute.ParameterServerStrategy(resolver)
+        prepared = (prepared_with_profile(args.model, args.profile, batch_size=args.batch_size, seed=args.seed,
+                                          optimizer=args.optimizer, compute_scale=args.compute_scale)
+                    if args.profile else None)
         result = train(strategy, args.model, policy=policy, steps=args.steps, warmup_steps=args.warmup_steps,
                        batch_size=args.batch_size, seed=args.seed, cluster=cluster,
                        on_measure=mark if args.emit_marks else None, measure_compute=args.measure_compute,
                        compute_scale=args.compute_scale, compression=args.compression,
                        steps_per_closure=args.steps_per_closure, optimizer=args.optimizer,
-                       fuse_transfers=args.fuse_transfers)
+                       fuse_transfers=args.fuse_transfers, prepared=prepared)
     except (RalpError, json.JSONDecodeError) as exc:
         print(f"ralp_tf.cli.train_job: error: {exc}", file=sys.stderr)
         return 2

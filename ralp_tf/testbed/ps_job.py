@@ -32,16 +32,17 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            batch: int = 32, steps: int = 10, warmup: int = 3, planner_bandwidth: str | None = None,
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
-           optimizer: str = jobs.LOOP_OPTIMIZER, fuse_transfers: bool = False) -> dict[str, Any]:
+           optimizer: str = jobs.LOOP_OPTIMIZER, fuse_transfers: bool = False,
+           profile_path: str | None = None) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
     steps per scheduled closure, ``optimizer`` the loop's SGD and ``fuse_transfers`` its fused
-    transfers (:func:`ralp_tf.run.training.train`).
-    The coordinator's cost model is told the testbed's CPU budget per host, or, without budgets, that
-    every host shares this machine's cores.
-    Never raises for a failed job: the record then has ``valid: false``, ``invalid_reason`` and ``log_tail``, and
-    ``crash_signal`` (the signal number) when the coordinator was killed by one of
-    :data:`CRASH_SIGNALS`."""
+    transfers (:func:`ralp_tf.run.training.train`); ``profile_path``: measured layer times (e.g. the
+    bench's profile JSON) the coordinator plans with instead of measuring its own. Its cost model is
+    told the testbed's CPU budget per host, or, without budgets, that every host shares this
+    machine's cores. Never raises for a failed job: the record then has ``valid: false``,
+    ``invalid_reason``, ``log_tail`` and ``crash_signal`` (the signal number) when the coordinator
+    was killed by one of :data:`CRASH_SIGNALS`."""
     from ralp_tf.run.launch import LocalCluster
 
     jobs.check_model_name(model)
@@ -64,7 +65,8 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                "--connect-timeout", str(lc.ready_timeout),
                "--bandwidth", planner_bandwidth or ("uncapped" if not tb.emulated else
                                                     _rate_text(tb.bandwidth_bps))]
-        cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer, fuse_transfers)
+        cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer, fuse_transfers,
+                        profile_path)
         cmd += _cores_options(getattr(tb, "host_cpu", None))
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
@@ -133,10 +135,11 @@ def _run_chief(tb: Any, lc: Any, cmd: list[str], meter: Any, log_dir: str | None
 
 
 def _options(measure_compute: bool, scale: float, compression: str | None, steps_per_closure: int,
-             optimizer: str, fuse_transfers: bool = False) -> list[str]:
+             optimizer: str, fuse_transfers: bool = False, profile_path: str | None = None) -> list[str]:
     """The train job's options for the settings that are not its defaults (and the steps per closure
     and the optimizer, always: 0 asks for the cost model's choice, ``auto``)."""
-    out = ["--measure-compute", "--compute-scale", str(scale)] if measure_compute else []
+    measured = ["--profile", profile_path] if profile_path else ["--measure-compute"]
+    out = [*measured, "--compute-scale", str(scale)] if measure_compute else []
     if compression:
         out += ["--compression", compression]
     out += ["--steps-per-closure", str(steps_per_closure) if steps_per_closure else "auto"]
