@@ -141,12 +141,12 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out: dict[str, Any] = {
         "ps": _pss(a.baseline.estimate),
         "ralp": {**_pss(a.chosen.estimate), "label": a.chosen.label, "plan": a.plan},
-        "allreduce": _ring(estimate_allreduce(p, cluster)),
+        "allreduce": _ring(estimate_allreduce(p, cluster, implementation="mwms")),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
                      "compute_scale": scale},
     }
-    out["horovod"] = dict(out["allreduce"])
+    out["horovod"] = _ring(estimate_allreduce(p, cluster))
     out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
     whole = RalpPolicy(split=False).analyze(p, cluster)
     out["ralp_nosplit"] = {**_pss(whole.chosen.estimate), "label": whole.chosen.label, "plan": whole.plan}
