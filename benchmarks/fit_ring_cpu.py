@@ -12,7 +12,8 @@ whole forward+backward passes timed under the quota; root and cgroup v1) and wri
 ``fit`` takes every valid, budgeted Horovod (``horovod``) and MWMS (``allreduce``) repetition of the
 results files, re-predicts its step with the cost model's ring estimate
 (:func:`ralp_tf.plan.costmodel.estimate_allreduce`) from the calibrated profile of its model and
-budget, and grid-searches ``RING_CPU_S_PER_BYTE`` per implementation and ``RING_STEP_CPU_S`` for the
+budget, and grid-searches ``RING_CPU_S_PER_BYTE`` and ``RING_TENSOR_HOP_CPU_S`` per implementation and
+``RING_STEP_CPU_S`` for the
 least mean squared log error over the ``--fit`` files' repetitions. The report gives each
 repetition's error with no ring CPU and at the fit, on the fit and the check files. The results
 files' own budgeted profiles are not used: their per-layer medians were taken under the quota
@@ -32,6 +33,7 @@ from fit_constant import calibrated  # type: ignore[import-not-found]  # noqa: E
 IMPLEMENTATION = {"horovod": "horovod", "allreduce": "mwms"}
 PER_BYTE_GRID = [round(1e-10 * i, 12) for i in range(0, 61, 2)]
 STEP_GRID = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04]
+HOP_GRID = [round(5e-6 * i, 7) for i in range(0, 13)]
 
 
 def calibrate(models: list[str], cores: list[float], batch: int, out: str) -> None:
@@ -80,12 +82,13 @@ def repetitions(path: str, calibration: dict[str, Any]) -> Iterator[dict[str, An
                            "profile": prof, "cluster": cluster}
 
 
-def predict(row: dict[str, Any], per_byte: dict[str, float], step_cpu: float) -> float:
+def predict(row: dict[str, Any], per_byte: dict[str, float], step_cpu: float, hop: dict[str, float]) -> float:
     """``row``'s predicted step with the ring's CPU constants set to these values."""
     from ralp_tf.plan import costmodel
 
-    saved = dict(costmodel.RING_CPU_S_PER_BYTE), costmodel.RING_STEP_CPU_S
+    saved = dict(costmodel.RING_CPU_S_PER_BYTE), costmodel.RING_STEP_CPU_S, dict(costmodel.RING_TENSOR_HOP_CPU_S)
     costmodel.RING_CPU_S_PER_BYTE.update(per_byte)
+    costmodel.RING_TENSOR_HOP_CPU_S.update(hop)
     costmodel.RING_STEP_CPU_S = step_cpu
     try:
         impl = IMPLEMENTATION[row["strategy"]]
@@ -93,24 +96,26 @@ def predict(row: dict[str, Any], per_byte: dict[str, float], step_cpu: float) ->
     finally:
         costmodel.RING_CPU_S_PER_BYTE.update(saved[0])
         costmodel.RING_STEP_CPU_S = saved[1]
+        costmodel.RING_TENSOR_HOP_CPU_S.update(saved[2])
 
 
-def fit(rows: list[dict[str, Any]]) -> tuple[dict[str, float], float]:
-    """The grid values with the least mean squared log error over ``rows``. The implementations'
-    per-byte values are searched one after the other at each step value (each only moves its own rows)."""
-    best: tuple[float, dict[str, float], float] | None = None
+def fit(rows: list[dict[str, Any]]) -> tuple[dict[str, float], float, dict[str, float]]:
+    """``(per byte, per step, per tensor and hop)``: the grid values with the least mean squared log
+    error over ``rows``. Each implementation's per-byte and per-hop values are searched on their own
+    at each step value (they move only its own rows)."""
+    best: tuple[float, dict[str, float], float, dict[str, float]] | None = None
     for step_cpu in STEP_GRID:
-        chosen, loss = {}, 0.0
+        per_byte, hop, loss = {}, {}, 0.0
         for strategy, impl in IMPLEMENTATION.items():
             mine = [r for r in rows if r["strategy"] == strategy]
-            losses = [(sum(math.log(r["measured_step_s"] / predict(r, {impl: v}, step_cpu)) ** 2 for r in mine), v)
-                      for v in PER_BYTE_GRID]
-            part, chosen[impl] = min(losses)
+            losses = [(sum(math.log(r["measured_step_s"] / predict(r, {impl: b}, step_cpu, {impl: h})) ** 2
+                           for r in mine), b, h) for b in PER_BYTE_GRID for h in HOP_GRID]
+            part, per_byte[impl], hop[impl] = min(losses)
             loss += part
         if best is None or loss < best[0]:
-            best = (loss, chosen, step_cpu)
+            best = (loss, per_byte, step_cpu, hop)
     assert best is not None
-    return best[1], best[2]
+    return best[1], best[2], best[3]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,15 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         calibration = json.load(fh)
     sets = {"fit": [r for x in args.fit for r in repetitions(x, calibration)],
             "check": [r for x in args.check for r in repetitions(x, calibration)]}
-    per_byte, step_cpu = fit(sets["fit"])
+    per_byte, step_cpu, hop = fit(sets["fit"])
     none = {impl: 0.0 for impl in per_byte}
     report: dict[str, Any] = {"command": "python benchmarks/fit_ring_cpu.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                              "RING_CPU_S_PER_BYTE": per_byte, "RING_STEP_CPU_S": step_cpu, "rows": []}
+                              "RING_CPU_S_PER_BYTE": per_byte, "RING_STEP_CPU_S": step_cpu,
+                              "RING_TENSOR_HOP_CPU_S": hop, "rows": []}
     print("| set | file | cell | strategy | rep | measured s/step | predicted, no ring CPU | err | predicted at the fit | err |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for which, rows in sets.items():
         for r in rows:
-            before, after = predict(r, none, 0.0), predict(r, per_byte, step_cpu)
+            before, after = predict(r, none, 0.0, none), predict(r, per_byte, step_cpu, hop)
             e0, e1 = r["measured_step_s"] / before - 1, r["measured_step_s"] / after - 1
             report["rows"].append({k: r[k] for k in ("file", "cell", "strategy", "repetition", "measured_step_s")}
                                   | {"set": which, "predicted_no_cpu_s": before, "predicted_s": after,
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             within = [sum(abs(x[k]) <= 0.25 for x in rows) for k in ("error_no_cpu", "error")]
             print(f"{which}: {within[0]} of {len(rows)} within 25% with no ring CPU, {within[1]} at the fit")
             report[f"{which}_within_25"] = {"no_ring_cpu": within[0], "fitted": within[1], "repetitions": len(rows)}
-    print(f"fitted: RING_CPU_S_PER_BYTE = {per_byte}, RING_STEP_CPU_S = {step_cpu:g}")
+    print(f"fitted: RING_CPU_S_PER_BYTE = {per_byte}, RING_STEP_CPU_S = {step_cpu:g}, RING_TENSOR_HOP_CPU_S = {hop}")
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(report, fh, indent=1)

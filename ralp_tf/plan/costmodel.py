@@ -111,11 +111,10 @@ to the next (P = trainable parameter bytes) and receives as much from the previo
 time (full duplex), on the worker hosts only (PS tasks take no part). Hop w -> w+1 loads the
 links of both hosts when they differ. So
 ``t = sum_l c(l, w) + max_h 8 * max(out_h, in_h) / B_h`` less its overlap (*Overlap*) and total
-bytes ``2 (N-1) P``. On hosts whose budget in cores ``K_h`` is known, the ring's own CPU (copying,
-summing and sending the gradient chunks, the implementation's per-step coordination) is
-``r_h = RING_CPU_S_PER_BYTE[impl] * (out_h + in_h) + RING_STEP_CPU_S`` core-seconds per synchronous
-step, and ``t`` also holds ``max_h r_h / K_h``, one after the compute and the link, not overlapped
-with them (fitted so: ``benchmarks/fit_ring_cpu.py``, docs/costmodel.md, "The ring's CPU").
+bytes ``2 (N-1) P``. Where host cores ``K_h`` are known, the ring's own CPU per synchronous step,
+``r_h = RING_CPU_S_PER_BYTE[i] (out_h + in_h) + RING_STEP_CPU_S + RING_TENSOR_HOP_CPU_S[i] G 2 (N-1)``
+(implementation i, G gradient tensors), adds ``max_h r_h / K_h`` to ``t``, after the compute and
+the link (``benchmarks/fit_ring_cpu.py``; docs/costmodel.md, "The ring's CPU").
 """
 from __future__ import annotations
 
@@ -146,7 +145,7 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_core_seconds", "serving_seconds", "task_cpu_seconds",
-           "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "ring_cpu_seconds", "estimate_allreduce"]
+           "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "RING_TENSOR_HOP_CPU_S", "ring_cpu_seconds", "estimate_allreduce"]
 
 #: CPU core-seconds a task spends per byte it sends or receives (module docstring, *Serving CPU*).
 SERVE_CPU_S_PER_BYTE = 1.03e-9
@@ -172,11 +171,13 @@ COLOCATED_MESSAGE_CPU_S = 80e-6
 #: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
 #: legacy.SGD (none), over 70.4 MB of tables: (41.3 - 2.3) ms / (2 * 70.4 MB).
 DENSE_PASS_S_PER_BYTE = 2.77e-10
-#: Core-seconds a ring all-reduce spends per byte its host sends or receives, by implementation, and
-#: per synchronous step (module docstring, *Ring all-reduce*): fitted on the host CPU and steps of
-#: budgeted Horovod and MultiWorkerMirroredStrategy runs (``python benchmarks/fit_ring_cpu.py``).
+#: Ring CPU per byte a host sends or receives (by implementation) and per step (module docstring),
+#: fitted on budgeted Horovod and MWMS runs (``python benchmarks/fit_ring_cpu.py``).
 RING_CPU_S_PER_BYTE = {"horovod": 1.4e-9, "mwms": 3.2e-9}
-RING_STEP_CPU_S = 0.015
+RING_STEP_CPU_S = 0.005
+#: Core-seconds per gradient tensor and ring hop (``2 (N-1)`` hops a step), fitted with the two above:
+#: MWMS all-reduces each gradient on its own; Horovod fuses them, but still handles each by name.
+RING_TENSOR_HOP_CPU_S = {"horovod": 2e-5, "mwms": 5e-5}
 #: The share of a worker step's pull/compute/push pipeline saving that TensorFlow achieves where a core
 #: is free (module docstring, *Overlap*): fitted on the 1-worker cells of docs/costmodel.md, "Overlap".
 PULL_PUSH_OVERLAP = 1.0
@@ -543,18 +544,16 @@ def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, f
 
 
 def ring_cpu_seconds(cluster: Cluster, bytes_out: Mapping[str, float], bytes_in: Mapping[str, float],
-                     implementation: str = "horovod") -> dict[str, float]:
+                     implementation: str = "horovod", gradients: int = 0) -> dict[str, float]:
     """Host -> seconds of its CPU budget a ring all-reduce's own work takes per synchronous step,
-    ``r_h / K_h`` (module docstring, *Ring all-reduce*), for worker hosts whose cores are known."""
+    ``r_h / K_h`` (module docstring, *Ring all-reduce*), for worker hosts whose cores are known;
+    ``gradients`` is the number of gradient tensors all-reduced."""
     if implementation not in RING_CPU_S_PER_BYTE:
         raise PlanError(f"unknown ring implementation {implementation!r}; use one of {', '.join(RING_CPU_S_PER_BYTE)}")
-    per_byte = RING_CPU_S_PER_BYTE[implementation]
-    out = {}
-    for h in {w.host for w in cluster.workers}:
-        cores = cluster.host(h).cores
-        if cores:
-            out[h] = (per_byte * (bytes_out.get(h, 0.0) + bytes_in.get(h, 0.0)) + RING_STEP_CPU_S) / cores
-    return out
+    fixed = RING_STEP_CPU_S + 2 * (cluster.num_workers - 1) * gradients * RING_TENSOR_HOP_CPU_S[implementation]
+    moved = {h: bytes_out.get(h, 0.0) + bytes_in.get(h, 0.0) for h in {w.host for w in cluster.workers}}
+    return {h: (RING_CPU_S_PER_BYTE[implementation] * b + fixed) / cluster.host(h).cores  # type: ignore[operator]
+            for h, b in moved.items() if cluster.host(h).cores}
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none",
@@ -585,7 +584,8 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
     trainable = profile.trainable_param_bytes
     ring = [(layer_seconds(l, worker, b), 0.0, comm_s * l.trainable_param_bytes / trainable if trainable else 0.0)
             for l in profile.layers]
-    cpu_s = ring_cpu_seconds(cluster, out, into, implementation)
+    gradients = sum(len(l.var_bytes) - l.untrainable_variables for l in profile.layers)
+    cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients)
     step_s = compute_s + comm_s - PULL_PUSH_OVERLAP * free_core(cluster, worker.host, {}, math.inf) * pipeline_savings(ring)
     step_s += max(cpu_s.values(), default=0.0)
     traffic = {("worker", "next worker"): per_worker} if n > 1 else {}

@@ -185,8 +185,8 @@ def test_head_spread_over_ps_tasks_pays_for_activation_hops() -> None:
 
 
 def test_the_ring_prices_its_own_cpu_only_on_hosts_whose_cores_are_known(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under host budgets the ring's CPU (per byte each host sends and receives, by implementation,
-    and per step) adds ``r_h / K_h`` after the compute and the link; MWMS costs more per byte than
+    """Under host budgets the ring's CPU (per byte each host sends and receives and per gradient
+    tensor and hop, by implementation, and per step) adds ``r_h / K_h`` after the compute and the link; MWMS costs more per byte than
     Horovod; without known cores nothing is added; an unknown implementation is refused."""
     monkeypatch.setattr(costmodel, "PULL_PUSH_OVERLAP", 0.0)  # the term alone, without the overlap
     p = cnn_with_head()
@@ -196,7 +196,9 @@ def test_the_ring_prices_its_own_cpu_only_on_hosts_whose_cores_are_known(monkeyp
     assert plain.host_cpu_s == {} and plain.step_s == pytest.approx(plain.worker_compute_s + plain.comm_s)
     hvd, mwms = estimate_allreduce(p, budgeted), estimate_allreduce(p, budgeted, implementation="mwms")
     moved = hvd.link_bytes_out["host0"] + hvd.link_bytes_in["host0"]
-    r = costmodel.RING_CPU_S_PER_BYTE["horovod"] * moved + costmodel.RING_STEP_CPU_S
+    gradients = sum(1 for l in p.layers for _ in l.var_bytes)  # every variable of this profile is trainable
+    r = (costmodel.RING_CPU_S_PER_BYTE["horovod"] * moved + costmodel.RING_STEP_CPU_S
+         + costmodel.RING_TENSOR_HOP_CPU_S["horovod"] * gradients * 2 * (2 - 1))
     assert hvd.host_cpu_s["host0"] == pytest.approx(r / 0.3)
     assert hvd.step_s == pytest.approx(hvd.worker_compute_s + hvd.comm_s + r / 0.3)
     assert mwms.step_s > hvd.step_s
