@@ -27,10 +27,13 @@ import math
 import sys
 from typing import Any, Iterator
 
+from ralp_tf.bench.config import RING_IMPLEMENTATION
+
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from fit_constant import calibrated  # type: ignore[import-not-found]  # noqa: E402
 
-IMPLEMENTATION = {"horovod": "horovod", "allreduce": "mwms"}
+#: The ring strategies fitted (fp16 on the wire is left out), and the implementation each prices.
+IMPLEMENTATION = {s: RING_IMPLEMENTATION[s] for s in ("horovod", "allreduce")}
 PER_BYTE_GRID = [round(1e-10 * i, 12) for i in range(0, 61, 2)]
 STEP_GRID = [0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04]
 HOP_GRID = [round(5e-6 * i, 7) for i in range(0, 13)]

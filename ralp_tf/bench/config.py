@@ -24,7 +24,7 @@ from ralp_tf.run.launch import TASK_MEMORY_GIB
 from ralp_tf.run.training import LOOP_OPTIMIZER
 
 __all__ = ["COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
-           "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
+           "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "RING_IMPLEMENTATION", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
            "BenchError", "BenchConfigError", "Cell", "BenchConfig", "parse_strategies", "strategy_base",
            "with_compression", "parse_models", "parse_bandwidths", "max_workers", "parse_workers", "parse_cell",
            "check_layout", "config_from_args"]
@@ -44,6 +44,9 @@ DEFAULT_WORKERS = (1, 2, 3)
 DEFAULT_BANDWIDTHS = ("100mbit", "1gbit", "uncapped")
 PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", NO_SPLIT_STRATEGY, "ralp_fp16", "ralp_bf16")
 RING_STRATEGIES = ("allreduce", "horovod", "horovod_fp16")
+#: The ring implementation each ring strategy runs, as the cost model prices its CPU
+#: (:func:`ralp_tf.plan.costmodel.estimate_allreduce`): MWMS for ``allreduce``.
+RING_IMPLEMENTATION = {"allreduce": "mwms", "horovod": "horovod", "horovod_fp16": "horovod"}
 NUM_PS = 1
 #: Memory budget per TensorFlow task used to reject cells the machine cannot hold.
 MEM_PER_TASK_GIB = TASK_MEMORY_GIB

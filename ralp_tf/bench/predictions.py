@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ralp_tf.run._procutil import die_with_parent
-from ralp_tf.bench.config import BenchError, Cell
+from ralp_tf.bench.config import RING_IMPLEMENTATION, BenchError, Cell
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR, FloorTerms
 
 __all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "compute_scale", "cell_cluster",
@@ -141,13 +141,14 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     out: dict[str, Any] = {
         "ps": _pss(a.baseline.estimate),
         "ralp": {**_pss(a.chosen.estimate), "label": a.chosen.label, "plan": a.plan},
-        "allreduce": _ring(estimate_allreduce(p, cluster, implementation="mwms")),
+        "allreduce": _ring(estimate_allreduce(p, cluster, implementation=RING_IMPLEMENTATION["allreduce"])),
         "analysis": {"split": a.is_split, "chosen": a.chosen.label, "predicted_speedup": a.predicted_speedup,
                      "best_split": a.best_split.label if a.best_split else None,
                      "compute_scale": scale},
     }
-    out["horovod"] = _ring(estimate_allreduce(p, cluster))
-    out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16"))
+    out["horovod"] = _ring(estimate_allreduce(p, cluster, implementation=RING_IMPLEMENTATION["horovod"]))
+    out["horovod_fp16"] = _ring(estimate_allreduce(p, cluster, gradient_codec="fp16",
+                                                   implementation=RING_IMPLEMENTATION["horovod_fp16"]))
     whole = RalpPolicy(split=False).analyze(p, cluster)
     out["ralp_nosplit"] = {**_pss(whole.chosen.estimate), "label": whole.chosen.label, "plan": whole.plan}
     for codec in ("fp16", "bf16"):

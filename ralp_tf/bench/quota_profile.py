@@ -37,6 +37,7 @@ from typing import Any, Sequence
 from ralp_tf.bench.config import BenchError
 from ralp_tf.bench.predictions import measure_profile
 from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.run._procutil import die_with_parent
 
 __all__ = ["QuotaProfile", "calibrate", "time_steps", "measure_quota_profile", "MIN_SECONDS"]
 
@@ -79,17 +80,19 @@ def calibrate(raw: ModelProfile, step_s: float) -> tuple[ModelProfile, float, fl
 
 def time_steps(model: str, batch_size: int, cores: float, *, group_name: str, min_seconds: float = MIN_SECONDS,
                timeout: float = 600.0) -> float:
-    """Seconds per whole forward+backward pass (gradients of every trainable variable) of ``model`` at ``batch_size`` in a child process under
-    a quota of ``cores`` (CPU group ``group_name``, removed afterwards). Raises BenchError."""
-    from ralp_tf.testbed import TestbedConfigError, cpu_group, tf_thread_env
+    """Seconds per whole forward+backward pass (gradients of every trainable variable) of ``model``
+    at ``batch_size``, in a child process (it dies with this one, as the profiler's does) under a
+    quota of ``cores`` (CPU group ``group_name``, removed afterwards). Raises BenchError."""
+    from ralp_tf.testbed import TestbedConfigError, cpu_group, jobs, tf_thread_env
 
-    env = {**os.environ, **tf_thread_env(cores), "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = jobs.base_env(tf_thread_env(cores))
     fd, out = tempfile.mkstemp(prefix="ralp_quota_", suffix=".json")
     try:
         with cpu_group(group_name, cores) as in_group:
             cmd = in_group([sys.executable, "-m", "ralp_tf.bench.quota_profile", model, str(batch_size),
                             str(min_seconds), out])
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                                  preexec_fn=die_with_parent)
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
             raise BenchError(f"timing {model}'s steps under {cores:g} cores failed (exit {proc.returncode}):\n{tail}")
