@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Iterable
 
 __all__ = ["NETNS_DIR", "ETC_NETNS_DIR", "CLONE_NEWNET", "NsOpError", "sh", "list_netns", "netns_pids",
-           "stat_fields", "process_cpu_seconds", "kill_pids", "killpg_quiet", "session_pids", "delete_netns",
+           "stat_fields", "process_cpu_seconds", "parse_proc_stat", "machine_cpu_seconds", "kill_pids", "killpg_quiet", "session_pids", "delete_netns",
            "stale_names", "cleanup_prefix", "in_netns", "disable_offloads", "write_sysctls"]
 
 NETNS_DIR = "/var/run/netns"
@@ -78,6 +78,29 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (all its threads) so far; 0.0 when it is gone."""
     fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
+
+
+#: The fields of ``/proc/stat``'s ``cpu`` line, in order (guest time is already in ``user``).
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_proc_stat(text: str, ticks_per_s: float) -> dict[str, float]:
+    """Seconds of the whole machine (every CPU) from ``/proc/stat``'s ``cpu`` line: each of
+    :data:`_CPU_FIELDS`, ``total`` (their sum) and ``busy`` (``total`` less ``idle`` and ``iowait``)."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            out = {name: int(v) / ticks_per_s for name, v in zip(_CPU_FIELDS, parts[1:])}
+            out["busy"] = sum(v for name, v in out.items() if name not in ("idle", "iowait"))
+            out["total"] = out["busy"] + out.get("idle", 0.0) + out.get("iowait", 0.0)
+            return out
+    raise ValueError("no 'cpu' line in /proc/stat")
+
+
+def machine_cpu_seconds() -> dict[str, float]:
+    """:func:`parse_proc_stat` of this machine now. Take deltas over a window."""
+    with open("/proc/stat") as f:
+        return parse_proc_stat(f.read(), os.sysconf("SC_CLK_TCK"))
 
 
 def _alive(pid: int) -> bool:

@@ -332,6 +332,11 @@ class BaseTestbed:
         return {host: sum(_nsops.process_cpu_seconds(pid) for pid in _cgroups.group_pids(path))
                 for host, path in self._cpu_groups.items()}
 
+    def host_throttled_seconds(self) -> dict[str, float]:
+        """Host -> seconds its CPU group's processes have waited out a spent quota so far
+        (``cpu.stat`` ``throttled_time``); ``{}`` without budgets. Take deltas over a window."""
+        return {host: _cgroups.cpu_stat(path).get("throttled_time", 0) / 1e9 for host, path in self._cpu_groups.items()}
+
     def task_cpu_seconds(self) -> dict[str, float]:
         """Task -> CPU seconds (user + system, all threads) used so far by the live processes
         started as that task (:meth:`popen`); children are not counted. Take deltas over a window."""

@@ -271,11 +271,12 @@ class JobWatcher:
 
 
 class LinkMeter:
-    """Snapshots ``tb.link_bytes()`` (and, with CPU budgets, ``tb.host_cpu_seconds()`` and, with
-    ``per_task``, ``tb.task_cpu_seconds()``) at rank 0's ``start`` and ``end`` marks. On a namespace
-    testbed link bytes are wire bytes; on loopback, TCP payload of live sockets
-    (``testbed.bytes_kind`` says which). ``per_task`` is for jobs whose ranks the testbed started
-    itself (PSS, MWMS), not Horovod's, whose ranks are children of its launcher."""
+    """Snapshots ``tb.link_bytes()``, the whole machine's CPU times (``/proc/stat``) and, with CPU
+    budgets, ``tb.host_cpu_seconds()``, ``tb.host_throttled_seconds()`` and, with ``per_task``,
+    ``tb.task_cpu_seconds()`` at rank 0's ``start`` and ``end`` marks. On a namespace testbed link
+    bytes are wire bytes; on loopback, TCP payload of live sockets (``testbed.bytes_kind`` says
+    which). ``per_task`` is for jobs whose ranks the testbed started itself (PSS, MWMS), not
+    Horovod's, whose ranks are children of its launcher."""
 
     def __init__(self, tb: Any, per_task: bool = True) -> None:
         self.tb = tb
@@ -283,18 +284,50 @@ class LinkMeter:
         self.snaps: dict[str, dict[str, dict[str, int]]] = {}
         self.cpu_snaps: dict[str, dict[str, float]] = {}
         self.task_cpu_snaps: dict[str, dict[str, float]] = {}
+        self.machine_snaps: dict[str, dict[str, float]] = {}
+        self.throttled_snaps: dict[str, dict[str, float]] = {}
 
     def __call__(self, kind: str) -> None:
+        from ralp_tf.testbed import _nsops
+
         try:
             self.snaps[kind] = self.tb.link_bytes()
         except Exception:  # counting is best effort; the job result stays valid without it
             pass
         try:
+            self.machine_snaps[kind] = _nsops.machine_cpu_seconds()
+        except (OSError, ValueError):
+            pass
+        try:
             self.cpu_snaps[kind] = self.tb.host_cpu_seconds()
+            self.throttled_snaps[kind] = self.tb.host_throttled_seconds()
             if self.per_task:
                 self.task_cpu_snaps[kind] = self.tb.task_cpu_seconds()
         except Exception:
             pass
+
+    def machine_cpu(self) -> dict[str, float] | None:
+        """The whole machine over the timed window: ``busy_share`` (busy over all CPU time) and
+        ``softirq_share`` (the part in softirq, where the emulated links' packets are processed);
+        None without both marks."""
+        start, end = self.machine_snaps.get("start"), self.machine_snaps.get("end")
+        if not start or not end:
+            return None
+        total = end["total"] - start["total"]
+        if total <= 0:
+            return None
+        def share(field: str) -> float:
+            return min(max((end.get(field, 0.0) - start.get(field, 0.0)) / total, 0.0), 1.0)
+
+        return {"busy_share": share("busy"), "softirq_share": share("softirq")}
+
+    def throttled_per_step(self, steps: int) -> dict[str, float] | None:
+        """Host -> seconds per global step its CPU group waited out a spent quota (None without
+        budgets)."""
+        start, end = self.throttled_snaps.get("start"), self.throttled_snaps.get("end")
+        if not start or not end or not steps:
+            return None
+        return {h: (end[h] - start.get(h, 0.0)) / steps for h in end}
 
     def cpu_per_step(self, steps: int) -> dict[str, float] | None:
         """Host -> CPU seconds per global step over the timed window (None without budgets)."""
@@ -356,6 +389,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         "link_bytes": link,
         "host_cpu_s_per_step": meter.cpu_per_step(steps),
         "task_cpu_s_per_step": meter.task_cpu_per_step(steps),
+        "host_throttled_s_per_step": meter.throttled_per_step(steps), "machine_cpu": meter.machine_cpu(),
         "bytes_kind": getattr(testbed, "bytes_kind", None),
         "testbed": testbed.describe() if testbed is not None else None,
         "valid": not reasons,

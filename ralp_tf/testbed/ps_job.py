@@ -96,6 +96,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
         "bytes_per_step": bytes_total / global_steps if bytes_total is not None else None,
         "link_bytes": link, "host_cpu_s_per_step": meter.cpu_per_step(global_steps),
         "task_cpu_s_per_step": meter.task_cpu_per_step(global_steps),
+        "host_throttled_s_per_step": meter.throttled_per_step(global_steps), "machine_cpu": meter.machine_cpu(),
         "final_loss": result.get("final_loss"), "plan": result.get("plan"),
         "analysis": result.get("analysis"), "compute_scale": scale if measure_compute else None,
         "compression": compression, "steps_per_closure": steps_per_closure, "optimizer": optimizer,

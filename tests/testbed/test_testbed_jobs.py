@@ -35,6 +35,7 @@ _hvd, _hvd_why = _horovod_importable()
 def test_link_meter_reports_host_cpu_per_step_over_the_window():
     """CPU seconds per global step of each budgeted host, between rank 0's start and end marks."""
     import os
+    import time
 
     from ralp_tf.testbed import _nsops, jobs
 
@@ -50,19 +51,37 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
         def task_cpu_seconds(self):
             return {"worker0": self.cpu.get("host0", 0.0) / 2, "ps0": 1.0} if self.cpu else {}
 
+        def host_throttled_seconds(self):
+            return {h: c / 4 for h, c in self.cpu.items()}
+
     tb = FakeBed()
     meter = jobs.LinkMeter(tb)
     meter("start")
     tb.cpu = {"host0": 16.0, "host1": 7.0}
+    time.sleep(0.05)  # a few clock ticks of the machine's CPU times
     meter("end")
     assert meter.cpu_per_step(3) == {"host0": 2.0, "host1": 1.0}
     assert meter.task_cpu_per_step(3) == {"worker0": 1.0, "ps0": 0.0}
+    assert meter.throttled_per_step(3) == {"host0": 0.5, "host1": 0.25}
+    machine = meter.machine_cpu()  # this machine's /proc/stat over the window
+    assert machine is not None and 0.0 <= machine["softirq_share"] <= machine["busy_share"] <= 1.0
     assert jobs.LinkMeter(tb, per_task=False).task_cpu_per_step(3) is None  # Horovod's ranks are not tasks
     tb.cpu = {}
     empty = jobs.LinkMeter(tb)
     empty("start"), empty("end")
     assert empty.cpu_per_step(3) is None
     assert _nsops.process_cpu_seconds(os.getpid()) > 0 and _nsops.process_cpu_seconds(2 ** 22 + 7) == 0.0
+
+
+def test_machine_cpu_is_read_from_proc_stat_in_seconds():
+    from ralp_tf.testbed import _nsops
+
+    text = "cpu  100 5 50 800 20 3 12 0 7 0\ncpu0 50 2 25 400 10 1 6 0 0 0\nintr 1\n"
+    got = _nsops.parse_proc_stat(text, 100.0)
+    assert got["user"] == 1.0 and got["softirq"] == 0.12 and got["idle"] == 8.0
+    assert got["total"] == pytest.approx(9.9) and got["busy"] == pytest.approx(9.9 - 8.0 - 0.2)
+    with pytest.raises(ValueError):
+        _nsops.parse_proc_stat("intr 1\n", 100.0)
 
 
 def test_protocol_lines_survive_prefixes():
