@@ -307,9 +307,10 @@ class LinkMeter:
             pass
 
     def machine_cpu(self) -> dict[str, float] | None:
-        """The whole machine over the timed window: ``busy_share`` (busy over all CPU time) and
-        ``softirq_share`` (the part in softirq, where the emulated links' packets are processed);
-        None without both marks."""
+        """The whole machine over the timed window: ``busy_share`` (busy over all CPU time),
+        ``softirq_share`` (the part in softirq, where the emulated links' packets are processed)
+        and ``steal_share`` (the part a virtual machine's host ran something else); None without
+        both marks."""
         start, end = self.machine_snaps.get("start"), self.machine_snaps.get("end")
         if not start or not end:
             return None
@@ -319,7 +320,7 @@ class LinkMeter:
         def share(field: str) -> float:
             return min(max((end.get(field, 0.0) - start.get(field, 0.0)) / total, 0.0), 1.0)
 
-        return {"busy_share": share("busy"), "softirq_share": share("softirq")}
+        return {"busy_share": share("busy"), "softirq_share": share("softirq"), "steal_share": share("steal")}
 
     def throttled_per_step(self, steps: int) -> dict[str, float] | None:
         """Host -> seconds per global step its CPU group waited out a spent quota (None without

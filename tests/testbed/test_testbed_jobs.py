@@ -65,6 +65,7 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
     assert meter.throttled_per_step(3) == {"host0": 0.5, "host1": 0.25}
     machine = meter.machine_cpu()  # this machine's /proc/stat over the window
     assert machine is not None and 0.0 <= machine["softirq_share"] <= machine["busy_share"] <= 1.0
+    assert 0.0 <= machine["steal_share"] <= 1.0
     assert jobs.LinkMeter(tb, per_task=False).task_cpu_per_step(3) is None  # Horovod's ranks are not tasks
     tb.cpu = {}
     empty = jobs.LinkMeter(tb)
