@@ -20,8 +20,9 @@ import time
 from typing import Any, Callable, Iterable
 
 __all__ = ["NETNS_DIR", "ETC_NETNS_DIR", "CLONE_NEWNET", "NsOpError", "sh", "list_netns", "netns_pids",
-           "stat_fields", "process_cpu_seconds", "parse_proc_stat", "machine_cpu_seconds", "kill_pids", "killpg_quiet", "session_pids", "delete_netns",
-           "stale_names", "cleanup_prefix", "in_netns", "disable_offloads", "write_sysctls"]
+           "stat_fields", "process_cpu_seconds", "parse_proc_stat", "machine_cpu_seconds", "kill_pids", "killpg_quiet",
+           "session_pids", "delete_netns", "stale_names", "cleanup_prefix", "in_netns", "disable_offloads",
+           "write_sysctls"]
 
 NETNS_DIR = "/var/run/netns"
 ETC_NETNS_DIR = "/etc/netns"

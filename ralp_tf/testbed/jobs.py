@@ -300,9 +300,12 @@ class LinkMeter:
             pass
         try:
             self.cpu_snaps[kind] = self.tb.host_cpu_seconds()
-            self.throttled_snaps[kind] = self.tb.host_throttled_seconds()
             if self.per_task:
                 self.task_cpu_snaps[kind] = self.tb.task_cpu_seconds()
+        except Exception:
+            pass
+        try:
+            self.throttled_snaps[kind] = self.tb.host_throttled_seconds()
         except Exception:
             pass
 
@@ -317,6 +320,7 @@ class LinkMeter:
         total = end["total"] - start["total"]
         if total <= 0:
             return None
+
         def share(field: str) -> float:
             return min(max((end.get(field, 0.0) - start.get(field, 0.0)) / total, 0.0), 1.0)
 
