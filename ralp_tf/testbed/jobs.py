@@ -326,6 +326,13 @@ class LinkMeter:
 
         return {"busy_share": share("busy"), "softirq_share": share("softirq"), "steal_share": share("steal")}
 
+    def cpu_fields(self, steps: int) -> dict[str, Any]:
+        """A run record's CPU keys over the timed window of ``steps`` global steps:
+        ``host_cpu_s_per_step``, ``task_cpu_s_per_step``, ``host_throttled_s_per_step`` and
+        ``machine_cpu``."""
+        return {"host_cpu_s_per_step": self.cpu_per_step(steps), "task_cpu_s_per_step": self.task_cpu_per_step(steps),
+                "host_throttled_s_per_step": self.throttled_per_step(steps), "machine_cpu": self.machine_cpu()}
+
     def throttled_per_step(self, steps: int) -> dict[str, float] | None:
         """Host -> seconds per global step its CPU group waited out a spent quota (None without
         budgets)."""
@@ -391,10 +398,7 @@ def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatche
         "final_loss": {r["rank"]: r.get("final_loss") for r in results},
         "weights_sha256": {r["rank"]: r.get("weights_sha256") for r in results},
         "bytes_per_step": bytes_total / steps if bytes_total is not None and steps else None,
-        "link_bytes": link,
-        "host_cpu_s_per_step": meter.cpu_per_step(steps),
-        "task_cpu_s_per_step": meter.task_cpu_per_step(steps),
-        "host_throttled_s_per_step": meter.throttled_per_step(steps), "machine_cpu": meter.machine_cpu(),
+        "link_bytes": link, **meter.cpu_fields(steps),
         "bytes_kind": getattr(testbed, "bytes_kind", None),
         "testbed": testbed.describe() if testbed is not None else None,
         "valid": not reasons,

@@ -66,6 +66,9 @@ def test_link_meter_reports_host_cpu_per_step_over_the_window():
     machine = meter.machine_cpu()  # this machine's /proc/stat over the window
     assert machine is not None and 0.0 <= machine["softirq_share"] <= machine["busy_share"] <= 1.0
     assert 0.0 <= machine["steal_share"] <= 1.0
+    assert meter.cpu_fields(3)["host_throttled_s_per_step"] == {"host0": 0.5, "host1": 0.25}
+    assert set(meter.cpu_fields(3)) == {"host_cpu_s_per_step", "task_cpu_s_per_step", "host_throttled_s_per_step",
+                                        "machine_cpu"}
     assert jobs.LinkMeter(tb, per_task=False).task_cpu_per_step(3) is None  # Horovod's ranks are not tasks
     tb.cpu = {}
     empty = jobs.LinkMeter(tb)
