@@ -29,6 +29,9 @@ import statistics
 import sys
 from typing import Any
 
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from fit_constant import cells, emit  # type: ignore[import-not-found]  # noqa: E402
+
 ROLES = ("worker", "ps", "chief")
 #: The constants ``--fit`` fits (:mod:`ralp_tf.plan.costmodel`, *Serving CPU*).
 COLOCATED = ("COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE",
@@ -53,9 +56,6 @@ CALIBRATION: dict[str, Any] | None = None
 
 def _cells(path: str) -> Any:
     """:func:`fit_constant.cells` of ``path``: its PSS cells with what re-predicting them needs."""
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from fit_constant import cells  # type: ignore[import-not-found]
-
     return cells(path, CALIBRATION)
 
 
@@ -185,11 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         fitted, tasks = fit_colocated(args.results)
         text += f"\nFitted on {tasks} tasks of colocated hosts:\n" + "".join(
             f"- {name} = {value:.3g}\n" for name, value in fitted.items())
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(text, args.out)
     return 0
 
 

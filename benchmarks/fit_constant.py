@@ -23,7 +23,7 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 GRIDS: dict[str, list[float]] = {
     "PULL_PUSH_OVERLAP": [round(0.05 * i, 2) for i in range(21)],
@@ -124,6 +124,37 @@ def _grid(text: str) -> list[float]:
     return values
 
 
+def within_25(report: dict[str, Any], sets: Iterable[str], errors: tuple[str, str], names: tuple[str, str],
+              unit: str) -> dict[str, tuple[int, int, int]]:
+    """Per set of ``report["rows"]`` (each row's ``set``): how many rows have ``|errors[0]|`` and
+    ``|errors[1]|`` within 25%, and how many rows; also stored as ``report["<set>_within_25"] =
+    {names[0]: .., names[1]: .., unit: ..}``. Sets without rows are left out."""
+    out = {}
+    for which in sets:
+        rows = [x for x in report["rows"] if x["set"] == which]
+        if rows:
+            first, second = (sum(abs(x[k]) <= 0.25 for x in rows) for k in errors)
+            out[which] = (first, second, len(rows))
+            report[f"{which}_within_25"] = {names[0]: first, names[1]: second, unit: len(rows)}
+    return out
+
+
+def write_json(path: str, doc: Any) -> None:
+    """``doc`` as indented JSON at ``path``, with a final newline."""
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def emit(text: str, out: str | None) -> None:
+    """``text`` written to the file ``out``, or to standard output when ``out`` is None."""
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="benchmarks/fit_constant.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--fit", nargs="+", required=True, help="results files the constant is fitted on")
@@ -156,17 +187,12 @@ def main(argv: list[str] | None = None) -> int:
                                    "predicted_s": after, "error_baseline": e0, "error": e1})
             print(f"| {which} | {r['file'].rsplit('/', 1)[-1]} | {r['cell']} | {r['strategy']} | {r['measured_step_s']:.4f} "
                   f"| {before:.4f} | {e0:+.0%} | {after:.4f} | {e1:+.0%} |")
-    for which in sets:
-        rows = [x for x in report["rows"] if x["set"] == which]
-        if rows:
-            within = [sum(abs(x[k]) <= 0.25 for x in rows) for k in ("error_baseline", "error")]
-            print(f"{which}: {within[0]} of {len(rows)} within 25% at {base:g}, {within[1]} at the fitted {value:g}")
-            report[f"{which}_within_25"] = {"baseline": within[0], "fitted": within[1], "cells": len(rows)}
+    counts = within_25(report, sets, ("error_baseline", "error"), ("baseline", "fitted"), "cells")
+    for which, (at_base, at_fit, n) in counts.items():
+        print(f"{which}: {at_base} of {n} within 25% at {base:g}, {at_fit} at the fitted {value:g}")
     print(f"fitted: {constant} = {value:g} (shipped {as_shipped:g})")
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
-            f.write("\n")
+        write_json(args.out, report)
     return 0
 
 

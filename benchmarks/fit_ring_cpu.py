@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from ralp_tf.bench.config import RING_IMPLEMENTATION
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fit_constant import calibrated  # type: ignore[import-not-found]  # noqa: E402
+from fit_constant import calibrated, within_25, write_json  # type: ignore[import-not-found]  # noqa: E402
 
 #: The ring strategies fitted (fp16 on the wire is left out), and the implementation each prices.
 IMPLEMENTATION = {s: RING_IMPLEMENTATION[s] for s in ("horovod", "allreduce")}
@@ -54,9 +54,7 @@ def calibrate(models: list[str], cores: list[float], batch: int, out: str) -> No
                 doc["models"].setdefault(m, {})[f"{c:g}"] = {**q.summary(), "profile": q.profile.to_dict()}
                 print(f"{m} at {c:g} cores: {q.step_s:.4f} s a pass, layer medians {q.layer_sum_s:.4f} s "
                       f"(x{q.calibration:.2f})", flush=True)
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
+    write_json(out, doc)
 
 
 def repetitions(path: str, calibration: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -158,17 +156,12 @@ def main(argv: list[str] | None = None) -> int:
                                      "error_no_cpu": e0, "error": e1})
             print(f"| {which} | {r['file']} | {r['cell']} | {r['strategy']} | {r['repetition']} | "
                   f"{r['measured_step_s']:.3f} | {before:.3f} | {e0:+.0%} | {after:.3f} | {e1:+.0%} |")
-    for which in sets:
-        rows = [x for x in report["rows"] if x["set"] == which]
-        if rows:
-            within = [sum(abs(x[k]) <= 0.25 for x in rows) for k in ("error_no_cpu", "error")]
-            print(f"{which}: {within[0]} of {len(rows)} within 25% with no ring CPU, {within[1]} at the fit")
-            report[f"{which}_within_25"] = {"no_ring_cpu": within[0], "fitted": within[1], "repetitions": len(rows)}
+    counts = within_25(report, sets, ("error_no_cpu", "error"), ("no_ring_cpu", "fitted"), "repetitions")
+    for which, (without, fitted, n) in counts.items():
+        print(f"{which}: {without} of {n} within 25% with no ring CPU, {fitted} at the fit")
     print(f"fitted: RING_CPU_S_PER_BYTE = {per_byte}, RING_STEP_CPU_S = {step_cpu:g}, RING_TENSOR_HOP_CPU_S = {hop}")
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(report, fh, indent=1)
-            fh.write("\n")
+        write_json(args.out, report)
     return 0
 
 

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from fit_constant import cells  # type: ignore[import-not-found]  # noqa: E402
+from fit_constant import cells, emit  # type: ignore[import-not-found]  # noqa: E402
 from fit_ring_cpu import IMPLEMENTATION, repetitions  # type: ignore[import-not-found]  # noqa: E402
 
 
@@ -74,12 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with open(args.calibration) as f:
         calibration = json.load(f)
-    text = to_markdown([r for path in args.results for r in rows(path, calibration)])
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
+    emit(to_markdown([r for path in args.results for r in rows(path, calibration)]), args.out)
     return 0
 
 
