@@ -31,21 +31,12 @@ class MeasurementError(SchedulerError):
 
 
 @dataclasses.dataclass(frozen=True)
-class UnitRate:
-    """A model measured under ``cores`` of CPU quota: the calibrated profile and the rates."""
+class UnitRate(quota_profile.QuotaProfile):
+    """:class:`~ralp_tf.bench.quota_profile.QuotaProfile` of ``model`` at ``batch_size``: the
+    calibrated profile and the rates under ``cores`` of CPU quota."""
 
     model: str
     batch_size: int
-    cores: float
-    step_s: float
-    layer_sum_s: float
-    flops_per_s: float
-    profile: ModelProfile
-
-    @property
-    def calibration(self) -> float:
-        """``step_s / sum of the raw per-layer medians`` (how far the medians were off)."""
-        return self.step_s / self.layer_sum_s if self.layer_sum_s > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "batch_size": self.batch_size, "cores": self.cores, "step_s": self.step_s,
@@ -98,7 +89,7 @@ def measure_under_quota(model: str, batch_size: int, cores: float, *, cache_dir:
     finally:
         if os.path.exists(raw_path):
             os.unlink(raw_path)
-    rate = UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=measured.step_s,
-                    layer_sum_s=measured.layer_sum_s, flops_per_s=measured.flops_per_s, profile=measured.profile)
+    rate = UnitRate(**{f.name: getattr(measured, f.name) for f in dataclasses.fields(measured)},
+                    model=model, batch_size=batch_size)
     path.write_text(json.dumps(rate.to_dict()))
     return rate

@@ -38,7 +38,8 @@ def fake_measure(model, batch_size, cores, **_):
     raw = _profile(1.0 / cores)
     step = sum(l.measured_seconds or 0 for l in raw.compute_layers) * 1.3  # medians are biased low
     prof, layer_sum, flops = calibrate(raw, step)
-    return UnitRate(model, batch_size, cores, step, layer_sum, flops, prof)
+    return UnitRate(model=model, batch_size=batch_size, cores=cores, step_s=step, layer_sum_s=layer_sum,
+                    flops_per_s=flops, profile=prof)
 
 
 CAT = {"name": "t", "coordinator_cores": 0.2, "types": [
