@@ -586,13 +586,14 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
             for l in profile.layers]
     gradients = sum(len(l.var_bytes) - l.untrainable_variables for l in profile.layers)
     cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients)
+    ring_cpu_s = max(cpu_s.values(), default=0.0)
     step_s = compute_s + comm_s - PULL_PUSH_OVERLAP * free_core(cluster, worker.host, {}, math.inf) * pipeline_savings(ring)
-    step_s += max(cpu_s.values(), default=0.0)
+    step_s += ring_cpu_s
     traffic = {("worker", "next worker"): per_worker} if n > 1 else {}
     return StepEstimate(
         mode="allreduce", batch_size=b, num_workers=n, bytes_between=traffic, bytes_per_step=per_worker * n,
         worker_compute_s=compute_s, ps_compute_s={}, comm_s=comm_s, step_s=step_s,
         samples_per_s=n * b / step_s if step_s > 0 else math.inf,
-        bottleneck=max((compute_s, "workers"), (comm_s, "ring links"), (max(cpu_s.values(), default=0.0), "ring CPU"))[1],
+        bottleneck=max((compute_s, "workers"), (comm_s, "ring links"), (ring_cpu_s, "ring CPU"))[1],
         link_bytes_out=out, link_bytes_in=into, link_s=link_s, host_cpu_s=cpu_s,
         busiest_link=max(link_s, key=link_s.get) if comm_s > 0 else "")
