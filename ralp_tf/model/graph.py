@@ -18,17 +18,23 @@ top model's units have one segment, ``fc1``. Within a container each child gets,
 of preference:
 
 1. the name the user gave it (``Dense(10, name="logits")``): a name that is not of the form
-   tf_keras generates for unnamed layers (``dense``, ``dense_3``, ``tf.__operators__.add_1``);
+   tf_keras's name counter gives an unnamed layer of its class or of any layer class it derives
+   from (``dense``, ``dense_3``, ``conv_lstm2d_1``, ``model_2``; the bases are
+   :func:`keras_compat.default_name_bases`, which uses tf_keras's own snake-case rule), and is
+   not an op layer's (``tf.__operators__.add_1``: users cannot name those);
 2. else, in a subclassed model or layer, its public attribute path there (``self.fc1`` is
    ``fc1``, ``self.convs[1]`` is ``convs/1``, ``self.heads["age"]`` is ``heads/age``);
-3. else its position: the generated name's base (``dense``) and, from the second child of that
-   base on, ``_1``, ``_2`` ... in the container's layer order (topological for Functional
-   models), skipping segments already taken.
+3. else its position: its class's base (``dense``; an op layer's op, ``tf.math.add``) and, from
+   the second child of that base on, ``_1``, ``_2`` ... in the container's layer order
+   (topological for Functional models), skipping segments already taken.
 
 None of these depends on Keras's process-wide name counter, so two builds of the same builder
-give the same paths, in one process or two. Plans written before paths were stable named layers
-by their Keras names (``classifier/fc1``; a composite layer's leaves, ``tok_pos/embedding_4``):
-:meth:`ModelGraph.resolve` maps those where they are unambiguous for this model instance.
+give the same paths, in one process or two. The layers inside a unit (a ``Bidirectional``'s
+``forward_lstm_3``, an ``RNN``'s cell) draw names from the same counter but are in no path.
+
+Plans written before paths were stable named layers by their Keras names (``classifier/fc1``;
+a composite layer's leaves, ``tok_pos/embedding_4``): :meth:`ModelGraph.resolve` maps those
+where they are unambiguous for this model instance.
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import collections
 import collections.abc
 import dataclasses
 import difflib
+import functools
 import re
 from typing import Any, Iterable, Iterator
 
@@ -149,29 +156,37 @@ _GENERATED_OP_LAMBDA = re.compile(r"^tf\.[\w.]+?(_\d+)?$")
 
 
 def is_generated_name(name: str, layer: Any = None) -> bool:
-    """Whether ``name`` has the form tf_keras gives a layer created without ``name=`` (of
-    ``layer``'s class when given, else of any class): ``dense``, ``conv2d_3``, ``model_1``,
-    ``input_2``, ``tf.__operators__.add_1``."""
+    """Whether ``name`` has the form tf_keras gives a layer created without ``name=``: of
+    ``layer`` when given (a base of :func:`keras_compat.default_name_bases`, optionally ``_<n>``;
+    an op layer's name always), else of any layer (the base of a tf_keras layer or model class,
+    or any name ending ``_<n>``): ``dense``, ``conv2d_3``, ``model_1``, ``input_2``,
+    ``tf.__operators__.add_1``."""
     if _GENERATED_OP_LAMBDA.match(name):
         return True
     if layer is None:
-        return bool(re.fullmatch(r"[a-z][a-z0-9_]*?_\d+", name))
-    return any(re.fullmatch(re.escape(base) + r"(_\d+)?", name) for base in _generated_bases(layer))
+        return bool(re.fullmatch(r"[a-z][a-z0-9_]*?_\d+", name)) or name in _tf_keras_bases()
+    if keras_compat.op_layer_name_base(layer) is not None:
+        return True
+    return any(re.fullmatch(re.escape(base) + r"(_\d+)?", name) for base in keras_compat.default_name_bases(layer))
 
 
-def _generated_bases(layer: Any) -> set[str]:
-    bases = {keras_compat.snake_case(type(layer).__name__)}
-    if keras_compat.is_graph_network(layer):
-        bases |= {"model", "functional"}
-    if type(layer).__name__ == "InputLayer":
-        bases.add("input")
-    return bases
+@functools.lru_cache(maxsize=1)
+def _tf_keras_bases() -> frozenset[str]:
+    """The bases of the names tf_keras gives unnamed instances of its public layer classes and models."""
+    import tf_keras
+
+    classes = [getattr(tf_keras.layers, name) for name in dir(tf_keras.layers)]
+    return frozenset({keras_compat.snake_case(c.__name__) for c in classes
+                      if isinstance(c, type) and issubclass(c, tf_keras.layers.Layer)}
+                     | {"model", "functional", "sequential", "input"})
 
 
 def _positional_base(layer: Any) -> str:
-    name = str(layer.name)
-    if _GENERATED_OP_LAMBDA.match(name):
-        return re.sub(r"_\d+$", "", name)
+    """The base of a child's positional segment: its op's base for an op layer, ``input`` for an
+    ``InputLayer``, else :func:`keras_compat.snake_case` of its class."""
+    op_base = keras_compat.op_layer_name_base(layer)
+    if op_base is not None:
+        return op_base
     if type(layer).__name__ == "InputLayer":
         return "input"
     return keras_compat.snake_case(type(layer).__name__)

@@ -18,9 +18,9 @@ import functools
 import re
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-__all__ = ["is_graph_network", "direct_sublayers", "snake_case", "cluster_resolver_of", "override_method",
-           "restore_method", "overridden", "swapped_attributes", "attribute_value_ids",
-           "weight_loss_callables", "set_weight_loss_callables", "call_loss_lists", "base_variable",
+__all__ = ["is_graph_network", "direct_sublayers", "snake_case", "op_layer_name_base", "default_name_bases",
+           "cluster_resolver_of", "override_method", "restore_method", "overridden", "swapped_attributes",
+           "attribute_value_ids", "weight_loss_callables", "set_weight_loss_callables", "call_loss_lists", "base_variable",
            "sharded_variable", "axis_sharded_variable_class", "server_def", "update_server_def",
            "server_lib_alone", "remote_value_ready", "kernel_devices", "sum_gradients_where_they_are",
            "all_reduce_only_across_replicas"]
@@ -46,12 +46,73 @@ def direct_sublayers(layer: Any) -> list[Any]:
 
 def snake_case(class_name: str) -> str:
     """The base of the name tf_keras gives a layer of class ``class_name`` created without
-    ``name=`` (``Conv2D`` -> ``conv2d``, ``MultiHeadAttention`` -> ``multi_head_attention``).
+    ``name=`` (``Conv2D`` -> ``conv2d``, ``ConvLSTM2D`` -> ``conv_lstm2d``, ``MultiHeadAttention``
+    -> ``multi_head_attention``).
 
-    Private: ``tf_keras.src.utils.generic_utils.to_snake_case`` (this is the same rule)."""
-    intermediate = re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", class_name)
+    Private: ``tf_keras.src.utils.generic_utils.to_snake_case``, called; where it cannot be
+    imported, a copy of its rule in tf_keras 2.21."""
+    return _keras_snake_case()(class_name)
+
+
+@functools.lru_cache(maxsize=None)
+def _keras_snake_case() -> Callable[[str], str]:
+    try:
+        from tf_keras.src.utils.generic_utils import to_snake_case
+    except ImportError:
+        return _snake_case_copy
+    return to_snake_case
+
+
+def _snake_case_copy(class_name: str) -> str:
+    """tf_keras 2.21's ``to_snake_case`` rule."""
+    intermediate = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", class_name)
     snake = re.sub("([a-z])([A-Z])", r"\1_\2", intermediate).lower()
     return snake if snake[:1] != "_" else "private" + snake
+
+
+def op_layer_name_base(layer: Any) -> str | None:
+    """For a layer tf_keras creates itself when a TensorFlow op is applied to a KerasTensor (users
+    cannot name those), the base its name counter numbers it from: ``tf.math.add``,
+    ``tf.__operators__.getitem``, a plain function's ``__name__``, ``tf.RaggedTensor.from_tensor``,
+    ``input.shape``. None for every other layer.
+
+    Private: the classes of ``tf_keras.src.layers.core.tf_op_layer`` (``TFOpLambda`` and
+    ``SlicingOpLambda``: ``symbol``, ``function``; ``ClassMethod``: ``cls_symbol``,
+    ``method_name``; ``InstanceProperty`` and ``InstanceMethod``: ``attr_name``) and the names
+    their ``__init__`` give (checked on tf_keras 2.21). Public stand-in: none."""
+    from tf_keras.src.layers.core import tf_op_layer
+
+    if isinstance(layer, tf_op_layer.TFOpLambda):
+        return "tf." + layer.symbol if layer.symbol else str(layer.function.__name__)
+    if isinstance(layer, tf_op_layer.ClassMethod):
+        return f"tf.{layer.cls_symbol}.{layer.method_name}"
+    if isinstance(layer, tf_op_layer.InstanceProperty):
+        return "input." + layer.attr_name
+    return None
+
+
+def default_name_bases(layer: Any) -> set[str]:
+    """Every base tf_keras's process-wide name counter may have named ``layer`` from, had it been
+    created without ``name=`` (its name is then ``base`` or ``base_<n>``): :func:`snake_case` of
+    every layer class in its MRO (``model`` for a Functional or Sequential model, whose MRO holds
+    ``Model``; a layer whose class changed after it was named still matches), ``input`` for an
+    ``InputLayer``, and for an op layer only :func:`op_layer_name_base`. It may hold bases Keras
+    did not use for this layer; it never misses the one it did.
+
+    Private: mirrors ``Layer._init_set_name``, ``Functional._init_set_name`` (``Model`` for the
+    ``Functional`` class), ``InputLayer.__init__`` (``backend.get_uid("input")``) and the op
+    layers' ``__init__`` (checked on tf_keras 2.21). Public stand-in: none; a layer does not
+    record whether its name was given."""
+    import tf_keras
+
+    op_base = op_layer_name_base(layer)
+    if op_base is not None:
+        return {op_base}
+    bases = {snake_case(cls.__name__) for cls in type(layer).__mro__
+             if isinstance(cls, type) and issubclass(cls, tf_keras.layers.Layer)}
+    if isinstance(layer, tf_keras.layers.InputLayer):
+        bases.add("input")
+    return bases
 
 
 def cluster_resolver_of(strategy: Any) -> Any:
