@@ -32,7 +32,7 @@ from ralp_tf.place.split_layers import assembled_on, split_call
 from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
-__all__ = ["CallChain", "ps_call", "ENCODE_SCOPE", "narrow_weights_call", "on_device", "gpu_call",
+__all__ = ["CallChain", "ps_call", "gradient_sum", "ENCODE_SCOPE", "narrow_weights_call", "on_device", "gpu_call",
            "compression_of", "install_placement"]
 
 
@@ -45,7 +45,7 @@ class CallChain:
     scalar token per trainable variable from the previous call, and its gradient function hands
     its variable gradients (plus those handed to it) back along the token. Only the first call
     returns variable gradients to the tape: one gradient per variable, summed on the layer's
-    device. In eager mode nothing is chained: eager ops run on the coordinator anyway.
+    device (:func:`gradient_sum`: an embedding's rows stay rows). In eager mode nothing is chained: eager ops run on the coordinator anyway.
     """
 
     def __init__(self) -> None:
@@ -230,8 +230,7 @@ class _PsCall:
                 if i is None:
                     continue
                 c = carried[i] if i < len(carried) else None
-                has_carry = c is not None and c.shape == v.shape and (c.shape.rank or not v.shape.rank)
-                totals[i] = g + c if has_carry else g
+                totals[i] = gradient_sum(g, c) if _is_carried_gradient(c, v) else g
         input_grads: list[Any] = [None] * len(xs)
         for i, g in zip(float_idx, grads[:len(float_idx)]):
             narrowed = xs[i].dtype != dtypes[i]
@@ -241,6 +240,39 @@ class _PsCall:
                 input_grads[n_in + i] = total
             return input_grads, [None if i is not None else g for g, i in zip(var_grads, index)]
         return input_grads, [totals[i] if i is not None else g for g, i in zip(var_grads, index)]
+
+
+def _is_carried_gradient(c: Any, v: Any) -> bool:
+    """Whether ``c``, what a later call handed back along the chain for variable ``v``, is a
+    gradient of ``v``: sparse (``tf.IndexedSlices``, an embedding's rows), or dense of ``v``'s
+    shape; not the scalar zero the tape gives a token no later call read (a scalar variable's
+    zero carry is indistinguishable, and adding it changes nothing)."""
+    import tensorflow as tf
+
+    if c is None:
+        return False
+    if isinstance(c, tf.IndexedSlices):
+        return True
+    return c.shape == v.shape and bool(c.shape.rank or not v.shape.rank)
+
+
+def gradient_sum(a: Any, b: Any) -> Any:
+    """``a + b`` for two gradients of one variable, each dense or ``tf.IndexedSlices``. Two
+    IndexedSlices stay sparse: their rows and ids concatenated (as the tape sums them), so an
+    optimizer's sparse update and what crosses the network stay rows, not the table. One
+    IndexedSlices and one dense gradient: the rows added into the dense one
+    (``tensor_scatter_nd_add``; repeated ids add up)."""
+    import tensorflow as tf
+
+    if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
+        wide = tf.int64 if tf.int64 in (a.indices.dtype, b.indices.dtype) else a.indices.dtype
+        return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
+                                tf.concat([tf.cast(a.indices, wide), tf.cast(b.indices, wide)], 0),
+                                a.dense_shape if a.dense_shape is not None else b.dense_shape)
+    dense, rows = (b, a) if isinstance(a, tf.IndexedSlices) else (a, b)
+    if isinstance(rows, tf.IndexedSlices):
+        return tf.tensor_scatter_nd_add(dense, tf.expand_dims(rows.indices, -1), rows.values)
+    return dense + rows
 
 
 #: Name scope of the casts that encode a PS layer's input on the worker (they run there by design).
