@@ -36,8 +36,9 @@ LAYER_KINDS: tuple[str, ...] = (
 #: Kinds that may compute on a parameter-server task (whether one layer can is its profile's
 #: ``ps_refusal``: a stateful RNN, an op with no CPU kernel, a plain op of the model's own call cannot).
 PS_PLACEABLE_KINDS = frozenset(LAYER_KINDS) - {"input"}
-#: Kinds whose weights the RALP analyzer may move to PS tasks, priced by the cost model (conv and
-#: normalization layers stay on the workers, as in RALP).
+#: Kinds whose weights the RALP paper's rule moves to PS tasks (conv and normalization layers stay on
+#: the workers): ``scheduler.ralp``'s baseline. ralp_tf's analyzer is not bound by it: any unit that
+#: may compute on a PS is on its menu (:mod:`ralp_tf.plan.menu`).
 RALP_PS_KINDS = frozenset({"dense", "embedding", "recurrent", "attention", "other"})
 
 FlopsFn = Callable[[Any, Sequence[tuple], Sequence[tuple]], float]

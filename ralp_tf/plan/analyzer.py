@@ -3,18 +3,21 @@
 Candidates, all priced by :func:`ralp_tf.plan.costmodel.estimate`:
 
 * no split (stock ParameterServerStrategy);
-* every suffix cut ``i`` of the topological order: layers ``i..n`` computed on PS tasks, provided
-  each of them can compute on a PS (its profile's ``ps_refusal`` is empty), every layer with
-  weights among them is of a kind in :data:`~ralp_tf.model.kinds.RALP_PS_KINDS` (dense, embedding,
-  recurrent, attention, or a layer of a class with no registered kind, priced on its measured
-  parameters, FLOPs and activations; conv and normalization stay on the workers, as in RALP), and
-  they include such a layer with weights;
-* the same with every embedding layer (and the reshapes right after it) on PS tasks too.
+* every cut of the menu (:mod:`ralp_tf.plan.menu`): a set of units closed under "computed from"
+  (``"cut before fc1"``, ``"cut before heads/a, heads/b"``, ``"everything on the PS"``), every
+  unit of it on PS tasks but those that cannot compute there (their profile's ``ps_refusal``;
+  they stay on the workers and the activations they exchange cross the network, priced); each
+  nested model alone (``"base on the PS"``); each of those with every embedding layer (and the
+  reshapes right after it) on PS tasks too. Any kind may compute on a PS (conv, normalization
+  with its statistics, dropout, custom layers); the cost model decides. The menu is exact over
+  models with at most :data:`ralp_tf.plan.menu.EXACT_LIMIT` closed sets, else searched within
+  a budget of priced cuts.
 
 PS-side layers with weights go to PS tasks by longest-processing-time on parameter bytes (the
 largest layer to the least loaded task: several PS compute tasks for the head, the activation
 hops between them priced by the cost model); weightless layers follow their producer's task.
-With more than one PS task, each candidate also comes in three more variants: the whole head
+With more than one PS task, "no split" and the :data:`VARIED_CUTS` fastest cuts of the menu also
+come in three more variants: the whole head
 on PS task 0 (one PS compute task, no hops), and both of those with balanced storage
 (:mod:`ralp_tf.plan.storage`) of the worker-computed layers instead of PSS's round-robin; "no split"
 gets a balanced-storage variant too.
@@ -31,9 +34,10 @@ compute, spread perfectly over every PS host's CPU, already takes longer than th
 found (a lower bound, so no faster plan is skipped). Each kind keeps its fastest per cut and
 head variant.
 
-The analyzer returns the fastest candidate (the first listed on a tie, the unvaried candidates
-first), but keeps "no split" unless the winner is predicted to be at least ``min_speedup`` times
-faster. Every candidate's meaning is in its fields (:class:`Candidate`); its label says the same
+The analyzer keeps "no split" unless a candidate is predicted at least ``min_speedup`` times
+faster; otherwise, of the candidates predicted within ``min_speedup`` of the fastest, it returns
+the one that computes the fewest FLOPs on PS tasks (then the fastest, then the first listed): no
+more PS compute for a predicted gain below the threshold. Every candidate's meaning is in its fields (:class:`Candidate`); its label says the same
 in words.
 
 The ring all-reduce (Horovod, MultiWorkerMirroredStrategy) on the worker hosts is priced next to
@@ -47,16 +51,16 @@ import math
 from typing import Any, Sequence
 
 from ralp_tf.errors import PlanError
-from ralp_tf.model.kinds import PS_PLACEABLE_KINDS, RALP_PS_KINDS
 from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.compression import AUTO, parse_setting
 from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
+from ralp_tf.plan.menu import Cut, cut_label, cuts, search
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.spread import PATTERN_NAMES, PATTERNS, shard_counts, split_head, splittable, task_order
 from ralp_tf.plan.storage import BYTEPS_PIECE_BYTES, partition_storage, with_balanced_storage, with_partitioned_storage
 
-__all__ = ["BALANCED", "HEAD_ON_ONE", "STORAGE_KINDS", "MIN_PIECE_BYTES", "Candidate", "Analysis", "Cut",
+__all__ = ["BALANCED", "HEAD_ON_ONE", "STORAGE_KINDS", "MIN_PIECE_BYTES", "VARIED_CUTS", "Candidate", "Analysis", "Cut",
            "assign_ps_tasks", "plan_for", "cuts", "candidate_splits", "analyze"]
 
 BALANCED = ", balanced storage"
@@ -65,6 +69,8 @@ HEAD_ON_ONE = ", head on ps:0"
 STORAGE_KINDS = ("round-robin", "balanced", "partitioned")
 #: The smallest piece cap the analyzer tries for partitioned storage (BytePS's 4 MB / 4^5).
 MIN_PIECE_BYTES = 4_000_000 / 4 ** 5
+#: How many of the menu's fastest cuts get the storage, head and split variants.
+VARIED_CUTS = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,11 +93,13 @@ class Candidate:
     split_tasks: int = 0
     split_pattern: str = ""
     piece_bytes: float = 0.0
+    #: units of the cut that stay on the workers, each unable to compute on a PS (its profile says why)
+    kept: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         """``"cut before fc1 + embeddings on PS, head on ps:0, balanced storage, ... on the wire"``."""
-        text = _cut_label(self.cut, self.embeddings_on_ps)
+        text = cut_label(self.cut, self.embeddings_on_ps)
         if self.head_on_one:
             text += HEAD_ON_ONE
         if self.split_tasks:
@@ -103,12 +111,6 @@ class Candidate:
         if self.compression:
             text += f", {self.compression} on the wire"
         return text
-
-
-def _cut_label(cut: str, embeddings_on_ps: bool) -> str:
-    if not embeddings_on_ps:
-        return cut
-    return "embeddings on PS" if cut == "no split" else f"{cut} + embeddings on PS"
 
 
 def _size(nbytes: float) -> str:
@@ -168,9 +170,16 @@ class Analysis:
                 f"({base.bytes_per_step / max(e.bytes_per_step, 1):.1f}x less); PS compute added "
                 f"{ps_added * 1e3:.1f} ms per worker step; predicted {e.step_s * 1e3:.1f} ms/step, "
                 f"speed-up {base.step_s / e.step_s:.2f}x (bottleneck: {e.bottleneck}).")
+        if best is not None and best.kept:
+            lines.append("  Staying on the workers inside that cut (they cannot compute on a PS): "
+                         + "; ".join(f"{n}: {self.profile.layer(n).ps_refusal}" for n in best.kept) + ".")
         if self.is_split:
             lines.append(f"  Decision: split ({self.chosen.label}). Predicted speed-up {self.predicted_speedup:.2f}x "
                          f">= the {self.min_speedup:.2f}x threshold.")
+            if best is not None and self.chosen is not best and best.estimate.step_s < self.chosen.estimate.step_s:
+                lines.append(f"  It computes {ps_flops(self.profile, best) / 1e6 - ps_flops(self.profile, self.chosen) / 1e6:.1f} "
+                             f"MFLOP per sample less on the PS than the best split, predicted within "
+                             f"{self.min_speedup:.2f}x of it: no more PS compute for a smaller gain.")
         elif self.chosen is not self.baseline:
             lines.append(f"  Decision: no split, {self.chosen.label}. Predicted speed-up "
                          f"{self.predicted_speedup:.2f}x >= the {self.min_speedup:.2f}x threshold.")
@@ -206,7 +215,8 @@ class Analysis:
             "ring_predicted_faster": self.ring_predicted_faster, "ring_speedup": self.ring_speedup,
             "candidates": [{"label": c.label, "ps_layers": list(c.ps_layers), "step_s": c.estimate.step_s,
                             "bytes_per_step": c.estimate.bytes_per_step, "samples_per_s": c.estimate.samples_per_s,
-                            "max_link_bytes": c.estimate.max_link_bytes, "storage": bool(c.plan.storage)}
+                            "max_link_bytes": c.estimate.max_link_bytes, "storage": bool(c.plan.storage),
+                            "kept_on_workers": list(c.kept)}
                            for c in self.candidates],
         }
 
@@ -243,69 +253,48 @@ def plan_for(profile: ModelProfile, cluster: Cluster, ps_layers: list[str], poli
     return Plan(placements=placements, policy=policy)
 
 
-def _embedding_group(profile: ModelProfile) -> list[str]:
-    """Embedding layers plus the weightless reshapes that only consume them."""
-    group = [l.name for l in profile.layers if l.kind == "embedding"]
-    for l in profile.layers:
-        if l.kind == "reshape" and l.inbound and all(u in group for u in l.inbound):
-            group.append(l.name)
-    return group
-
-
-@dataclasses.dataclass(frozen=True)
-class Cut:
-    """One candidate split: ``cut`` (``"no split"`` or ``"cut before L"``), whether the embeddings
-    go to PS tasks too, and the PS-side layers (topological order)."""
-
-    cut: str
-    embeddings_on_ps: bool
-    ps_layers: tuple[str, ...]
-
-    @property
-    def label(self) -> str:
-        return _cut_label(self.cut, self.embeddings_on_ps)
-
-
-def cuts(profile: ModelProfile) -> list[Cut]:
-    """Every candidate split (module docstring), "no split" left out."""
-    layers = profile.compute_layers
-    suffixes: list[tuple[str, list[str]]] = [("no split", [])]
-    for i in range(len(layers)):
-        suffix = layers[i:]
-        if not all(l.kind in PS_PLACEABLE_KINDS and not l.ps_refusal and (l.kind in RALP_PS_KINDS or not l.param_bytes)
-                   for l in suffix):
-            continue
-        if not any(l.kind in RALP_PS_KINDS and l.param_bytes for l in suffix):
-            break
-        suffixes.append((f"cut before {layers[i].name}", [l.name for l in suffix]))
-    emb = _embedding_group(profile)
-    out = []
-    for label, names in suffixes:
-        if names:
-            out.append(Cut(label, False, tuple(names)))
-        if emb:
-            out.append(Cut(label, True, tuple(l.name for l in profile.layers if l.name in set(names) | set(emb))))
-    return out
-
-
 def candidate_splits(profile: ModelProfile) -> list[tuple[str, list[str]]]:
-    """(label, PS layers) for every candidate split (:func:`cuts`)."""
+    """(label, PS layers) for every cut of the menu before pricing (:func:`ralp_tf.plan.menu.cuts`)."""
     return [(c.label, list(c.ps_layers)) for c in cuts(profile)]
 
 
-def _priced(cluster: Cluster, profile: ModelProfile, plan: Plan, cut: Cut, **fields: Any) -> Candidate:
-    return Candidate(cut.cut, cut.ps_layers, plan, estimate(profile, cluster, plan), cut.embeddings_on_ps, **fields)
+def _priced(cluster: Cluster, profile: ModelProfile, plan: Plan, cut: Cut, step: StepEstimate | None = None,
+            **fields: Any) -> Candidate:
+    return Candidate(cut.cut, cut.ps_layers, plan, step or estimate(profile, cluster, plan), cut.embeddings_on_ps,
+                     kept=cut.kept, **fields)
 
 
-def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> list[Candidate]:
-    """Stock PSS, every cut spread by LPT, and with more than one PS task the head on PS 0 and
-    balanced storage (module docstring), in that order."""
+def _menu(profile: ModelProfile, cluster: Cluster) -> list[Candidate]:
+    """Every cut of the menu and the search (:func:`ralp_tf.plan.menu.search`), spread by LPT,
+    priced once each, in the order found."""
+    steps: dict[tuple[str, ...], tuple[Plan, StepEstimate]] = {}
+
+    def price(names: tuple[str, ...]) -> float:
+        plan = plan_for(profile, cluster, list(names))
+        steps[names] = (plan, estimate(profile, cluster, plan))
+        return steps[names][1].step_s
+
+    return [_priced(cluster, profile, steps[c.ps_layers][0], c, steps[c.ps_layers][1])
+            for c in search(profile, price)]
+
+
+def _top_cuts(menu: Sequence[Candidate]) -> list[Cut]:
+    """The cuts of the :data:`VARIED_CUTS` fastest menu candidates, fastest first (the first listed on a tie)."""
+    ranked = sorted(range(len(menu)), key=lambda i: (menu[i].estimate.step_s, i))[:VARIED_CUTS]
+    return [Cut(menu[i].cut, menu[i].embeddings_on_ps, menu[i].ps_layers, menu[i].kept) for i in ranked]
+
+
+def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> tuple[list[Candidate], list[Cut]]:
+    """Stock PSS, every cut of the menu spread by LPT, and with more than one PS task, for "no
+    split" and the :data:`VARIED_CUTS` fastest cuts, the head on PS 0 and balanced storage (module
+    docstring), in that order; and those fastest cuts."""
     none = Cut("no split", False, ())
     out = [_priced(cluster, profile, plan_for(profile, cluster, []), none)]
-    all_cuts = cuts(profile) if cluster.num_ps else []
-    out += [_priced(cluster, profile, plan_for(profile, cluster, list(c.ps_layers)), c) for c in all_cuts]
+    menu = _menu(profile, cluster) if cluster.num_ps else []
+    out += menu
+    top = _top_cuts(menu)
     if cluster.num_ps > 1:
-        for c in [none, *all_cuts]:
+        for c in [none, *top]:
             names = list(c.ps_layers)
             variants = [(False, plan_for(profile, cluster, names))]
             if names:
@@ -314,7 +303,7 @@ def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> list[Can
             for one, vplan in variants:
                 plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
                 out.append(_priced(cluster, profile, plan, c, head_on_one=one, storage="balanced"))
-    return out
+    return out, top
 
 
 def _lower_bound_s(profile: ModelProfile, cluster: Cluster, ps_layers: Sequence[str]) -> float:
@@ -396,7 +385,8 @@ def _best_split(profile: ModelProfile, cluster: Cluster, cut: Cut, storage: Any,
     return _priced(cluster, profile, plan, cut, storage="balanced", **fields)
 
 
-def _spread(profile: ModelProfile, cluster: Cluster, found: Sequence[Candidate], split: bool) -> list[Candidate]:
+def _spread(profile: ModelProfile, cluster: Cluster, found: Sequence[Candidate], top: Sequence[Cut],
+            split: bool) -> list[Candidate]:
     """Partitioned storage (module docstring): for "no split", every cap and task set; for every
     cut worth it (its lower bound below the best step so far), the cap and task set "no split"
     priced fastest. Then, for cuts whose weighted PS-side layers can all be split, the head split
@@ -413,7 +403,7 @@ def _spread(profile: ModelProfile, cluster: Cluster, found: Sequence[Candidate],
         tasks = sorted(set().union(*[set(t) for t in first.plan.stored_on().values()]))
         cap, sets = first.piece_bytes, [tasks]
         caps = [c for c in caps if cap / 4 <= c <= cap * 4]
-    for c in cuts(profile):
+    for c in top:
         if _lower_bound_s(profile, cluster, c.ps_layers) >= best_s:
             continue
         names = list(c.ps_layers)
@@ -435,6 +425,23 @@ def _spread(profile: ModelProfile, cluster: Cluster, found: Sequence[Candidate],
     return out
 
 
+def ps_flops(profile: ModelProfile, candidate: Candidate) -> float:
+    """Forward FLOPs per sample the candidate computes on PS tasks."""
+    return sum(profile.layer(n).flops for n in candidate.ps_layers)
+
+
+def _choose(profile: ModelProfile, candidates: Sequence[Candidate], min_speedup: float) -> Candidate:
+    """Of the candidates predicted within ``min_speedup`` of the fastest, the one that computes the
+    fewest FLOPs on PS tasks (then the fastest, then the first listed): no more PS compute for a
+    predicted gain below ``min_speedup``. "No split" (the first candidate) computes none, so it is
+    kept unless a plan is predicted at least ``min_speedup`` times faster."""
+    fastest = min(c.estimate.step_s for c in candidates)
+    near = [i for i, c in enumerate(candidates) if c.estimate.step_s <= fastest * min_speedup]
+    if candidates[0].estimate.step_s < fastest * min_speedup:
+        return candidates[0]
+    return candidates[min(near, key=lambda i: (ps_flops(profile, candidates[i]), candidates[i].estimate.step_s, i))]
+
+
 def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.05,
             partition: bool | None = None, compression: Any = None, split: bool = True) -> Analysis:
     """Price every candidate and choose one (see the module docstring).
@@ -451,9 +458,9 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
     """
     if cluster.num_workers == 0:
         raise PlanError("the cluster has no workers")
-    candidates = _basic(profile, cluster, partition is True)
+    candidates, top = _basic(profile, cluster, partition is True)
     if cluster.num_ps > 1 and partition is not False:
-        candidates += _spread(profile, cluster, candidates, split)
+        candidates += _spread(profile, cluster, candidates, top, split)
     baseline = candidates[0]
     if compression is not None:
         auto = compression == "auto"
@@ -467,8 +474,7 @@ def analyze(profile: ModelProfile, cluster: Cluster, *, min_speedup: float = 1.0
         baseline = candidates[0]
     split_candidates = [c for c in candidates if c.ps_layers]
     best = min(split_candidates, key=lambda c: c.estimate.step_s) if split_candidates else None
-    fastest = min(candidates, key=lambda c: c.estimate.step_s)
-    chosen = fastest if baseline.estimate.step_s / fastest.estimate.step_s >= min_speedup else baseline
+    chosen = _choose(profile, candidates, min_speedup)
     notes = {"predicted_step_s": chosen.estimate.step_s, "predicted_bytes_per_step": chosen.estimate.bytes_per_step,
              "predicted_speedup": baseline.estimate.step_s / chosen.estimate.step_s, "cut": chosen.label}
     plan = dataclasses.replace(chosen.plan, notes=notes)

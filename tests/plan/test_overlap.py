@@ -55,7 +55,8 @@ def test_loopback_variables_and_ps_computed_layers_do_not_overlap() -> None:
     p = cnn_with_head()
     cluster = Cluster.local(1, 1, bandwidth="1gbit", layout="colocated")
     where = costmodel.resolve_placements(p, None)
-    assert costmodel.overlap_seconds(p, cluster, where, costmodel.step_traffic(p, where, 1)) == {"host0": 0.0}
+    assert costmodel.overlap_seconds(p, cluster, where, costmodel.step_traffic(p, where, 1)) == {
+        "host0": pytest.approx(0.0, abs=1e-12)}
     head = costmodel.resolve_placements(p, {"flat": ps(0), "fc": ps(0)})
     dedicated = Cluster.local(1, 1, bandwidth="1gbit")
     step = costmodel.step_traffic(p, head, 1)
