@@ -45,6 +45,7 @@ from ralp_tf.model.profiles import OP_REFUSAL, ModelProfile
 from ralp_tf.model.trace import input_signature
 from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, create_at, homes_tasks, ps_anchors,
                                       record_creations, unit_of_variables, unit_homes)
+from ralp_tf.place.evaluation import install_evaluation
 from ralp_tf.place.isolation import outside_strategy
 from ralp_tf.place.policies import plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
@@ -245,7 +246,8 @@ def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_pat
     """Install the plan's per-unit wrappers on the placed ``model`` (and the tape's gradient sums
     colocated with their summands, :func:`keras_compat.sum_gradients_where_they_are`; a legacy
     optimizer's gradients left where they are computed, :func:`keras_compat.all_reduce_only_across_replicas`),
-    check where its variables landed and, with ``verify``, the traced training step."""
+    check where its variables landed and, with ``verify``, the traced training step. Its ``evaluate``
+    and ``predict`` take what a Keras user passes (:mod:`ralp_tf.place.evaluation`)."""
     keras_compat.sum_gradients_where_they_are()
     keras_compat.all_reduce_only_across_replicas()
     graph = walk(model)
@@ -253,6 +255,7 @@ def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_pat
         raise ModelError(f"the placed model's layers ({', '.join(graph.paths[:6])}, ...) differ from the planned "
                          f"model's ({', '.join(expected_paths[:6])}, ...); build the same architecture every time")
     install_placement(graph, plan, cluster.worker_device)
+    install_evaluation(model)
     model.ralp_plan = plan
     _check_unit_homes(graph, homes)
     if verify:
