@@ -473,3 +473,27 @@ def all_reduce_only_across_replicas() -> None:
 
     optimizer_utils.all_reduce_sum_gradients = across_replicas
     _ONE_REPLICA_KEPT = True
+
+
+_TAPE_GRADIENT_WRAPPERS: dict[str, Callable[[Callable[..., Any]], Callable[..., Any]]] = {}
+
+
+def wrap_tape_gradient_function(key: str, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Make ``tf.GradientTape`` compute every op's gradient through ``wrapper(tape_gradient)``
+    (process-wide; once per ``key``). ``tape_gradient(op_name, attr_tuple, num_inputs, inputs,
+    outputs, out_grads, skip_input_indices, forward_pass_name_scope)`` is the tape's own function;
+    ``inputs`` and ``outputs`` hold only the forward tensors the tape kept (None for the others, or
+    None whole).
+
+    Private: ``tensorflow.python.eager.backprop._gradient_function`` and
+    ``pywrap_tfe.TFE_Py_RegisterGradientFunction``, which the tape calls. Public stand-in: none."""
+    if key in _TAPE_GRADIENT_WRAPPERS:
+        return
+    from tensorflow.python import pywrap_tfe
+    from tensorflow.python.eager import backprop
+
+    _TAPE_GRADIENT_WRAPPERS[key] = wrapper
+    function = backprop._gradient_function
+    for wrap in _TAPE_GRADIENT_WRAPPERS.values():
+        function = wrap(function)
+    pywrap_tfe.TFE_Py_RegisterGradientFunction(function)

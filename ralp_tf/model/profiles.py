@@ -38,7 +38,7 @@ from ralp_tf.errors import ValidationError, parse_json
 from ralp_tf.model.kinds import LAYER_KINDS
 from ralp_tf.model.optimizers import DEFAULT_OPTIMIZER, sparse_update
 
-__all__ = ["INPUT_REFUSAL", "OP_REFUSAL", "default_refusal", "gradient_flows", "LayerProfile", "TensorProfile",
+__all__ = ["INPUT_REFUSAL", "OP_REFUSAL", "follows_inputs", "default_refusal", "gradient_flows", "LayerProfile", "TensorProfile",
            "ModelProfile", "check_batch_size"]
 
 
@@ -363,8 +363,17 @@ class ModelProfile:
 
 #: ``ps_refusal`` of a model input.
 INPUT_REFUSAL = "a model input: inputs stay on the workers"
-#: ``ps_refusal`` of a plain TensorFlow op in a model's own ``call`` (an ``op:`` record).
-OP_REFUSAL = "a TensorFlow op of the model's own call, which runs where that call runs (the worker)"
+#: ``ps_refusal`` of a plain TensorFlow op in a model's own ``call`` (an ``op:`` record): no
+#: decision of a plan, it computes with its inputs (:func:`follows_inputs`).
+OP_REFUSAL = ("a TensorFlow op of the model's own call, which computes with its inputs: on the PS task of its first "
+              "input when every input is computed on a PS task, else on the worker")
+
+
+def follows_inputs(layer: "LayerProfile") -> bool:
+    """Whether ``layer`` is an ``op:`` record, which computes where its inputs are (on the PS task
+    of its first producer when every producer computes on a PS task, else on the worker), whatever
+    a plan says of it (:func:`ralp_tf.plan.traffic.resolve_placements`, :mod:`ralp_tf.place.op_placement`)."""
+    return layer.kind == "other" and layer.name.rsplit("/", 1)[-1].startswith("op:") and layer.ps_refusal == OP_REFUSAL
 
 
 def default_refusal(kind: str, name: str) -> str:
@@ -372,7 +381,7 @@ def default_refusal(kind: str, name: str) -> str:
     compute on a PS; every other layer can."""
     if kind == "input":
         return INPUT_REFUSAL
-    return OP_REFUSAL if kind == "other" and name.startswith("op:") else ""
+    return OP_REFUSAL if kind == "other" and name.rsplit("/", 1)[-1].startswith("op:") else ""
 
 
 def gradient_flows(trainable: Sequence[bool], inbound: Sequence[Sequence[int]]) -> list[bool]:

@@ -41,7 +41,7 @@ from ralp_tf.model.graph import ModelGraph, is_container, walk
 from ralp_tf.model.data import TrainingSpec, training_spec
 from ralp_tf.model.kinds import ps_refusal
 from ralp_tf.model.profiler import check_tf_keras_model, profile
-from ralp_tf.model.profiles import OP_REFUSAL, ModelProfile
+from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.model.trace import input_signature
 from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, create_at, homes_tasks, ps_anchors,
                                       record_creations, unit_of_variables, unit_homes)
@@ -52,6 +52,7 @@ from ralp_tf.place.sharding import copy_weights as copy_weights_into
 from ralp_tf.place.sharding import full_weights, weight_groups
 from ralp_tf.place.split_layers import split_refusal_of
 from ralp_tf.place.verify import GradientReference, verify_placement
+from ralp_tf.place.op_placement import install_op_placement
 from ralp_tf.place.wrappers import install_placement
 from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.plans import Plan, parse_device
@@ -138,16 +139,10 @@ def _check_splits(plan: Plan, graph: ModelGraph, profile: ModelProfile | None) -
 
 def _without_worker_op_records(plan: Plan, graph: ModelGraph) -> dict[str, str]:
     """``plan.placements`` without the profile's ``op:`` records (TensorFlow ops of a model's own
-    ``call``, which are no units of the walk) placed on the workers, where they run anyway; such
-    a record placed on a PS task raises PlanError with the reason."""
-    out = {}
-    for name, device in plan.placements.items():
-        record = name not in graph.paths and name.rsplit("/", 1)[-1].startswith("op:")
-        if record and parse_device(device).is_ps:
-            raise PlanError(f"plan places {name!r} on {device}, but it is {OP_REFUSAL}; keep it on the workers")
-        if not record:
-            out[name] = device
-    return out
+    ``call``, which are no units of the walk): wherever a plan names them, they compute with their
+    inputs (:mod:`ralp_tf.place.op_placement`), as the cost model prices them."""
+    return {name: device for name, device in plan.placements.items()
+            if name in graph.paths or not name.rsplit("/", 1)[-1].startswith("op:")}
 
 
 def place(model: Any, plan: Plan, strategy: Any, *, copy_weights: bool = True, verify: bool = True,
@@ -255,6 +250,7 @@ def _finish(model: Any, plan: Plan, cluster: Cluster, homes: Homes, expected_pat
         raise ModelError(f"the placed model's layers ({', '.join(graph.paths[:6])}, ...) differ from the planned "
                          f"model's ({', '.join(expected_paths[:6])}, ...); build the same architecture every time")
     install_placement(graph, plan, cluster.worker_device)
+    install_op_placement(graph)
     install_evaluation(model)
     model.ralp_plan = plan
     _check_unit_homes(graph, homes)

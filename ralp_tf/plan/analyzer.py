@@ -51,11 +51,12 @@ import math
 from typing import Any, Sequence
 
 from ralp_tf.errors import PlanError
-from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.model.profiles import ModelProfile, follows_inputs
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.compression import AUTO, parse_setting
 from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.plan.menu import Cut, cut_label, cuts, search
+from ralp_tf.plan.traffic import resolve_placements
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.spread import PATTERN_NAMES, PATTERNS, shard_counts, split_head, splittable, task_order
 from ralp_tf.plan.storage import BYTEPS_PIECE_BYTES, partition_storage, with_balanced_storage, with_partitioned_storage
@@ -250,6 +251,10 @@ def plan_for(profile: ModelProfile, cluster: Cluster, ps_layers: list[str], poli
         if l.kind == "input":
             continue
         placements[l.name] = cluster.ps_device(tasks[l.name]) if l.name in tasks else cluster.worker_device
+    where = resolve_placements(profile, placements)  # op: records go with their inputs
+    for l in profile.layers:
+        if follows_inputs(l):
+            placements[l.name] = cluster.ps_device(where[l.name].index) if where[l.name].is_ps else cluster.worker_device
     return Plan(placements=placements, policy=policy)
 
 

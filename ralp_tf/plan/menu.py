@@ -5,8 +5,10 @@ units, :func:`search`).
 **Units.** The compute units of a profile (every layer but the model inputs), with their producers
 and consumers among them. A unit *may compute on a PS* when its profile's ``ps_refusal`` is empty
 (normalization, dropout, conv, custom layers and layers with constraints or regularisers all
-may); a refused unit (a plain TF op of the model's own ``call``, a stateful RNN, an op with no CPU
-kernel) stays on the workers, and its refusal is part of every cut that would have held it.
+may); a refused unit (a stateful RNN, an op with no CPU kernel) stays on the workers, and its
+refusal is part of every cut that would have held it. A plain TF op of the model's own ``call``
+(an ``op:`` record) is no decision: it computes with its inputs
+(:func:`~ralp_tf.model.profiles.follows_inputs`).
 
 **Cuts.** A cut is a *closed* set ``C`` of units: with every unit, everything computed from it
 (a down-set of the data flow, so nothing crosses back from the workers to the PS side but what a
@@ -30,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterable, Sequence
 
-from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.model.profiles import ModelProfile, follows_inputs
 
 __all__ = ["EXACT_LIMIT", "SEARCH_BUDGET", "CLIMB_SEEDS", "Cut", "cut_label", "UnitGraph", "cuts", "search"]
 
@@ -85,6 +87,7 @@ class UnitGraph:
             for p in ps:
                 self.succs[p].append(i)
         self.ps_ok = [not l.ps_refusal for l in units]
+        self.follows = [follows_inputs(l) for l in units]
         self.weighted = [l.param_bytes > 0 for l in units]
 
     def closure(self, sources: Iterable[int]) -> frozenset[int]:
@@ -133,7 +136,7 @@ class UnitGraph:
         in topological order."""
         order = sorted(closed)
         return (tuple(self.names[i] for i in order if self.ps_ok[i]),
-                tuple(self.names[i] for i in order if not self.ps_ok[i]))
+                tuple(self.names[i] for i in order if not self.ps_ok[i] and not self.follows[i]))
 
     def name_of(self, closed: frozenset[int]) -> str:
         if len(closed) == len(self.names):

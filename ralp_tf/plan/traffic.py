@@ -109,7 +109,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ralp_tf.errors import PlanError
 from ralp_tf.model.optimizers import sparse_update
-from ralp_tf.model.profiles import LayerProfile, ModelProfile
+from ralp_tf.model.profiles import LayerProfile, ModelProfile, follows_inputs
 from ralp_tf.plan.cluster import TaskRef
 from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire_ratio
 from ralp_tf.plan.plans import Plan, parse_device
@@ -167,7 +167,8 @@ class StepTraffic:
 
 def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, str] | None) -> dict[str, TaskRef]:
     """Layer -> where it computes (a split layer: its assembly task): the worker or a PS task.
-    Inputs always on the worker."""
+    Inputs always on the worker; an ``op:`` record where its inputs are
+    (:func:`~ralp_tf.model.profiles.follows_inputs`), whatever the plan says of it."""
     if isinstance(placements, Plan):
         placements = placements.placements
     placements = placements or {}
@@ -179,6 +180,10 @@ def resolve_placements(profile: ModelProfile, placements: Plan | Mapping[str, st
             continue
         d = parse_device(dev)
         out[l.name] = TaskRef.ps(d.task) if d.is_ps else WORKER  # type: ignore[arg-type]
+    for l in profile.layers:  # topological order: a record fed by a record sees where that one went
+        if follows_inputs(l):
+            where = [out[u] for u in l.inbound]
+            out[l.name] = where[0] if where and all(w.is_ps for w in where) else WORKER
     unknown = set(placements) - set(out)
     if unknown:
         raise PlanError(f"placements name layers not in the profile: {sorted(unknown)}")

@@ -50,11 +50,11 @@ def test_a_plan_with_stable_paths_is_returned_as_it_is_and_refusals_name_the_rea
         resolve_plan(Plan({"dense": "/job:ps/replica:0/task:5/device:CPU:0"}), walk(stateful), Cluster.local(1, 2))
 
 
-def test_the_ops_of_a_subclassed_models_own_call_are_planned_on_the_workers_and_refused_on_a_ps() -> None:
+def test_the_ops_of_a_subclassed_models_own_call_are_no_decisions_of_a_plan() -> None:
     """The profile records the TensorFlow ops of a subclassed model's ``call`` (``op:...``) beside
-    its layers, and the analyzer's plans name them on the worker; they are no units of the walk,
-    so the applier drops them there and refuses them on a PS task (the Keras collaborative
-    filtering example's shape: embeddings combined with ``tf`` ops in ``call``)."""
+    its layers; they are no units of the walk and compute with their inputs whatever a plan says,
+    so the applier drops them from any plan (the Keras collaborative filtering example's shape:
+    embeddings combined with ``tf`` ops in ``call``)."""
     import tensorflow as tf
     import tf_keras as keras
 
@@ -79,8 +79,7 @@ def test_the_ops_of_a_subclassed_models_own_call_are_planned_on_the_workers_and_
     cluster = Cluster.local(1, 2)
     plan = Plan({name: "/job:worker/device:CPU:0" for name in [*records, *prepared.graph.paths]})
     assert set(resolve_plan(plan, prepared.graph, cluster, prepared.profile).placements) == set(prepared.graph.paths)
-    with pytest.raises(PlanError, match=rf"places '{records[-1]}' on .*TensorFlow op of the model's own call"):
-        resolve_plan(Plan({records[-1]: PS0}), prepared.graph, cluster, prepared.profile)
+    assert resolve_plan(Plan({records[-1]: PS0}), prepared.graph, cluster, prepared.profile).placements == {}
 
 
 @pytest.mark.parametrize("make, words", [

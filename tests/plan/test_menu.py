@@ -3,6 +3,7 @@ search within its budget, and the choice of the least PS compute within the thre
 TensorFlow (profiles written as data)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,6 +13,9 @@ from ralp_tf.model.profiles import OP_REFUSAL, ModelProfile
 from ralp_tf.plan import menu
 from ralp_tf.plan.analyzer import analyze
 from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.costmodel import estimate
+
+WORKER_DEVICE = "/job:worker/device:CPU:0"
 
 
 def _profile(layers: list[dict[str, Any]], outputs: list[str], batch: int = 32) -> ModelProfile:
@@ -62,15 +66,33 @@ def test_normalization_in_the_head_is_cut_through() -> None:
     assert a.baseline.estimate.bytes_per_step / a.chosen.estimate.bytes_per_step >= 10
 
 
-def test_a_refused_op_between_units_stays_on_the_workers_and_the_cut_still_pays() -> None:
+def test_a_plain_op_between_units_computes_with_its_inputs() -> None:
+    """The cut before both heads holds them and the output layer; the op that adds them is no
+    decision: it computes on the heads' PS task (and the plan says so), so only the batch's
+    activation at the cut crosses."""
     p = op_joined_heads()
     cuts = {c.cut: c for c in menu.cuts(p)}
     heads = cuts["cut before heads/a, heads/b"]
-    assert heads.ps_layers == ("heads/a", "heads/b", "out") and heads.kept == ("op:AddV2",)
+    assert heads.ps_layers == ("heads/a", "heads/b", "out") and heads.kept == ()
     a = analyze(p, Cluster.local(2, 1, bandwidth="100mbit"))
-    assert a.is_split and "op:AddV2" not in a.plan.ps_layers() and {"heads/a", "heads/b"} <= set(a.plan.ps_layers())
+    assert a.is_split and {"heads/a", "heads/b", "op:AddV2"} <= set(a.plan.ps_layers())
     assert a.baseline.estimate.bytes_per_step / a.chosen.estimate.bytes_per_step > 50
-    assert "op:AddV2: " + OP_REFUSAL in a.report()
+    worker_op = estimate(p, Cluster.local(2, 1, bandwidth="100mbit"),
+                         dataclasses.replace(a.plan, placements={**a.plan.placements, "op:AddV2": WORKER_DEVICE}))
+    assert worker_op.bytes_per_step == a.chosen.estimate.bytes_per_step  # the plan's word on a record is not read
+
+
+def test_a_unit_that_cannot_compute_on_a_ps_stays_on_the_workers_with_its_reason() -> None:
+    p = op_joined_heads()
+    d = p.to_dict()
+    for l in d["layers"]:
+        if l["name"] == "heads/b":
+            l["ps_refusal"] = "its op Foo has no CPU kernel"
+    refused = ModelProfile.from_dict(d)
+    heads = {c.cut: c for c in menu.cuts(refused)}["cut before heads/a, heads/b"]
+    assert heads.ps_layers == ("heads/a", "out") and heads.kept == ("heads/b",)
+    a = analyze(refused, Cluster.local(2, 1, bandwidth="100mbit"))
+    assert "heads/b" not in a.plan.ps_layers() and "heads/b: its op Foo has no CPU kernel" in a.report()
 
 
 def test_a_nested_model_alone_is_a_candidate() -> None:
