@@ -497,3 +497,21 @@ def wrap_tape_gradient_function(key: str, wrapper: Callable[[Callable[..., Any]]
     for wrap in _TAPE_GRADIENT_WRAPPERS.values():
         function = wrap(function)
     pywrap_tfe.TFE_Py_RegisterGradientFunction(function)
+
+
+def variable_constraint(weight: Any) -> Any:
+    """The constraint callable of a layer weight (the variable under any distribution wrapper), or None."""
+    return getattr(base_variable(weight), "constraint", None)
+
+
+def set_variable_constraint(weight: Any, constraint: Callable[[Any], Any]) -> None:
+    """Replace the constraint of a layer weight (the variable under any distribution wrapper).
+
+    Private: ``BaseResourceVariable._constraint``, which its ``constraint`` property returns and
+    the optimizer calls after each update, and ``CachingVariable._v``, the variable a
+    ParameterServerStrategy wrapper delegates to. Public stand-in: none (the constraint is fixed
+    when the variable is created)."""
+    variable = base_variable(weight)
+    while type(variable).__name__ == "CachingVariable":
+        variable = variable._v
+    variable._constraint = constraint

@@ -121,6 +121,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             calls=len(calls), ps_refusal=refusal,
             gathered=tuple((a, b) for a, b in gathered) if any(a or b for a, b in gathered) else (),
             regularised=_regularised(layer, weights) if layer is not None else (),
+            constraint_reads=_constraint_reads(weights),
             activation=dense_activation(layer)))
     order = list(by_name)
     outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
@@ -194,3 +195,21 @@ def _regularised(layer: Any, weights: list[Any]) -> tuple[bool, ...]:
     flags = tuple(id(keras_compat.base_variable(w)) in read for w in weights)
     return flags if any(flags) else ()
 
+
+
+def _constraint_reads(weights: list[Any]) -> tuple[int, ...]:
+    """Per weight, how many reads of it its constraint makes (each traced once: the ``ReadVariableOp``
+    of its handle in the graph); () when no weight has a constraint."""
+    import tensorflow as tf
+
+    from ralp_tf.model import keras_compat
+
+    counts = []
+    for w in weights:
+        constraint = getattr(keras_compat.base_variable(w), "constraint", None)
+        if constraint is None:
+            counts.append(0)
+            continue
+        graph = tf.function(lambda: constraint(w), autograph=False).get_concrete_function().graph
+        counts.append(max(1, sum(op.type == "ReadVariableOp" for op in graph.get_operations())))
+    return tuple(counts) if any(counts) else ()

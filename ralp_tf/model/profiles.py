@@ -14,6 +14,8 @@ a :class:`LayerProfile` records
 * ``gathered``: per variable, how many of its rows the layer's calls look up (ids per sample
   and per batch; an embedding table, a composite layer's token and position tables), where the
   variable is not read whole;
+* ``constraint_reads``: per variable, how often its constraint reads it (the optimizer applies it
+  after each update, where the step runs);
 * ``ps_refusal``: why the layer cannot compute on a PS task, empty when it can (model inputs,
   the plain TensorFlow ops of a model's own ``call``, stateful recurrent layers and layers with
   an op that has no CPU kernel cannot);
@@ -67,6 +69,9 @@ class LayerProfile:
     #: per variable, whether a weight regulariser of the layer reads it (then it is read whole
     #: where the loss is computed, and its gradient is dense)
     regularised: tuple[bool, ...] = ()
+    #: per variable, how many times its constraint (``kernel_constraint=``, run by the optimizer after
+    #: each update) reads it; 0: no constraint
+    constraint_reads: tuple[int, ...] = ()
     #: a Dense layer's activation function by name ("": not recorded); a column split needs an
     #: elementwise one (:func:`ralp_tf.plan.shards.split_refusal`)
     activation: str = ""
@@ -106,6 +111,10 @@ class LayerProfile:
             d["regularised"] = list(self.regularised)
         else:
             del d["regularised"]
+        if any(self.constraint_reads):
+            d["constraint_reads"] = list(self.constraint_reads)
+        else:
+            del d["constraint_reads"]
         if not self.activation:
             del d["activation"]
         d["inbound"] = list(self.inbound)
@@ -161,6 +170,9 @@ class LayerProfile:
         if not isinstance(regularised, list) or not all(isinstance(r, bool) for r in regularised) or (
                 regularised and len(regularised) != len(var_bytes)):
             raise ValidationError(f"layer {name!r}: 'regularised' must be one true/false per entry of 'var_bytes'")
+        reads = d.get("constraint_reads", [])
+        if not isinstance(reads, list) or not all(_is_count(r) for r in reads) or (reads and len(reads) != len(var_bytes)):
+            raise ValidationError(f"layer {name!r}: 'constraint_reads' must be one count per entry of 'var_bytes'")
         refusal = d.get("ps_refusal", default_refusal(d["kind"], name))
         if not isinstance(refusal, str):
             raise ValidationError(f"layer {name!r}: 'ps_refusal' must be a string (empty: it can compute on a PS)")
@@ -174,7 +186,7 @@ class LayerProfile:
                    inbound=tuple(inbound), output_shape=tuple(shape),
                    measured_seconds=measured, calls=calls, ps_refusal=refusal,
                    gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised),
-                   activation=activation, **kw)
+                   constraint_reads=tuple(int(r) for r in reads), activation=activation, **kw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
 __all__ = ["CallChain", "ps_call", "gradient_sum", "ENCODE_SCOPE", "narrow_weights_call", "on_device", "gpu_call",
-           "compression_of", "install_placement"]
+           "compression_of", "install_placement", "constraints_where_the_variables_are"]
 
 
 class CallChain:
@@ -407,6 +407,28 @@ def _computes_its_mask(layer: Any) -> bool:
     return type(layer).compute_mask is not tf_keras.layers.Layer.compute_mask
 
 
+def constraints_where_the_variables_are(layer: Any) -> None:
+    """Make the constraint of each of ``layer``'s variables (and its sublayers') run on the
+    variable's own device. The optimizer applies constraints after its update, in the step's
+    function, so under ParameterServerStrategy a constraint read its variable twice from the PS
+    and wrote it back (``max_norm`` on a 33.5 MB kernel: 100.7 MB per worker step); on the
+    variable's device it moves nothing. The math is the same."""
+    import tensorflow as tf
+
+    for sub in layer_and_sublayers(layer):
+        for v in sub.weights:
+            constraint = keras_compat.variable_constraint(v)
+            if constraint is None or getattr(constraint, "_ralp_on_device", False):
+                continue
+
+            def on_its_device(x: Any, constraint: Any = constraint, device: str = v.device) -> Any:
+                with tf.device(device):
+                    return constraint(x)
+
+            on_its_device._ralp_on_device = True  # type: ignore[attr-defined]
+            keras_compat.set_variable_constraint(v, on_its_device)
+
+
 def gpu_call(call: Callable[..., Any], device_type: str) -> Callable[..., Any]:
     import tensorflow as tf
 
@@ -453,6 +475,7 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         setting = compression_of(plan, path, layer)
         d = parse_device(plan.placements.get(path, worker_device))
         if d.is_ps:
+            constraints_where_the_variables_are(layer)
             call = (split_call(layer, path, plan.splits[path], d.canonical()) if path in plan.splits
                     else ps_call(layer, layer.call, d.canonical(), path, setting.activations))
             keras_compat.override_method(layer, "call", call)

@@ -124,3 +124,27 @@ def test_where_the_optimizer_sums_repeated_ids_decides_whether_embedding_gradien
     assert stock_legacy[("worker", "ps:0", "bwd:emb0")] == pytest.approx(BATCH_32 * p.layer("emb0").output_bytes
                                                                          + RPC_CONTROL_BYTES / 2)
     assert stock_keras[("worker", "ps:0", PUSH)] > stock_legacy.get(("worker", "ps:0", PUSH), 0.0) + rows
+
+
+def test_a_constrained_kernel_is_read_by_its_constraint_and_written_back_unless_on_the_ps() -> None:
+    """The optimizer applies a weight constraint after its update, where the step runs: a
+    worker-computed layer's ``max_norm`` kernel is read twice more and written back (3x its
+    bytes); computed on the PS, the constraint runs on the variable's task and moves nothing."""
+    import dataclasses
+
+    from ralp_tf.model.profiles import LayerProfile
+    from ralp_tf.plan.traffic import CONSTRAINT, CONSTRAINT_WRITE
+
+    p = mlp((64, 32, 4))
+    kernel = p.layer("fc1").var_bytes[0]
+    constrained = dataclasses.replace(p, layers=tuple(
+        dataclasses.replace(l, constraint_reads=(2, 0)) if l.name == "fc1" else l for l in p.layers))
+    on_worker = {l.name: "worker" for l in p.layers}
+    t = worker_step_traffic(constrained, on_worker, 1)
+    assert t[("ps:0", "worker", CONSTRAINT)] == pytest.approx(2 * kernel + RPC_CONTROL_BYTES)
+    assert t[("worker", "ps:0", CONSTRAINT_WRITE)] == pytest.approx(kernel + RPC_CONTROL_BYTES / 2)
+    on_ps = dict(on_worker, fc1="ps:0")
+    assert worker_step_traffic(constrained, on_ps, 1) == worker_step_traffic(p, on_ps, 1)
+    layer = constrained.layer("fc1")
+    assert layer.to_dict()["constraint_reads"] == [2, 0] and LayerProfile.from_dict(layer.to_dict()) == layer
+    assert "constraint_reads" not in p.layer("fc1").to_dict()
