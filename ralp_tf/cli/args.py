@@ -109,6 +109,16 @@ def bandwidth(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def flops(text: str) -> float | dict[str, float]:
+    """An argparse type: FLOP/s, one rate (``5e10``, ``100t``) or per job (``worker=100t,ps=1t``)."""
+    from ralp_tf.plan.cluster import parse_flops
+
+    try:
+        return parse_flops(text)
+    except RalpError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def fault_spec(text: str) -> tuple[str, int, int]:
     """An argparse type: ``JOB:INDEX:STEP`` (``worker:1:10``, ``ps:0:17``) -> ``(job, index, step)``."""
     parts = text.split(":")
@@ -145,7 +155,9 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ps", type=non_negative_int, default=1, help="parameter-server tasks (default 1)")
     parser.add_argument("--bandwidth", type=bandwidth, default=None,
                         help="link rate for the cost model, e.g. 100mbit, 1gbit, uncapped (default 1gbit)")
-    parser.add_argument("--flops", type=float, default=None, help="FLOP/s of each task for the cost model")
+    parser.add_argument("--flops", type=flops, default=None,
+                        help="FLOP/s of each task for the cost model: one rate (5e10, 100t) or per job "
+                             "(worker=100t,ps=1t: GPU workers, CPU PS tasks)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="batch per worker step (default 32)")
     parser.add_argument("--sequence-length", type=positive_int, default=None,
                         help="length given to model inputs of variable length, e.g. keras.Input(shape=(None,)) "

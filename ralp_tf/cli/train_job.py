@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from ralp_tf.cli.args import add_policy_args, non_negative_int, policy_options, positive_int, steps_per_closure
+from ralp_tf.cli.args import add_policy_args, flops, non_negative_int, policy_options, positive_int, steps_per_closure
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE
 from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
 
@@ -65,7 +65,7 @@ def _parser() -> Any:
                    help="every host's CPU budget in cores, as the testbed enforces it (priced: serving CPU, overlap)")
     p.add_argument("--shared-cores", type=float, default=None,
                    help="the cores of the one machine every host runs on, without budgets (priced: overlap)")
-    p.add_argument("--flops", type=float, default=None, help="FLOP/s per task the planner assumes")
+    p.add_argument("--flops", type=flops, default=None, help="FLOP/s per task the planner assumes (one rate or per job)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--measure-compute", action="store_true",
                    help="plan and predict with measured layer times instead of FLOP rates")

@@ -41,7 +41,7 @@ from ralp_tf.errors import ClusterConfigError, parse_json
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
-           "parse_bandwidth", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
+           "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 DEFAULT_BANDWIDTH_BPS = 1e9
@@ -58,6 +58,7 @@ LAYOUTS = ("dedicated", "colocated")
 PS_HOST_PREFIX = "pshost"
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_FLOPS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(?:flops?(?:/s)?)?\s*$", re.IGNORECASE)
 
 
 def parse_bandwidth(value: str | float | int | None) -> float:
@@ -189,7 +190,7 @@ class Rates:
         if self.bandwidth is not None:
             _each_rate(self.bandwidth, parse_bandwidth)
         if self.flops is not None:
-            _each_rate(self.flops, _positive_flops)
+            object.__setattr__(self, "flops", parse_flops(self.flops))
 
     def kwargs(self) -> dict[str, Any]:
         """``{"bandwidth": ..., "flops": ...}`` for the rates given (absent ones left out)."""
@@ -197,9 +198,31 @@ class Rates:
 
 
 def _positive_flops(value: Any) -> float:
+    """One FLOP rate: a positive number of FLOP/s, or text like ``5e10``, ``100t``, ``2.5g``."""
+    if isinstance(value, str):
+        m = _FLOPS.match(value)
+        if not m:
+            raise ClusterConfigError(f"cannot parse FLOP rate {value!r}; write FLOP/s like 5e10, 100t, 2.5g or 800m")
+        value = float(m.group(1)) * _SCALE[m.group(2).lower()]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ClusterConfigError(f"a FLOP rate must be a positive number of FLOP/s, e.g. 5e10, got {value!r}")
+        raise ClusterConfigError(f"a FLOP rate must be a positive number of FLOP/s, e.g. 5e10 or 100t, got {value!r}")
     return float(value)
+
+
+def parse_flops(value: Any) -> float | dict[str, float]:
+    """FLOP/s for the cost model: one rate for every task (``5e10``, ``"100t"``), or per job, as
+    ``"worker=100t,ps=1t"`` or ``{"worker": "100t", "ps": 1e12}`` (jobs of :data:`JOBS`, or
+    ``default``). Raises ClusterConfigError naming the part that is wrong and the form."""
+    if isinstance(value, str) and "=" in value:
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        value = {job.strip(): rate.strip() for job, _, rate in pairs}
+    if isinstance(value, Mapping):
+        unknown = [j for j in value if j not in (*JOBS, "default")]
+        if unknown or not value:
+            raise ClusterConfigError(f"FLOP rates are given per job ({', '.join(JOBS)} or default), got "
+                                     f"{', '.join(map(repr, unknown)) or 'none'}; write e.g. worker=100t,ps=1t")
+        return {job: _positive_flops(rate) for job, rate in value.items()}
+    return _positive_flops(value)
 
 
 def _each_rate(value: Any, convert: Any) -> None:
@@ -330,7 +353,7 @@ class Cluster:
                     raise ClusterConfigError(f"cluster job {job!r} task {i}: {exc}") from None
                 g = int((gpus or {}).get(job, 0))
                 tasks.append(Task(job=job, index=i, address=a, bandwidth_bps=_per_job(bandwidth, job, parse_bandwidth),
-                                  flops=_per_job(flops, job, float) if flops is not None else
+                                  flops=_per_job(flops, job, _positive_flops) if flops is not None else
                                   (DEFAULT_GPU_FLOPS if g else DEFAULT_CPU_FLOPS), gpus=g,
                                   host=given_hosts[i] if given_hosts else host))
         unknown = set(jobs) - set(JOBS)
@@ -549,7 +572,7 @@ class Cluster:
             tasks.append(dataclasses.replace(
                 t,
                 bandwidth_bps=t.bandwidth_bps if bandwidth is None else _per_job(bandwidth, t.job, parse_bandwidth),
-                flops=t.flops if flops is None else _per_job(flops, t.job, float)))
+                flops=t.flops if flops is None else _per_job(flops, t.job, _positive_flops)))
         return dataclasses.replace(self, tasks=tuple(tasks))
 
     def to_dict(self) -> dict[str, Any]:

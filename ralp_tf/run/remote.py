@@ -163,7 +163,7 @@ class AgentMeter(TrafficMeter):
 
     def __init__(self, config: ClusterConfig, agent_port: int = AGENT_PORT, timeout_s: float = 10.0) -> None:
         super().__init__([])
-        cluster = Cluster.from_dict(config.training_spec())
+        cluster = config.cost_cluster()
         self.hosts = sorted({(t.host, t.address) for t in cluster.tasks})
         self.urls = {}
         for host, address in self.hosts:
@@ -267,7 +267,7 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
 
     strategy = coordinator_strategy(config)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
-    cluster = Cluster.from_dict(config.training_spec(), **dict(rates or {}))
+    cluster = config.cost_cluster(**dict(rates or {}))
     results: dict[str, Any] = {}
     for policy in policies:
         name = str(policy if isinstance(policy, str) else getattr(policy, "policy", type(policy).__name__))

@@ -9,7 +9,9 @@ with :func:`load_cluster_config`, from one of:
 
 The document is either ``TF_CONFIG``-style, ``{"cluster": {job: [address, ...]}, "task":
 {"type": "worker", "index": 0}}`` (``task`` optional), or a bare cluster spec ``{job: [address,
-...]}``. A ``--task JOB:INDEX`` given on the command line overrides the document's task. Addresses
+...]}``. Either may hold ``"rates"``, the cost model's rates for this cluster: ``{"bandwidth":
+"10gbit", "flops": {"worker": "100t", "ps": "1t"}, "gpus": {"worker": 1}}`` (each optional; a rate
+given on the command line wins). A ``--task JOB:INDEX`` given on the command line overrides the document's task. Addresses
 are checked by :meth:`ralp_tf.plan.cluster.Cluster.from_dict` (``host:port``), the task against the
 spec (its job is a job of the cluster and its index below the job's size).
 """
@@ -21,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.cluster import JOBS, Cluster, Rates
 from ralp_tf.errors import ClusterConfigError, parse_json, read_json_file
 
 __all__ = ["ClusterConfig", "parse_task", "check_task", "load_cluster_config"]
@@ -39,6 +41,14 @@ class ClusterConfig:
     spec: dict[str, list[str]]
     task: tuple[str, int] | None
     source: str
+    #: the document's ``"rates"`` as keyword arguments of :meth:`Cluster.from_dict` (``bandwidth``,
+    #: ``flops``, ``gpus``); {} when it has none
+    rates: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def cost_cluster(self, **given: Any) -> Cluster:
+        """The worker and PS jobs as the cost model's Cluster, at the document's rates with ``given``
+        (the command line's, e.g. ``flops=...``) taking precedence."""
+        return Cluster.from_dict(self.training_spec(), **{**self.rates, **given})
 
     def address(self, job: str, index: int) -> str:
         """``host:port`` of task ``job:index`` (ClusterConfigError naming the jobs when absent)."""
@@ -99,6 +109,7 @@ def load_cluster_config(source: str | os.PathLike[str] | None = None, *, task: s
     if not isinstance(doc, Mapping):
         raise ClusterConfigError(f"{where} must be a JSON object like {_EXAMPLE}")
     doc_task = None
+    rates = _rates(doc.get("rates"), where)
     if "cluster" in doc:
         spec_doc = doc["cluster"]
         raw_task = doc.get("task")
@@ -110,7 +121,7 @@ def load_cluster_config(source: str | os.PathLike[str] | None = None, *, task: s
                 raise ClusterConfigError(f"{where}: task index must be an integer >= 0, got {index!r}")
             doc_task = (raw_task["type"], index)
     else:
-        spec_doc = doc
+        spec_doc = {k: v for k, v in doc.items() if k != "rates"}
     try:
         cluster = Cluster.from_dict(spec_doc)
     except ClusterConfigError as exc:
@@ -119,4 +130,21 @@ def load_cluster_config(source: str | os.PathLike[str] | None = None, *, task: s
     chosen = parse_task(task) if isinstance(task, str) else (task or doc_task)
     if chosen is not None:
         check_task(spec, chosen, where)
-    return ClusterConfig(spec=spec, task=chosen, source=where)
+    return ClusterConfig(spec=spec, task=chosen, source=where, rates=rates)
+
+
+def _rates(doc: Any, where: str) -> dict[str, Any]:
+    """The keyword arguments of a document's ``"rates"`` (module docstring), checked."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping) or set(doc) - {"bandwidth", "flops", "gpus"}:
+        raise ClusterConfigError(f"{where}: 'rates' is an object with any of bandwidth, flops and gpus, like "
+                                 '{"bandwidth": "10gbit", "flops": {"worker": "100t", "ps": "1t"}, "gpus": {"worker": 1}}')
+    out = dict(Rates(doc.get("bandwidth"), doc.get("flops")).kwargs())
+    gpus = doc.get("gpus")
+    if gpus is not None:
+        if not isinstance(gpus, Mapping) or not all(
+                j in JOBS and isinstance(n, int) and not isinstance(n, bool) and n >= 0 for j, n in gpus.items()):
+            raise ClusterConfigError(f"{where}: 'rates.gpus' maps jobs to GPUs per task, e.g. {{\"worker\": 1}}")
+        out["gpus"] = dict(gpus)
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,61 @@ def test_rates_record_gives_the_cluster_keywords() -> None:
     with pytest.raises(ClusterConfigError, match="positive number of FLOP/s"):
         Rates(flops={"worker": 0})
 
+
+
+@pytest.mark.parametrize("text, rate", [
+    ("5e10", 5e10), ("100t", 1e14), ("2.5g", 2.5e9), ("800M", 8e8), ("1tflops", 1e12), (3e12, 3e12),
+    ("worker=100t,ps=1t", {"worker": 1e14, "ps": 1e12}), ({"worker": "1t", "default": 5e10}, {"worker": 1e12, "default": 5e10}),
+])
+def test_flop_rates_parse_as_one_or_per_job(text: object, rate: object) -> None:
+    from ralp_tf.plan.cluster import parse_flops
+
+    assert parse_flops(text) == rate
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("fast", "cannot parse FLOP rate 'fast'"), ("worker=0", "positive number of FLOP/s"),
+    ("gpu=1t", "per job .*got 'gpu'; write e.g. worker=100t,ps=1t"), (True, "positive number"),
+])
+def test_bad_flop_rates_name_the_value_and_the_form(bad: object, match: str) -> None:
+    from ralp_tf.plan.cluster import parse_flops
+
+    with pytest.raises(ClusterConfigError, match=match):
+        parse_flops(bad)
+
+
+def test_worker_and_ps_speeds_differ_in_the_cost_model() -> None:
+    """GPU-fast workers and CPU PS tasks: computing a conv base on the PS prices as what it is."""
+    from plan_helpers import builtin
+
+    from ralp_tf.plan.analyzer import analyze
+
+    p = builtin("alexnet_cifar")
+    fast_workers = Cluster.local(2, 1, bandwidth="10gbit", flops=Rates(flops="worker=100t,ps=50g").flops)
+    assert fast_workers.workers[0].flops == 1e14 and fast_workers.ps[0].flops == 5e10
+    a = analyze(p, fast_workers)
+    convs = {l.name for l in p.layers if l.kind == "conv"}
+    assert not convs & set(a.plan.ps_layers())
+    everything = next(c for c in a.candidates if c.cut == "everything on the PS")
+    assert everything.estimate.step_s > 5 * a.chosen.estimate.step_s
+
+
+def test_a_cluster_file_carries_the_cost_models_rates(tmp_path: Any) -> None:
+    import json
+
+    from ralp_tf.run.tfconfig import load_cluster_config
+
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"cluster": {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"], "ps": ["10.0.0.3:2222"]},
+                                "rates": {"bandwidth": "10gbit", "flops": {"worker": "100t", "ps": "1t"},
+                                          "gpus": {"worker": 1}}}))
+    config = load_cluster_config(str(path))
+    cluster = config.cost_cluster()
+    assert [(t.flops, t.gpus, t.bandwidth_bps) for t in cluster.workers] == [(1e14, 1, 1e10)] * 2
+    assert cluster.ps[0].flops == 1e12 and config.cost_cluster(flops=5e10).ps[0].flops == 5e10
+    bare = load_cluster_config(json.dumps({"worker": ["10.0.0.1:2222"], "rates": {"flops": "worker=1t,ps=2t"}}))
+    assert bare.cost_cluster().workers[0].flops == 1e12 and "rates" not in bare.spec
+    with pytest.raises(ClusterConfigError, match="'rates' is an object with any of bandwidth, flops and gpus"):
+        load_cluster_config(json.dumps({"worker": ["10.0.0.1:2222"], "rates": {"speed": 1}}))
+    with pytest.raises(ClusterConfigError, match="rates.gpus"):
+        load_cluster_config(json.dumps({"worker": ["10.0.0.1:2222"], "rates": {"gpus": {"worker": -1}}}))
