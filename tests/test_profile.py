@@ -227,3 +227,21 @@ def test_profile_marks_the_variables_a_weight_regulariser_reads() -> None:
     p = profile(k.Model(inp, k.layers.Dense(1, name="out")(x)), batch_size=8)
     assert [(l.name, l.regularised) for l in p.layers if l.has_params] == [
         ("emb", (True,)), ("fc", (True, False)), ("out", ())]
+
+
+def test_a_reshape_to_the_batch_and_minus_one_is_profiled_at_its_real_size() -> None:
+    """A layer that reshapes with ``tf.shape(x)[0]`` and ``-1`` (the ViT example's Patches) has no
+    static shape at a batch of None; the profile takes it from a trace at the profile's batch."""
+    import tensorflow as tf
+    import tf_keras as k
+
+    class Patches(k.layers.Layer):
+        def call(self, images):  # type: ignore[no-untyped-def]
+            patches = tf.image.extract_patches(images, [1, 4, 4, 1], [1, 4, 4, 1], [1, 1, 1, 1], "VALID")
+            return tf.reshape(patches, [tf.shape(images)[0], -1, patches.shape[-1]])
+
+    inp = k.Input((16, 16, 3))
+    x = k.layers.Dense(8, name="proj")(Patches(name="patches")(inp))
+    prof = profile(k.Model(inp, k.layers.Flatten(name="flat")(x)), batch_size=4)
+    assert prof.layer("patches").output_bytes == 16 * 48 * 4 and prof.layer("patches").output_shape == (16, 48)
+    assert prof.layer("proj").flops >= 2 * 16 * 48 * 8

@@ -11,6 +11,7 @@ nested. TensorFlow is imported lazily, inside the functions.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, Sequence
 
@@ -62,10 +63,31 @@ def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_
     check_tf_keras_model(model)
     graph = graph or walk(model)
     signature = signature or input_signature(model, input_shape, sequence_length, graph)
-    trace = trace_calls(model, signature, graph)
+    trace = _with_static_shapes(model, signature, graph, trace_calls(model, signature, graph), int(batch_size))
     prof = _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats)
     optimizer = getattr(model, "optimizer", None)  # a compiled model's: its sparse updates are priced
     return prof if optimizer is None else prof.with_optimizer(optimizer_name(optimizer))
+
+
+def _unknown(tensors: list[Any]) -> bool:
+    return any(d is None for t in tensors for d in shape_tuple(t)[1:])
+
+
+def _with_static_shapes(model: Any, signature: InputSignature, graph: ModelGraph, trace: Trace,
+                        batch_size: int) -> Trace:
+    """``trace`` with the tensors of calls whose shapes it does not know beyond the batch (a
+    ``tf.reshape(x, [tf.shape(x)[0], -1, d])``) taken from a second trace at a fixed batch, where
+    TensorFlow infers them; ``trace`` itself when it knows every shape, or when the second trace's
+    calls do not line up with it."""
+    if not any(_unknown(c.inputs) or _unknown(c.outputs) for c in trace.calls):
+        return trace
+    fixed = trace_calls(model, dataclasses.replace(signature, structure=signature.with_batch(batch_size)), graph)
+    if [c.name for c in fixed.calls] != [c.name for c in trace.calls]:
+        return trace
+    calls = [dataclasses.replace(c, inputs=f.inputs, outputs=f.outputs)
+             if (_unknown(c.inputs) or _unknown(c.outputs)) and len(f.inputs) == len(c.inputs)
+             and len(f.outputs) == len(c.outputs) else c for c, f in zip(trace.calls, fixed.calls)]
+    return dataclasses.replace(trace, calls=calls)
 
 
 def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, repeats: int) -> ModelProfile:

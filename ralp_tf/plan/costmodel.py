@@ -131,7 +131,7 @@ from ralp_tf.plan.cluster import Cluster, Task, TaskRef
 from ralp_tf.plan.compression import codec_flops, setting_of, wire_ratio
 from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_loads, pipeline_savings, transfer_seconds
 from ralp_tf.plan.plans import Plan
-from ralp_tf.plan.traffic import (INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
+from ralp_tf.plan.traffic import (HANDLES, INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
                                   split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
 
@@ -342,7 +342,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     b = profile.batch_size
     compression = plan.compression if plan else {}
     step = step_traffic(profile, where, cluster.num_ps, resolve_storage(plan), compression, splits,
-                        fused=cluster.fused_transfers)
+                        fused=cluster.fused_transfers, steps_per_closure=cluster.steps_per_closure)
     traffic: dict[tuple[str, str], float] = {}
     for (src, dst, _), nbytes in step.bytes.items():
         traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
@@ -434,8 +434,8 @@ def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
     the worker, less the step's dispatch, over ``RPC_CONTROL_BYTES`` (each message puts half of
     them each way)."""
     control: dict[str, float] = collections.defaultdict(float)
-    for (src, dst, _), nbytes in step.control.items():
-        if WORKER in (src, dst) and src != dst:
+    for (src, dst, phase), nbytes in step.control.items():
+        if WORKER in (src, dst) and src != dst and phase != HANDLES:
             control[dst if src == WORKER else src] += nbytes
     return {ps: max(c - STEP_OVERHEAD_BYTES, 0.0) / RPC_CONTROL_BYTES for ps, c in control.items()}
 

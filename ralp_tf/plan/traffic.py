@@ -104,7 +104,13 @@ way. A message is one tensor crossing between two tasks: each read of a variable
 worker-computed layer called ``k`` times, or regularised, reads it ``k`` or ``k + 1`` times), each
 pushed gradient shard, each piece of an activation or of its gradient, each split layer's
 partial sum. Both were fitted on the zoo's four smallest steps (docs/costmodel.md, *Control
-bytes*). The CPU term counts only the messages beyond one per variable and per activation: a
+bytes*). Each closure also sends each PS task, from the worker, ``HANDLE_BYTES`` (150) per
+variable shard a PS-computed layer reads there, ``LEGACY_HANDLE_BYTES`` (70) with a ``legacy``
+optimizer (resource handles of the calls of that task's part of the step function), spread over
+the closure's steps. Measured on models computed whole on the PS, 2 workers, batch 16, bytes
+measured less those priced without the term: 65 Dense layers (130 variables), one step per closure,
++20.4 KB per step with ``SGD``, +9.2 KB with ``legacy.SGD``, at 8 steps per closure +1.1 KB;
+mobilenetv2_transfer (262 variables, ``SGD``, one step) +35.2 KB. The CPU term counts only the messages beyond one per variable and per activation: a
 variable in ``S`` shards ``S - 1`` per transfer, a split layer's phase carried as ``m`` messages
 ``m - 1``; each costs ``RPC_FIXED_S`` CPU seconds at both ends
 (:func:`ralp_tf.plan.costmodel.serving_seconds`), an upper bound derived from other terms.
@@ -126,12 +132,14 @@ from ralp_tf.plan.homes import split_shares, variable_homes, variable_shards
 from ralp_tf.plan.shards import VariableStorage
 
 __all__ = ["distinct_rows", "gathered_rows", "regularised", "constraint_reads", "WORKER", "PULL", "PUSH", "CONSTRAINT",
-           "CONSTRAINT_WRITE", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
+           "CONSTRAINT_WRITE", "HANDLES", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES", "HANDLE_BYTES", "LEGACY_HANDLE_BYTES", "RPC_FIXED_S", "INDEX_BYTES",
            "Piece", "StepTraffic", "resolve_placements", "resolve_splits", "resolve_storage", "split_shares", "variable_shards", "variable_homes",
            "variable_traffic_bytes", "compressed_ratios", "step_traffic", "worker_step_traffic", "fusable"]
 
 WORKER = TaskRef.worker()
 PULL, PUSH = "pull", "push"
+#: the phase of the resource handles a call of a PS task's part of the step function carries
+HANDLES = "handles"
 #: phases of a weight constraint the optimizer applies on the worker after the update: its reads, then its write
 CONSTRAINT, CONSTRAINT_WRITE = "constraint", "constraint-write"
 #: gRPC control bytes per worker step with each PS task it talks to (function dispatch), and per
@@ -140,6 +148,11 @@ CONSTRAINT, CONSTRAINT_WRITE = "constraint", "constraint-write"
 #: 5, vae_kl_loss 3; 3.8-24.0 KB of control), 2,803 B and 347 B.
 STEP_OVERHEAD_BYTES = 2_800
 RPC_CONTROL_BYTES = 350
+#: Bytes per closure, worker to PS task, per variable a PS-computed layer reads there, by optimizer
+#: family (module docstring, *Control traffic*): the ``tf_keras.optimizers`` classes, whose update
+#: is a call of its own per variable, and the ``legacy`` ones.
+HANDLE_BYTES = 150
+LEGACY_HANDLE_BYTES = 70
 #: CPU core-seconds each end spends on one further message (module docstring). Start value, to be
 #: fitted: PS_STEP_CPU_S (3.3 ms per worker step on a PS task) over the 32 tensor transfers of the
 #: alexnet_cifar step of that fit, 103 us, an upper bound (it charges the step's dispatch to its
@@ -476,9 +489,11 @@ def _overlap(piece: Piece, ranges: Sequence[Sequence[float]]) -> float:
 
 def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: int,
                  storage: Mapping[str, Any] | None = None, compression: Mapping[str, Compression] | None = None,
-                 splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None, fused: bool = False) -> StepTraffic:
+                 splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]] | None = None, fused: bool = False,
+                 steps_per_closure: int = 1) -> StepTraffic:
     """One worker step's traffic (module docstring): variables, activations, split layers, control;
-    ``fused``: the worker's variables move fused (module docstring, *Fused transfers*)."""
+    ``fused``: the worker's variables move fused (module docstring, *Fused transfers*);
+    ``steps_per_closure``: the steps that share one call of each PS task's part of the step function."""
     compression, splits = compression or {}, splits or {}
     weights_ratio, activations_ratio = compressed_ratios(profile, where, compression)
     b = profile.batch_size
@@ -515,7 +530,23 @@ def step_traffic(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps: in
     for ps_key in {k for (s, d, _) in out.bytes for k in (s, d) if k != WORKER}:
         out.add_control(WORKER, ps_key, STEP_OVERHEAD_BYTES / 2, PUSH)
         out.add_control(ps_key, WORKER, STEP_OVERHEAD_BYTES / 2, PULL)
+    per_handle = LEGACY_HANDLE_BYTES if profile.optimizer.startswith("legacy") else HANDLE_BYTES
+    for ps_key, handles in _ps_read_handles(profile, where, homes).items():
+        out.add_control(WORKER, ps_key, per_handle * handles / max(steps_per_closure, 1), HANDLES)
     return StepTraffic(out.bytes, dict(out.messages), dict(out.control), homes, out.layer_variables)
+
+
+def _ps_read_handles(profile: ModelProfile, where: Mapping[str, TaskRef],
+                     homes: Mapping[str, list[list[tuple[TaskRef, float]]]]) -> dict[TaskRef, int]:
+    """PS task -> the variable shards that PS-computed layers read there, each a resource handle in
+    the call of that task's part of the step function (module docstring, *Control traffic*)."""
+    out: dict[TaskRef, int] = collections.Counter()
+    for l in profile.layers:
+        if where[l.name] != WORKER:
+            for shards in homes.get(l.name, []):
+                for task, _ in shards:
+                    out[task] += 1
+    return dict(out)
 
 
 def _split_messages(messages: Sequence[tuple[TaskRef, TaskRef, str]], out: _Builder) -> None:

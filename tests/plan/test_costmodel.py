@@ -14,10 +14,20 @@ from ralp_tf.plan.costmodel import (PS_STEP_CPU_S, RPC_CONTROL_BYTES, RPC_FIXED_
                                     STEP_OVERHEAD_BYTES, estimate, estimate_allreduce, layer_seconds,
                                     ring_allreduce_bytes)
 from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.traffic import HANDLE_BYTES
 from ralp_tf.plan.storage import with_balanced_storage
 
 C = RPC_CONTROL_BYTES / 2  # one direction of one message's control bytes
 H = 0.5 * C  # one direction of half a message
+
+
+def handles(p: ModelProfile, plan: Plan, cluster: Cluster, task: str) -> float:
+    """Bytes one worker step sends ``task`` as the resource handles of its PS-computed variables."""
+    from ralp_tf.plan.traffic import HANDLES
+
+    step = costmodel.step_traffic(p, costmodel.resolve_placements(p, plan), cluster.num_ps,
+                                  costmodel.resolve_storage(plan), plan.compression, costmodel.resolve_splits(plan))
+    return sum(b for (src, dst, phase), b in step.control.items() if phase == HANDLES and dst == task)
 
 
 def variables(p: ModelProfile, layers: tuple[str, ...] | None = None) -> int:
@@ -51,8 +61,9 @@ def test_ralp_alexnet_bound_is_about_15x(profiles: dict[str, ModelProfile]) -> N
     e = estimate(p, c, plan)
     conv = sum(l.param_bytes for l in p.layers if l.kind == "conv")
     messages = 2 * variables(p, ("conv1", "conv2", "conv3", "conv4", "conv5")) + 2 + 2  # flatten's and logits' out and back
+    handles = variables(p, ("fc1", "fc2", "logits"))  # the PS-computed variables, per closure
     assert e.bytes_per_step == (2 * conv + 2 * 32 * 4096 * 4 + 2 * 32 * 10 * 4 + STEP_OVERHEAD_BYTES
-                                + messages * RPC_CONTROL_BYTES)
+                                + messages * RPC_CONTROL_BYTES + handles * HANDLE_BYTES)
     assert 14.5 < 2 * p.param_bytes / e.bytes_per_step < 15.5
 
 
@@ -179,7 +190,8 @@ def test_head_spread_over_ps_tasks_pays_for_activation_hops() -> None:
     # Per synchronous step (2 worker steps), ps0 sends the hop and its control bytes (x's message
     # included); ps1 receives the hop, the logits' gradient and the control of the logits' two messages.
     assert spread.link_bytes_out["ps0"] == 2 * (BATCH * 4096 + 2 * C + STEP_OVERHEAD_BYTES / 2 + C)
-    assert spread.link_bytes_in["ps1"] == 2 * (BATCH * 4096 + 2 * C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C)
+    assert spread.link_bytes_in["ps1"] == 2 * (BATCH * 4096 + 2 * C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C
+                                               + HANDLE_BYTES)  # the handle of fc2's kernel
     one_task = estimate(p, cluster, plan_for(p, cluster, ["fc1", "fc2"], ps_tasks=1))
     assert ("ps:0", "ps:1") not in one_task.bytes_between
 
@@ -330,9 +342,10 @@ def test_columns_then_rows_split_prices_its_messages_and_its_shards() -> None:
     p, cluster, plan = _two_way_head("rows")
     e = estimate(p, cluster, plan)
     x = BATCH * 4096
-    assert e.bytes_between[("worker", "ps:1")] == x + C + STEP_OVERHEAD_BYTES / 2
+    assert e.bytes_between[("worker", "ps:1")] == x + C + STEP_OVERHEAD_BYTES / 2 + handles(p, plan, cluster, "ps:1")
     # + the logits' gradient, and the control of the logits' two messages
-    assert e.bytes_between[("worker", "ps:0")] == x + C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C
+    assert e.bytes_between[("worker", "ps:0")] == (x + C + STEP_OVERHEAD_BYTES / 2 + BATCH * 40 + 2 * C
+                                                   + handles(p, plan, cluster, "ps:0"))
     # the partial sum and its gradient: two messages
     assert e.bytes_between[("ps:1", "ps:0")] == e.bytes_between[("ps:0", "ps:1")] == BATCH * 4 * 4096 + 2 * C
     c = [layer_seconds(p.layer(n), cluster.ps[0], BATCH) for n in ("fc1", "fc2", "fc3")]
@@ -364,10 +377,12 @@ def test_an_embedding_split_by_rows_is_looked_up_on_its_shards() -> None:
               layer("fc", "dense", [64, 4], 4, ["emb"], shapes=[(16, 1), (1,)], class_name="Dense")]
     p = ModelProfile.from_dict({"model_name": "e", "batch_size": BATCH, "outputs": ["fc"], "layers": layers})
     plan = Plan({"emb": ps(0), "fc": ps(0)}, splits={"emb": {"by": "rows", "shards": [ps(0), ps(1)]}})
-    e = estimate(p, Cluster.local(1, 2, bandwidth="1gbit"), plan)
+    cluster = Cluster.local(1, 2, bandwidth="1gbit")
+    e = estimate(p, cluster, plan)
     rows, ids = BATCH * 64 / 2, BATCH * 64 / 2 / (4 * 16)
     assert e.bytes_between[("ps:1", "ps:0")] == rows + 2 * C and e.bytes_between[("ps:0", "ps:1")] == 4 * ids + 2 * C
-    assert e.bytes_between[("worker", "ps:1")] == rows + 4 * ids + C + STEP_OVERHEAD_BYTES / 2  # one push, one message
+    assert e.bytes_between[("worker", "ps:1")] == (rows + 4 * ids + C + STEP_OVERHEAD_BYTES / 2  # one push, one message
+                                                   + handles(p, plan, cluster, "ps:1"))
 
 
 def test_cpu_only_ps_hosts_carry_what_they_store_and_nothing_else() -> None:

@@ -148,3 +148,22 @@ def test_a_constrained_kernel_is_read_by_its_constraint_and_written_back_unless_
     layer = constrained.layer("fc1")
     assert layer.to_dict()["constraint_reads"] == [2, 0] and LayerProfile.from_dict(layer.to_dict()) == layer
     assert "constraint_reads" not in p.layer("fc1").to_dict()
+
+
+def test_each_closure_sends_a_handle_per_variable_a_ps_computed_layer_reads() -> None:
+    """Every variable of a PS-computed layer costs its task a resource handle per closure (150 B with
+    the tf_keras optimizers, 70 B with the legacy ones), spread over the closure's steps; a
+    worker-computed layer's variables cost none (their reads are messages)."""
+    from ralp_tf.plan.traffic import HANDLE_BYTES, HANDLES, LEGACY_HANDLE_BYTES, step_traffic
+
+    p = mlp((64, 32, 4))
+    where = resolve_placements(p, {"fc1": ps(0), "fc2": ps(0)})
+
+    def handle_bytes(q: object, k: int) -> float:
+        step = step_traffic(q, where, 1, steps_per_closure=k)  # type: ignore[arg-type]
+        return sum(b for (src, dst, phase), b in step.control.items() if phase == HANDLES and src == WORKER)
+
+    assert handle_bytes(p, 1) == 4 * HANDLE_BYTES and handle_bytes(p, 8) == 4 * HANDLE_BYTES / 8
+    assert handle_bytes(p.with_optimizer("legacy-sgd"), 1) == 4 * LEGACY_HANDLE_BYTES
+    assert handle_bytes(p, 1) and not sum(b for (_, _, phase), b in step_traffic(
+        p, resolve_placements(p, {}), 1).control.items() if phase == HANDLES)
