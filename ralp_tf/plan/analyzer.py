@@ -141,6 +141,12 @@ class Analysis:
         return self.baseline.estimate.step_s / self.chosen.estimate.step_s
 
     @property
+    def refusals(self) -> dict[str, str]:
+        """Units of the best split's cut that stay on the workers, each with why it cannot compute on a PS."""
+        best = self.best_split
+        return {n: self.profile.layer(n).ps_refusal for n in (best.kept if best is not None else ())}
+
+    @property
     def ring_predicted_faster(self) -> bool:
         """Whether the ring all-reduce is predicted to train faster than the chosen PSS plan."""
         return self.allreduce.samples_per_s > self.chosen.estimate.samples_per_s

@@ -67,4 +67,11 @@ EXPECT: dict[str, str] = {
     "vit_small": "custom Patches (tf.image.extract_patches) and PatchEncoder (a Dense and a 64 x 64 position "
                  "Embedding inside one custom layer), 8 MultiHeadAttention blocks; the MLP head (4096 x 2048, "
                  "2048 x 1024: 10.5M of 11.2M) is worth moving",
+    "bn_head_cnn": "a 4096 x 4096 Dense without bias, then BatchNormalization (moving statistics), ReLU, Dropout and "
+                   "a 4096 x 2048 Dense whose kernel has a max_norm constraint (25.2M of 25.2M): the cut goes "
+                   "before the first Dense, through the normalization, and the constraint runs where its kernel is",
+    "layernorm_head": "an MLP head of two 4096-wide Dense with LayerNormalization and GELU between them (17.4M of "
+                      "17.4M) after a small conv stem: cut through the normalization",
+    "op_joined_heads": "subclassed, no names; two 7200 x 2048 heads in a dict attribute (29.5M of 29.5M) joined by "
+                       "+, slicing, a product and tf.concat in call: those ops compute with the heads",
 }

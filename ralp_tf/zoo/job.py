@@ -49,8 +49,10 @@ def run_one(ref: str, *, workers: int = 2, ps: int = 1, bandwidth: str = "100mbi
         prof = prepared.profile
         row.update(parameters=int(prepared.base.count_params()), param_bytes=prof.param_bytes,
                    layers=len(prof.compute_layers), stage="plan")
-        plan, _ = plan_with_policy("ralp", prof, Cluster.local(workers, ps, bandwidth=bandwidth))
+        plan, analysis = plan_with_policy("ralp", prof, Cluster.local(workers, ps, bandwidth=bandwidth))
         row.update(plan=_plan_summary(plan), ps_layers=sorted(plan.ps_layers()), stage="train")
+        if analysis is not None:
+            row.update(predicted_speedup=analysis.predicted_speedup, refusals=analysis.refusals)
         result = compare(builder, workers=workers, ps=ps, steps=steps, warmup_steps=1, batch_size=batch_size,
                          bandwidth=bandwidth, policies=["ralp"], sequence_length=sequence_length,
                          prepared=prepared, check_gradients=True)["ralp"]

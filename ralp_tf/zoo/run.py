@@ -135,6 +135,10 @@ def _mb(x: Any) -> str:
     return f"{x / 1e6:.3f}" if isinstance(x, (int, float)) else ""
 
 
+def _speedup(x: Any) -> str:
+    return f"{x:.2f}x" if isinstance(x, (int, float)) else ""
+
+
 def _gradients(checked: bool | None) -> str:
     return {True: "yes", False: "not comparable"}.get(checked, "")
 
@@ -154,18 +158,23 @@ def markdown(doc: dict[str, Any]) -> str:
              f"**{s['trained']} of {s['models']} trained with their placement verified; {s['bytes_within_10pct']} of "
              f"those within 10% of the predicted bytes; {s['refused_before_cluster']} refused before a cluster "
              f"started; {s['failed_after_start']} failed after; {s['tracebacks']} with a traceback.**", "",
-             "| model | source | parameters | plan (ralp) | MB/step measured | MB/step predicted | error | verified | "
-             "gradients | s | refused or failed: why |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | source | parameters | plan (ralp) | predicted speed-up | MB/step measured | MB/step predicted | "
+             "error | verified | gradients | s | refused or failed: why |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
         err = f"{100 * r['bytes_error']:+.1f}%" if r.get("bytes_error") is not None else ""
         why = (r.get("error") or "").replace("|", "/")[:220]
         lines.append(f"| {r['name']} | {r.get('source', '')} | {r.get('parameters', ''):,} | {r.get('plan', '')} | "
-                     f"{_mb(r.get('bytes_per_step'))} | {_mb(r.get('predicted_bytes_per_step'))} | {err} | "
+                     f"{_speedup(r.get('predicted_speedup'))} | {_mb(r.get('bytes_per_step'))} | "
+                     f"{_mb(r.get('predicted_bytes_per_step'))} | {err} | "
                      f"{'yes' if r.get('verified') else 'no'} | {_gradients(r.get('gradients'))} | "
                      f"{r.get('seconds', 0):.0f} | "
                      f"{(r.get('stage', '') + ': ' + why) if why else ''} |"
                      if isinstance(r.get("parameters"), int) else
-                     f"| {r['name']} | {r.get('source', '')} |  | {r.get('plan', '')} |  |  |  | no |  | "
+                     f"| {r['name']} | {r.get('source', '')} |  | {r.get('plan', '')} |  |  |  |  | no |  | "
                      f"{r.get('seconds', 0):.0f} | {r.get('stage', '')}: {why} |")
+    refused = [(r["name"], unit, why) for r in doc["rows"] for unit, why in (r.get("refusals") or {}).items()]
+    if refused:
+        lines += ["", "Where the best cut holds a unit that cannot compute on a PS (it stays on the workers):", ""]
+        lines += [f"- {name}: `{unit}`: {why}" for name, unit, why in refused]
     return "\n".join(lines) + "\n"

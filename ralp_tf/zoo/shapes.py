@@ -6,8 +6,8 @@ the way a Keras example or guide writes it (its docstring names which): layers w
 custom layers without ``get_config``, subclassed models, dict inputs, nested models. Nothing is
 downloaded or read from disk; each model trains a step on a CPU in seconds; no builder leaves
 global state behind. The builders live in :mod:`~ralp_tf.zoo.shapes_guides`,
-:mod:`~ralp_tf.zoo.shapes_text`, :mod:`~ralp_tf.zoo.shapes_structured` and
-:mod:`~ralp_tf.zoo.shapes_vision`.
+:mod:`~ralp_tf.zoo.shapes_text`, :mod:`~ralp_tf.zoo.shapes_structured`,
+:mod:`~ralp_tf.zoo.shapes_vision` and :mod:`~ralp_tf.zoo.shapes_heads`.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any, Callable
 from ralp_tf.zoo.expect import EXPECT
 from ralp_tf.zoo.shapes_guides import (functional_multi_io, functional_resnet, mixed_precision_mlp, subclassed_cnn,
                                        vae_kl_loss)
+from ralp_tf.zoo.shapes_heads import bn_head_cnn, layernorm_head, op_joined_heads
 from ralp_tf.zoo.shapes_structured import deep_cross_network, recommender_net, wide_and_deep
 from ralp_tf.zoo.shapes_text import (attention_qa, bidirectional_lstm_imdb, char_seq2seq, conv1d_text,
                                      lstm_flatten_dense, masked_tagger, stateful_char_gru, text_transformer)
@@ -51,4 +52,7 @@ SHAPES: dict[str, Callable[[], Any]] = {
     "functional_resnet": functional_resnet,
     "xception_small": xception_small,
     "vit_small": vit_small,
+    "bn_head_cnn": bn_head_cnn,
+    "layernorm_head": layernorm_head,
+    "op_joined_heads": op_joined_heads,
 }

@@ -20,7 +20,8 @@ OUTPUTS: dict[str, Any] = {
     "siamese_triplet": ((2,), (2,)), "vae_kl_loss": (2, 784), "cosine_head": (2, 1000), "regularized_cnn": (2, 10),
     "mobilenetv2_transfer": (2, 10), "stateful_char_gru": (8, 16, 65), "deep_cross_network": (2, 1),
     "char_seq2seq": (2, 16, 93), "attention_qa": (2, 1), "masked_tagger": (2, 16, 9), "siamese_contrastive": (2, 1),
-    "functional_resnet": (2, 10), "xception_small": (2, 1), "vit_small": (2, 10),
+    "functional_resnet": (2, 10), "xception_small": (2, 1), "vit_small": (2, 10), "bn_head_cnn": (2, 10),
+    "layernorm_head": (2, 10), "op_joined_heads": (2, 10),
 }
 #: Shape -> how many terms ``model.losses`` holds after a call (regularisers, add_loss); others none.
 LOSSES = {"recommender_net": 2, "vae_kl_loss": 1, "regularized_cnn": 4}
