@@ -22,9 +22,9 @@ def bn_head_cnn() -> keras.Model:
     Dense(10): 25.3M of 25.4M weights in the head, a moving mean and variance among them, and a
     constraint the optimizer applies after each update.
 
-    The BatchNormalization-after-Dense head of the Keras guide 'Transfer learning & fine-tuning'
-    (keras.io/guides/transfer_learning) and the max-norm constraint of the Dropout paper's recipe
-    (keras.io/api/layers/constraints)."""
+    Follows the BatchNormalization-after-Dense head of the Keras guide 'Transfer learning &
+    fine-tuning' (keras.io/guides/transfer_learning) and the max-norm constraint of the Dropout
+    paper's recipe (keras.io/api/layers/constraints)."""
     inputs = keras.Input(shape=(32, 32, 3))
     x = layers.Conv2D(32, 3, padding="same", activation="relu")(inputs)
     x = layers.MaxPooling2D()(x)
@@ -82,8 +82,8 @@ def op_joined_heads() -> keras.Model:
     """:class:`OpJoinedHeads` on 32x32x3, built by a first call: two 7200 x 2048 heads (29.5M of
     29.5M weights) joined by ``+``, slicing, a product and ``tf.concat`` in ``call``.
 
-    The shape of the subclassing guide's models ('Making new layers and models via subclassing',
-    keras.io/guides/making_new_layers_and_models_via_subclassing) with a multi-head output."""
+    Follows the subclassing guide's models ('Making new layers and models via subclassing',
+    keras.io/guides/making_new_layers_and_models_via_subclassing), with two heads joined in call."""
     model = OpJoinedHeads()
     model(tf.zeros((1, 32, 32, 3)))
     return model
