@@ -56,7 +56,8 @@ from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.compression import AUTO, parse_setting
 from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.plan.menu import Cut, cut_label, cuts, search
-from ralp_tf.plan.traffic import resolve_placements
+from ralp_tf.plan.homes import variable_shards
+from ralp_tf.plan.traffic import WORKER, resolve_placements
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.spread import PATTERN_NAMES, PATTERNS, shard_counts, split_head, splittable, task_order
 from ralp_tf.plan.storage import BYTEPS_PIECE_BYTES, partition_storage, with_balanced_storage, with_partitioned_storage
@@ -65,6 +66,7 @@ __all__ = ["BALANCED", "HEAD_ON_ONE", "STORAGE_KINDS", "MIN_PIECE_BYTES", "VARIE
            "assign_ps_tasks", "plan_for", "cuts", "candidate_splits", "analyze"]
 
 BALANCED = ", balanced storage"
+#: the label of a head on one PS task when that task is ps:0
 HEAD_ON_ONE = ", head on ps:0"
 #: Storage of a candidate's worker-computed layers.
 STORAGE_KINDS = ("round-robin", "balanced", "partitioned")
@@ -96,13 +98,15 @@ class Candidate:
     piece_bytes: float = 0.0
     #: units of the cut that stay on the workers, each unable to compute on a PS (its profile says why)
     kept: tuple[str, ...] = ()
+    #: with ``head_on_one``, the PS task that computes the head
+    head_task: int = 0
 
     @property
     def label(self) -> str:
         """``"cut before fc1 + embeddings on PS, head on ps:0, balanced storage, ... on the wire"``."""
         text = cut_label(self.cut, self.embeddings_on_ps)
         if self.head_on_one:
-            text += HEAD_ON_ONE
+            text += f", head on ps:{self.head_task}"
         if self.split_tasks:
             text += f", head split over {self.split_tasks} PS tasks ({self.split_pattern})"
         if self.storage == "balanced":
@@ -245,13 +249,14 @@ def assign_ps_tasks(profile: ModelProfile, ps_layers: list[str], num_ps: int) ->
 
 
 def plan_for(profile: ModelProfile, cluster: Cluster, ps_layers: list[str], policy: str = "ralp", *,
-             ps_tasks: int | None = None) -> Plan:
-    """A Plan putting ``ps_layers`` on PS tasks (spread over the first ``ps_tasks`` of them,
-    default all) and every other layer on the workers."""
+             ps_tasks: int | None = None, first_task: int = 0) -> Plan:
+    """A Plan putting ``ps_layers`` on PS tasks (spread over ``ps_tasks`` of them, default all,
+    counting from task ``first_task``) and every other layer on the workers."""
     if ps_layers and cluster.num_ps == 0:
         raise PlanError("a RALP split needs PS tasks, but the cluster has none; add a 'ps' job")
     spread = cluster.num_ps if ps_tasks is None else min(ps_tasks, cluster.num_ps)
-    tasks = assign_ps_tasks(profile, ps_layers, spread) if ps_layers else {}
+    tasks = {n: (k + first_task) % cluster.num_ps for n, k in assign_ps_tasks(profile, ps_layers, spread).items()
+             } if ps_layers else {}
     placements = {}
     for l in profile.layers:
         if l.kind == "input":
@@ -290,9 +295,28 @@ def _menu(profile: ModelProfile, cluster: Cluster) -> list[Candidate]:
 
 
 def _top_cuts(menu: Sequence[Candidate]) -> list[Cut]:
-    """The cuts of the :data:`VARIED_CUTS` fastest menu candidates, fastest first (the first listed on a tie)."""
-    ranked = sorted(range(len(menu)), key=lambda i: (menu[i].estimate.step_s, i))[:VARIED_CUTS]
-    return [Cut(menu[i].cut, menu[i].embeddings_on_ps, menu[i].ps_layers, menu[i].kept) for i in ranked]
+    """The cuts of the :data:`VARIED_CUTS` fastest menu candidates with distinct PS-side layers,
+    fastest first (the first listed on a tie)."""
+    out: list[Cut] = []
+    for i in sorted(range(len(menu)), key=lambda i: (menu[i].estimate.step_s, i)):
+        if len(out) == VARIED_CUTS:
+            break
+        if all(c.ps_layers != menu[i].ps_layers for c in out):
+            out.append(Cut(menu[i].cut, menu[i].embeddings_on_ps, menu[i].ps_layers, menu[i].kept))
+    return out
+
+
+def head_task(profile: ModelProfile, cluster: Cluster, ps_layers: Sequence[str]) -> int:
+    """The PS task a head computed on one task goes to: the one that ParameterServerStrategy's
+    round-robin leaves the fewest bytes of the worker-computed layers' variables (the lowest on a tie)."""
+    where = resolve_placements(profile, plan_for(profile, cluster, list(ps_layers), ps_tasks=1))
+    stored = [0.0] * cluster.num_ps
+    for name, shards in variable_shards(profile, where, cluster.num_ps).items():
+        if where[name] == WORKER:
+            for v, parts in zip(profile.layer(name).var_bytes, shards):
+                for task, share in parts:
+                    stored[int(task.index)] += v * share  # type: ignore[arg-type]
+    return min(range(cluster.num_ps), key=lambda k: (stored[k], k))
 
 
 def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> tuple[list[Candidate], list[Cut]]:
@@ -309,11 +333,13 @@ def _basic(profile: ModelProfile, cluster: Cluster, partition: bool) -> tuple[li
             names = list(c.ps_layers)
             variants = [(False, plan_for(profile, cluster, names))]
             if names:
-                variants.append((True, plan_for(profile, cluster, names, ps_tasks=1)))
-                out.append(_priced(cluster, profile, variants[1][1], c, head_on_one=True))
+                k = head_task(profile, cluster, names)
+                variants.append((True, plan_for(profile, cluster, names, ps_tasks=1, first_task=k)))
+                out.append(_priced(cluster, profile, variants[1][1], c, head_on_one=True, head_task=k))
             for one, vplan in variants:
                 plan = with_balanced_storage(vplan, profile, cluster, partition=partition)
-                out.append(_priced(cluster, profile, plan, c, head_on_one=one, storage="balanced"))
+                out.append(_priced(cluster, profile, plan, c, head_on_one=one, storage="balanced",
+                                   head_task=head_task(profile, cluster, names) if one else 0))
     return out, top
 
 

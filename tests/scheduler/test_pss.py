@@ -97,3 +97,19 @@ def test_exact_enumerates_small_pss_problems_and_refuses_large_ones(alexnet) -> 
     assert s.objective <= p.objective(p.analyzer_assignment()) + 1e-12
     with pytest.raises(SolverNotApplicableError, match="would enumerate"):
         scheduler.Exact().solve(PSSProblem(alexnet, Cluster.local(2, 2)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["alexnet", "vgg16", "resnet", "ctr_dnn", "matchnet", "word2vec_nce"])
+def test_the_analyzer_is_predicted_within_its_threshold_of_the_best_solver(name: str) -> None:
+    """The menu holds every cut a solver finds worth its compute: on each built-in workload, 100 Mbit/s
+    and 1 Gbit/s, one and two PS tasks, the analyzer's plan is predicted within ``min_speedup`` of
+    the fastest of the RL policy (polished) and greedy."""
+    p = load_profile(name)
+    for bw in ("100mbit", "1gbit"):
+        for ps in (1, 2):
+            cluster = Cluster.local(2, ps, bandwidth=bw)
+            a = analyze(p, cluster)
+            best = min(solver.plan(p, cluster).notes["pss_predicted_step_s"]
+                       for solver in (scheduler.RL(polish=True, polish_evaluations=200), scheduler.Greedy()))
+            assert a.chosen.estimate.step_s <= best * a.min_speedup, (bw, ps, a.chosen.label)
