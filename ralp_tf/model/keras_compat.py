@@ -515,3 +515,17 @@ def set_variable_constraint(weight: Any, constraint: Callable[[Any], Any]) -> No
     while type(variable).__name__ == "CachingVariable":
         variable = variable._v
     variable._constraint = constraint
+
+
+@contextlib.contextmanager
+def without_distribution(model: Any) -> Iterator[None]:
+    """``model`` with no strategy, coordinator or cached test function inside the block (as
+    tf_keras's ``predict`` runs under ParameterServerStrategy), all put back after.
+
+    Private: ``Model._distribution_strategy`` and ``Model._cluster_coordinator``. Public stand-in: none."""
+    saved = (model._distribution_strategy, model._cluster_coordinator, model.test_function)
+    model._distribution_strategy, model._cluster_coordinator, model.test_function = None, None, None
+    try:
+        yield
+    finally:
+        model._distribution_strategy, model._cluster_coordinator, model.test_function = saved

@@ -64,12 +64,8 @@ def _on_the_coordinator(model: Any, method: Callable[..., Any], *args: Any, **kw
     """``method(*args, **kwargs)`` with no strategy: in a thread outside any strategy scope, the
     model's own strategy and coordinator taken off (as tf_keras's ``predict`` does under PSS) and
     its cached test function set aside, all put back after."""
-    saved = (model._distribution_strategy, model._cluster_coordinator, model.test_function)
-    model._distribution_strategy, model._cluster_coordinator, model.test_function = None, None, None
-    try:
+    with keras_compat.without_distribution(model):
         return outside_strategy(method, *args, **kwargs)
-    finally:
-        model._distribution_strategy, model._cluster_coordinator, model.test_function = saved
 
 
 def install_evaluation(model: Any) -> None:
