@@ -241,3 +241,44 @@ def test_the_tape_sums_a_tensors_gradients_on_the_device_of_its_summands() -> No
     z = tf.sin(x)
     expected = 9.0 * tf.cos(3.0 * x) + tf.cos(x) * (2 * z - tf.sin(z))
     tf.debugging.assert_near(step(x), expected)
+
+
+def test_a_wrapped_tape_gradient_function_sees_every_gradient_once_per_key() -> None:
+    import tensorflow as tf
+
+    seen: list[str] = []
+
+    def wrapper(tape_gradient: Any) -> Any:
+        def gradient(op_name: str, *rest: Any) -> Any:
+            seen.append(op_name)
+            return tape_gradient(op_name, *rest)
+
+        return gradient
+
+    keras_compat.wrap_tape_gradient_function("test_keras_compat", wrapper)
+    keras_compat.wrap_tape_gradient_function("test_keras_compat", wrapper)  # idempotent per key
+    x = tf.constant(3.0)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = x * x
+    assert float(tape.gradient(y, x)) == 6.0 and seen.count("Mul") == 1
+
+
+def test_a_variables_constraint_can_be_read_and_replaced_under_a_caching_wrapper() -> None:
+    import tensorflow as tf
+    from tensorflow.python.distribute.ps_values import CachingVariable
+
+    v = tf.Variable([3.0, 4.0], constraint=lambda w: w / tf.norm(w))
+    wrapped = CachingVariable(v)
+    assert keras_compat.variable_constraint(v) is v.constraint
+    keras_compat.set_variable_constraint(wrapped, lambda w: 2.0 * w)
+    assert v.constraint(tf.constant(1.0)).numpy() == 2.0
+
+
+def test_a_model_without_its_distribution_gets_it_back() -> None:
+    net = _subclassed()
+    before = (net._distribution_strategy, net._cluster_coordinator)
+    net._cluster_coordinator = "coordinator"
+    with keras_compat.without_distribution(net):
+        assert net._distribution_strategy is None and net._cluster_coordinator is None
+    assert net._cluster_coordinator == "coordinator" and net._distribution_strategy is before[0]
