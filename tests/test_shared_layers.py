@@ -17,6 +17,7 @@ from ralp_tf import costmodel, models
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.errors import PlacementMismatchError, PlanError
 from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.traffic import HANDLE_BYTES
 from ralp_tf.place.applier import place
 from ralp_tf.model.profiler import profile
 from ralp_tf.model.profiles import ModelProfile
@@ -92,8 +93,9 @@ def test_ps_placed_shared_layer_moves_each_calls_activation() -> None:
     overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 12 * costmodel.RPC_CONTROL_BYTES / 2
     logits = BATCH * prof.layer("logits").output_bytes
     # both calls' conv activations go up, their gradients come back; the conv weights are read twice
+    handles = 4 * HANDLE_BYTES  # shared_fc's and logits' variables, read on the PS: a handle each per closure
     assert est.bytes_between[("worker", "ps:0")] == pytest.approx(BATCH * conv_out + conv.param_bytes + logits
-                                                                  + overhead)
+                                                                  + overhead + handles)
     assert est.bytes_between[("ps:0", "worker")] == pytest.approx(BATCH * conv_out + 2 * conv.param_bytes + logits
                                                                   + overhead)
 
@@ -115,7 +117,9 @@ def test_embedding_rows_never_visit_the_worker_when_the_head_is_on_its_ps() -> N
     # forward: the gather and its consumer share PS 0; backward: the rows' gradient goes to the
     # worker (the IndexedSlices are built there) and back up, one row and id per distinct id
     assert est.bytes_between[("ps:0", "worker")] == pytest.approx(rows + logits + overhead)
-    assert est.bytes_between[("worker", "ps:0")] == pytest.approx(ids + distinct * (row_bytes + 4) + logits + overhead)
+    handles = 6 * HANDLE_BYTES  # fc1's, fc2's and logits' kernels and biases
+    assert est.bytes_between[("worker", "ps:0")] == pytest.approx(ids + distinct * (row_bytes + 4) + logits + overhead
+                                                                  + handles)
 
 
 # ----------------------------------------------------------------------------- placement (in-process)

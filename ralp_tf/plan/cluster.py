@@ -39,11 +39,11 @@ from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
+from ralp_tf.plan.rates import JOBS, Rates, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
            "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
 
-JOBS = ("chief", "worker", "ps", "evaluator")
 DEFAULT_BANDWIDTH_BPS = 1e9
 #: Sustained fp32 training rate of a multi-core CPU task (conv/GEMM through oneDNN).
 DEFAULT_CPU_FLOPS = 5e10
@@ -56,41 +56,6 @@ _ADDRESS_FIX = "write 'host:port', e.g. '10.0.0.1:2222', 'worker-0.example.com:2
 LAYOUTS = ("dedicated", "colocated")
 #: Name prefix of the CPU-only PS hosts :meth:`Cluster.local` adds (``pshost0``, ``pshost1``, ...).
 PS_HOST_PREFIX = "pshost"
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_FLOPS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(?:flops?(?:/s)?)?\s*$", re.IGNORECASE)
-
-
-def parse_bandwidth(value: str | float | int | None) -> float:
-    """Bits per second from ``"100mbit"``, ``"1gbit"``, ``"10gbit"``, ``"2.5g"``, a number, or
-    ``"uncapped"``/``None`` (infinite). Rates use tc's decimal units."""
-    if value is None:
-        return math.inf
-    if isinstance(value, bool):
-        raise ClusterConfigError(f"bandwidth {value!r} is not a rate; write e.g. '100mbit', '1gbit' or 1e9")
-    if isinstance(value, (int, float)):
-        rate = float(value)
-    else:
-        text = str(value).strip().lower()
-        if text in ("uncapped", "inf", "none", "unlimited"):
-            return math.inf
-        m = _RATE.match(text)
-        if not m:
-            raise ClusterConfigError(f"cannot parse bandwidth {value!r}; write a rate like '100mbit', '1gbit', "
-                                     "'10gbit' or 'uncapped'")
-        rate = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    if not rate > 0 or math.isnan(rate):
-        raise ClusterConfigError(f"bandwidth must be positive, got {value!r}")
-    return rate
-
-
-def format_bandwidth(bps: float) -> str:
-    if math.isinf(bps):
-        return "uncapped"
-    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
-        if bps >= scale:
-            return f"{bps / scale:g}{unit}"
-    return f"{bps:g}bit"
 
 
 def address_host(address: str) -> str:
@@ -172,62 +137,6 @@ class TaskRef(str):
     @property
     def is_worker(self) -> bool:
         return self.job == "worker"
-
-
-@dataclasses.dataclass(frozen=True)
-class Rates:
-    """The link and FLOP rates given to the cost model: ``bandwidth`` (one rate, ``"1gbit"``, bits/s
-    or ``"uncapped"``; or ``{job: rate}``) and ``flops`` (FLOP/s, one value or ``{job: value}``).
-    None leaves the default of :meth:`Cluster.from_dict`. Values are checked when the record is
-    made (bad rates raise ClusterConfigError naming the value and the fix); :meth:`kwargs` gives
-    the keyword arguments of :meth:`Cluster.local` / :meth:`Cluster.from_dict` /
-    :meth:`Cluster.with_rates` for the rates that were given."""
-
-    bandwidth: Any = None
-    flops: Any = None
-
-    def __post_init__(self) -> None:
-        if self.bandwidth is not None:
-            _each_rate(self.bandwidth, parse_bandwidth)
-        if self.flops is not None:
-            object.__setattr__(self, "flops", parse_flops(self.flops))
-
-    def kwargs(self) -> dict[str, Any]:
-        """``{"bandwidth": ..., "flops": ...}`` for the rates given (absent ones left out)."""
-        return {k: v for k, v in (("bandwidth", self.bandwidth), ("flops", self.flops)) if v is not None}
-
-
-def _positive_flops(value: Any) -> float:
-    """One FLOP rate: a positive number of FLOP/s, or text like ``5e10``, ``100t``, ``2.5g``."""
-    if isinstance(value, str):
-        m = _FLOPS.match(value)
-        if not m:
-            raise ClusterConfigError(f"cannot parse FLOP rate {value!r}; write FLOP/s like 5e10, 100t, 2.5g or 800m")
-        value = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ClusterConfigError(f"a FLOP rate must be a positive number of FLOP/s, e.g. 5e10 or 100t, got {value!r}")
-    return float(value)
-
-
-def parse_flops(value: Any) -> float | dict[str, float]:
-    """FLOP/s for the cost model: one rate for every task (``5e10``, ``"100t"``), or per job, as
-    ``"worker=100t,ps=1t"`` or ``{"worker": "100t", "ps": 1e12}`` (jobs of :data:`JOBS`, or
-    ``default``). Raises ClusterConfigError naming the part that is wrong and the form."""
-    if isinstance(value, str) and "=" in value:
-        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
-        value = {job.strip(): rate.strip() for job, _, rate in pairs}
-    if isinstance(value, Mapping):
-        unknown = [j for j in value if j not in (*JOBS, "default")]
-        if unknown or not value:
-            raise ClusterConfigError(f"FLOP rates are given per job ({', '.join(JOBS)} or default), got "
-                                     f"{', '.join(map(repr, unknown)) or 'none'}; write e.g. worker=100t,ps=1t")
-        return {job: _positive_flops(rate) for job, rate in value.items()}
-    return _positive_flops(value)
-
-
-def _each_rate(value: Any, convert: Any) -> None:
-    for v in (value.values() if isinstance(value, Mapping) else [value]):
-        convert(v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,7 +262,7 @@ class Cluster:
                     raise ClusterConfigError(f"cluster job {job!r} task {i}: {exc}") from None
                 g = int((gpus or {}).get(job, 0))
                 tasks.append(Task(job=job, index=i, address=a, bandwidth_bps=_per_job(bandwidth, job, parse_bandwidth),
-                                  flops=_per_job(flops, job, _positive_flops) if flops is not None else
+                                  flops=_per_job(flops, job, positive_flops) if flops is not None else
                                   (DEFAULT_GPU_FLOPS if g else DEFAULT_CPU_FLOPS), gpus=g,
                                   host=given_hosts[i] if given_hosts else host))
         unknown = set(jobs) - set(JOBS)
@@ -572,7 +481,7 @@ class Cluster:
             tasks.append(dataclasses.replace(
                 t,
                 bandwidth_bps=t.bandwidth_bps if bandwidth is None else _per_job(bandwidth, t.job, parse_bandwidth),
-                flops=t.flops if flops is None else _per_job(flops, t.job, _positive_flops)))
+                flops=t.flops if flops is None else _per_job(flops, t.job, positive_flops)))
         return dataclasses.replace(self, tasks=tuple(tasks))
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,107 @@
+"""Link and FLOP rates as the cost model reads them: parsing ``100mbit``/``5e10``/``worker=100t,ps=1t``
+and :class:`Rates`, the one record of the rates a command or a decorator gives. Pure."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Mapping
+
+from ralp_tf.errors import ClusterConfigError
+
+__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates"]
+
+JOBS = ("chief", "worker", "ps", "evaluator")
+
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_FLOPS = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmgt]?)(?:flops?(?:/s)?)?\s*$", re.IGNORECASE)
+
+
+def parse_bandwidth(value: str | float | int | None) -> float:
+    """Bits per second from ``"100mbit"``, ``"1gbit"``, ``"10gbit"``, ``"2.5g"``, a number, or
+    ``"uncapped"``/``None`` (infinite). Rates use tc's decimal units."""
+    if value is None:
+        return math.inf
+    if isinstance(value, bool):
+        raise ClusterConfigError(f"bandwidth {value!r} is not a rate; write e.g. '100mbit', '1gbit' or 1e9")
+    if isinstance(value, (int, float)):
+        rate = float(value)
+    else:
+        text = str(value).strip().lower()
+        if text in ("uncapped", "inf", "none", "unlimited"):
+            return math.inf
+        m = _RATE.match(text)
+        if not m:
+            raise ClusterConfigError(f"cannot parse bandwidth {value!r}; write a rate like '100mbit', '1gbit', "
+                                     "'10gbit' or 'uncapped'")
+        rate = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if not rate > 0 or math.isnan(rate):
+        raise ClusterConfigError(f"bandwidth must be positive, got {value!r}")
+    return rate
+
+
+def format_bandwidth(bps: float) -> str:
+    if math.isinf(bps):
+        return "uncapped"
+    for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:g}{unit}"
+    return f"{bps:g}bit"
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+    """The link and FLOP rates given to the cost model: ``bandwidth`` (one rate, ``"1gbit"``, bits/s
+    or ``"uncapped"``; or ``{job: rate}``) and ``flops`` (FLOP/s, one value or ``{job: value}``).
+    None leaves the default of :meth:`Cluster.from_dict`. Values are checked when the record is
+    made (bad rates raise ClusterConfigError naming the value and the fix); :meth:`kwargs` gives
+    the keyword arguments of :meth:`Cluster.local` / :meth:`Cluster.from_dict` /
+    :meth:`Cluster.with_rates` for the rates that were given."""
+
+    bandwidth: Any = None
+    flops: Any = None
+
+    def __post_init__(self) -> None:
+        if self.bandwidth is not None:
+            _each_rate(self.bandwidth, parse_bandwidth)
+        if self.flops is not None:
+            object.__setattr__(self, "flops", parse_flops(self.flops))
+
+    def kwargs(self) -> dict[str, Any]:
+        """``{"bandwidth": ..., "flops": ...}`` for the rates given (absent ones left out)."""
+        return {k: v for k, v in (("bandwidth", self.bandwidth), ("flops", self.flops)) if v is not None}
+
+
+def positive_flops(value: Any) -> float:
+    """One FLOP rate: a positive number of FLOP/s, or text like ``5e10``, ``100t``, ``2.5g``."""
+    if isinstance(value, str):
+        m = _FLOPS.match(value)
+        if not m:
+            raise ClusterConfigError(f"cannot parse FLOP rate {value!r}; write FLOP/s like 5e10, 100t, 2.5g or 800m")
+        value = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ClusterConfigError(f"a FLOP rate must be a positive number of FLOP/s, e.g. 5e10 or 100t, got {value!r}")
+    return float(value)
+
+
+def parse_flops(value: Any) -> float | dict[str, float]:
+    """FLOP/s for the cost model: one rate for every task (``5e10``, ``"100t"``), or per job, as
+    ``"worker=100t,ps=1t"`` or ``{"worker": "100t", "ps": 1e12}`` (jobs of :data:`JOBS`, or
+    ``default``). Raises ClusterConfigError naming the part that is wrong and the form."""
+    if isinstance(value, str) and "=" in value:
+        pairs = [item.partition("=") for item in value.split(",") if item.strip()]
+        value = {job.strip(): rate.strip() for job, _, rate in pairs}
+    if isinstance(value, Mapping):
+        unknown = [j for j in value if j not in (*JOBS, "default")]
+        if unknown or not value:
+            raise ClusterConfigError(f"FLOP rates are given per job ({', '.join(JOBS)} or default), got "
+                                     f"{', '.join(map(repr, unknown)) or 'none'}; write e.g. worker=100t,ps=1t")
+        return {job: positive_flops(rate) for job, rate in value.items()}
+    return positive_flops(value)
+
+
+def _each_rate(value: Any, convert: Any) -> None:
+    for v in (value.values() if isinstance(value, Mapping) else [value]):
+        convert(v)
