@@ -98,30 +98,105 @@ DEFAULT_MAX_JSON_BYTES = 64 * 2**20
 MAX_JSON_BYTES_ENV = "RALP_TF_MAX_JSON_BYTES"
 
 
-def writable_dir(path: str | os.PathLike[str], what: str) -> str:
-    """``path`` as a directory this process can write in, created (with its parents) if missing;
-    else raise ValidationError naming ``what`` (e.g. ``--tensorboard-dir``), the path and why."""
+def _path_text(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` as text, or ValidationError when no file can have that name (empty, a NUL byte)."""
     text = os.fspath(path)
-    try:
-        os.makedirs(text, exist_ok=True)
-    except OSError as exc:
-        raise ValidationError(f"cannot create {what} {text!r}: {exc.strerror or exc}; pass a directory you can "
-                              "write") from None
-    if not os.path.isdir(text) or not os.access(text, os.W_OK | os.X_OK):
-        raise ValidationError(f"{what} {text!r} is not a directory this process can write in; pass another one")
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text or "\0" in text:
+        raise ValidationError(f"{what} {text!r} is not a usable path (empty or holding a NUL byte); pass a real path")
     return text
 
 
-def writable_file(path: str | os.PathLike[str], what: str) -> str:
-    """``path`` as a file this process can create or overwrite (its folder must exist and be
-    writable); else raise ValidationError naming ``what`` (e.g. ``--png``), the path and why."""
-    text = os.fspath(path)
+def _cannot(what: str, text: str, doing: str, exc: OSError, fix: str) -> ValidationError:
+    return ValidationError(f"{what} {text!r} cannot be written: {doing} fails with {exc.strerror or exc!s}; {fix}")
+
+
+def _try_in_folder(folder: str, what: str, text: str, fix: str) -> None:
+    """Create and remove a file in ``folder``, the one test that holds for root (``os.access`` says
+    yes to root on ``/proc`` or a read-only mount)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ralp-tf-probe-", dir=folder)
+    except OSError as exc:
+        raise _cannot(what, text, f"creating a file in {folder!r}", exc, fix) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _nearest_existing(text: str) -> tuple[str, list[str]]:
+    """The nearest folder of ``text`` (``text`` itself first) that exists, and the missing names below it."""
+    here, missing = os.path.abspath(text), []
+    while not os.path.lexists(here):
+        here, name = os.path.split(here)
+        missing.insert(0, name)
+    return here, missing
+
+
+def writable_dir(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` as a directory this process can write in or create (with its parents, like
+    ``mkdir -p``), checked by trying, without creating it: an existing one must take a new file; for
+    a missing one, the nearest folder above it that exists must be a folder that takes a new one
+    (made and removed here). Else raise ValidationError naming ``what`` (e.g. ``--checkpoint-dir``),
+    the path, why and the fix: a file where a folder is expected, a folder that cannot be written."""
+    text = _path_text(path, what)
+    fix = "pass a folder you can write"
+    try:
+        here, missing = _nearest_existing(text)
+        if not os.path.isdir(here):
+            where = "is a file" if not missing else f"is below {here!r}, a file"
+            raise ValidationError(f"{what} {text!r} {where}, where a folder is expected; {fix}")
+        if not missing:
+            _try_in_folder(here, what, text, fix)
+            return text
+        first = os.path.join(here, missing[0])
+        os.mkdir(first)
+        os.rmdir(first)
+    except ValidationError:
+        raise
+    except FileExistsError:  # made meanwhile by someone else: as good as existing
+        return writable_dir(path, what)
+    except OSError as exc:
+        raise _cannot(what, text, f"making {os.path.join(here, missing[0])!r}", exc, fix) from None
+    return text
+
+
+def writable_file(path: str | os.PathLike[str], what: str, *, parents: bool = False) -> str:
+    """``path`` as a file this process can create or overwrite, checked by trying, changing
+    nothing: an existing regular file is opened for appending (nothing written), a missing one is
+    created and removed; a device or pipe (``/dev/null``) must grant write access. Its folder must
+    exist, unless ``parents`` (the writer creates it: then it is checked as :func:`writable_dir`
+    checks). Else raise ValidationError naming ``what`` (e.g. ``--png``), the path, why and the fix:
+    a missing folder, a directory where a file is expected, a folder that cannot be written."""
+    text = _path_text(path, what)
+    fix = "pass a path in a folder you can write"
     folder = os.path.dirname(os.path.abspath(text))
-    if not os.path.isdir(folder):
-        raise ValidationError(f"{what} {text!r}: folder {folder!r} does not exist; create it or pass another path")
-    if os.path.isdir(text) or not os.access(folder, os.W_OK | os.X_OK) or (
-            os.path.exists(text) and not os.access(text, os.W_OK)):
-        raise ValidationError(f"{what} {text!r} cannot be written by this process; pass a path you can write")
+    doing = f"creating it in {folder!r}"
+    try:
+        if os.path.isdir(text):
+            raise ValidationError(f"{what} {text!r} is a directory, where a file is expected; pass a file path "
+                                  "(e.g. a name inside it)")
+        if parents and not os.path.isdir(folder):
+            writable_dir(folder, f"{what} {text!r}: folder")
+            return text
+        if os.path.lexists(folder) and not os.path.isdir(folder):
+            raise ValidationError(f"{what} {text!r}: {folder!r} is a file, not a folder; {fix}")
+        if not os.path.isdir(folder):
+            raise ValidationError(f"{what} {text!r}: folder {folder!r} does not exist; create it or pass another path")
+        if os.path.lexists(text):
+            doing = "opening it for writing"
+            if os.path.isfile(text):
+                os.close(os.open(text, os.O_WRONLY | os.O_APPEND))
+            elif not os.access(text, os.W_OK):
+                raise ValidationError(f"{what} {text!r} is not writable by this process; {fix}")
+            return text
+        os.close(os.open(text, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(text)
+    except ValidationError:
+        raise
+    except OSError as exc:
+        raise _cannot(what, text, doing, exc, fix) from None
     return text
 
 
