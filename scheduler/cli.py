@@ -12,7 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cli import int_at_least, run_command
+from ralp_tf.cli import add_output_arg, int_at_least, run_command
 from ralp_tf.errors import CommandFailed
 
 __all__ = ["cmd_schedule", "cmd_compare", "register", "main"]
@@ -98,13 +98,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--polish", action="store_true", help="RL: run the local polish after the policy")
     p.add_argument("--no-polish", action="store_true",
                    help="RL: return the policy's own placement (the default; kept for older scripts)")
-    p.add_argument("--plan-out", default=None, help="also write the ralp_tf Plan JSON here")
+    add_output_arg(p, "--plan-out", default=None, help="also write the ralp_tf Plan JSON here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_schedule)
 
     c = subparsers.add_parser("compare-schedulers", help="run every solver on every workload; table and chart",
                               description="Writes results/schedulers.json, schedulers.md and schedulers.png.")
-    c.add_argument("--out-dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
+    add_output_arg(c, "--out-dir", kind="dir", default="benchmarks", help="folder for schedulers.md/.png and results/")
     c.add_argument("--rl-iterations", type=int_at_least(1), default=None,
                    help="rl_train: training budget per workload, in iterations of 32 episodes (default: min(2000, "
                         "ceil(24000 / decisions)))")

@@ -519,7 +519,7 @@ def save_report(report: ExecutionReport, path: str) -> None:
 
 def add_parser(subparsers: Any) -> None:
     """Add ``execute-schedule`` to an argparse subparsers object (``scheduler.cli.register``)."""
-    from ralp_tf.cli import int_at_least
+    from ralp_tf.cli import add_output_arg, int_at_least
 
     from scheduler import SOLVERS
     from scheduler.emulated import builtin_catalogs
@@ -547,8 +547,9 @@ def add_parser(subparsers: Any) -> None:
                    help="RL: REINFORCE iterations fine-tuning the shipped policy (when --solver/--compare has rl)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--predict-only", action="store_true", help="stop after the predictions (no testbed run)")
-    p.add_argument("--out-dir", default="/tmp/ralp_tf_execute", help="plans, logs and execution.json")
-    p.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR, help="measured rates per (model, batch, quota)")
+    add_output_arg(p, "--out-dir", kind="dir", default="/tmp/ralp_tf_execute", help="plans, logs and execution.json")
+    add_output_arg(p, "--cache-dir", kind="dir", default=DEFAULT_CACHE_DIR,
+                   help="measured rates per (model, batch, quota)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_execute)
 

@@ -17,7 +17,8 @@ Used by ``ralp-tf`` and each of its command modules (:mod:`ralp_tf.cli.main`, :m
 130   interrupted (Ctrl-C); local cluster tasks are stopped
 ====  ====================================================================================
 
-Errors print one line, ``<prog>: error: <message>``, on stderr.
+Errors print one line, ``<prog>: error: <message>``, on stderr. Options that name an output path
+are added with :func:`add_output_arg`; :func:`run_command` checks them all before the command runs.
 """
 from __future__ import annotations
 
@@ -30,20 +31,22 @@ from ralp_tf.errors import ExitCode, RalpError, ValidationError, exit_code_for, 
 __all__ = ["ExitCode", "exit_code_for", "run_command", "int_at_least", "positive_int", "non_negative_int",
            "steps_per_closure",
            "bandwidth", "fault_spec", "policy_option", "add_cluster_args", "cluster_rates", "add_policy_args",
-           "policy_options"]
+           "policy_options", "add_output_arg", "check_outputs"]
 
 
 def run_command(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace,
                 prog: str = "ralp-tf") -> int:
     """Run one parsed command, the one error path of every ralp_tf command line: return its exit
     code (``None`` means 0); a :class:`~ralp_tf.errors.RalpError` prints ``<prog>: error:
-    <message>`` and returns its :func:`exit_code_for`; Ctrl-C prints that the run was interrupted
+    <message>`` and returns its :func:`exit_code_for` (the output paths of :func:`add_output_arg`
+    are checked first, before the command does any work); Ctrl-C prints that the run was interrupted
     and returns 130; any failure after SIGINT/SIGTERM killed the local tasks
     (:func:`ralp_tf.run.launch.stopped_by_signal`) returns 128 + that signal. Any other exception
     propagates (Python prints the traceback, exit 1)."""
     from ralp_tf.run.launch import stopped_by_signal
 
     try:
+        check_outputs(args)
         return int(func(args) or 0)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted; local cluster tasks were stopped", file=sys.stderr)
@@ -189,3 +192,43 @@ def add_policy_args(parser: argparse.ArgumentParser, *, default: str = "ralp", p
 def policy_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``--policy-option`` pairs as a dict (the last one of a key wins)."""
     return dict(getattr(args, "policy_options", None) or [])
+
+
+# ------------------------------------------------------------------------------------------
+# output paths: checked by run_command before the command starts
+
+#: The parsed arguments' attribute listing the output options of the command (``add_output_arg``).
+_OUTPUTS = "output_options"
+
+
+def add_output_arg(parser: argparse.ArgumentParser | Any, *flags: str, kind: str = "file", parents: bool = False,
+                   **kwargs: Any) -> argparse.Action:
+    """``parser.add_argument(*flags, **kwargs)`` for an option that names an output path, which
+    :func:`run_command` checks before the command runs (:func:`check_outputs`). ``kind`` is
+    ``"file"`` (its folder must exist, unless ``parents``: the command creates it) or ``"dir"`` (a
+    folder the command writes in, created with its parents if missing). ``parser`` may be an
+    argument group."""
+    if kind not in ("file", "dir"):
+        raise ValueError(f"kind must be 'file' or 'dir', got {kind!r}")
+    action = parser.add_argument(*flags, **kwargs)
+    known = tuple(parser.get_default(_OUTPUTS) or ())
+    parser.set_defaults(**{_OUTPUTS: known + ((action.option_strings[0], action.dest, kind, parents),)})
+    return action
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check every output path the command was given or defaults to (:func:`add_output_arg`) with
+    :func:`ralp_tf.errors.writable_file` / :func:`~ralp_tf.errors.writable_dir`: a missing or
+    unwritable folder, a folder where a file is expected or a file where a folder is, raises
+    ValidationError naming the option, the path, why and the fix (exit 2). Creates nothing."""
+    from ralp_tf.errors import writable_dir, writable_file
+
+    for flag, dest, kind, parents in getattr(args, _OUTPUTS, None) or ():
+        value = getattr(args, dest, None)
+        for path in value if isinstance(value, list) else [value]:
+            if path is None:
+                continue
+            if kind == "dir":
+                writable_dir(path, flag)
+            else:
+                writable_file(path, flag, parents=parents)

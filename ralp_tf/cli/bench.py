@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from ralp_tf.cli.args import steps_per_closure
+from ralp_tf.cli.args import add_output_arg, steps_per_closure
 from ralp_tf.bench.config import DEFAULT_MODELS, DEFAULT_STRATEGIES, STRATEGIES, BenchError, config_from_args
 from ralp_tf.bench.report import markdown_tables, strategy_json, write_report
 from ralp_tf.bench.run import Bench, json_default
@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="progress and result lines on stderr (default: only when stderr is a terminal and not --json)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
-    p.add_argument("--out-dir", default="benchmarks",
+    add_output_arg(p, "--out-dir", kind="dir", default="benchmarks",
                    help="where results/, README.md and plots go (targets: <out-dir>/targets.json if present)")
     p.add_argument("--name", default=None, help="results file name (default: a timestamp)")
     p.add_argument("--report", dest="report", action="store_true", default=None,

@@ -16,8 +16,8 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cli.args import (add_cluster_args, add_policy_args, cluster_rates, fault_spec, non_negative_int,
-                             policy_options, positive_int, steps_per_closure)
+from ralp_tf.cli.args import (add_cluster_args, add_output_arg, add_policy_args, cluster_rates, fault_spec,
+                             non_negative_int, policy_options, positive_int, steps_per_closure)
 from ralp_tf.model.optimizers import SPARSE_UPDATES
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
 from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
     add_cluster_args(p)
     add_policy_args(p, plan_files=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", help="also write the plan JSON to this file")
+    add_output_arg(p, "--out", help="also write the plan JSON to this file")
     p.add_argument("--optimizer", choices=tuple(SPARSE_UPDATES), default=LOOP_OPTIMIZER,
                    help="the optimizer the job trains with, whose sparse embedding updates are priced "
                         f"(ralp_tf.model.optimizers; default {LOOP_OPTIMIZER}, what ralp-tf run trains with)")
@@ -49,8 +49,8 @@ def register(subparsers: Any) -> None:
     _compression_arg(r)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
-    r.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
-    r.add_argument("--tensorboard-dir", metavar="DIR",
+    add_output_arg(r, "--log-dir", kind="dir", help="where task logs go (default: a temporary folder)")
+    add_output_arg(r, "--tensorboard-dir", kind="dir", metavar="DIR",
                    help="write TensorBoard event files here, one folder per run: loss per step, samples/s, bytes "
                         "per step per link when measured, the plan as text (not the task logs: see --log-dir)")
     r.add_argument("--tensorboard-trace", action="store_true",
@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
                         "--steps small)")
     r.add_argument("--warmup-steps", type=non_negative_int, default=3,
                    help="unmeasured steps first (default 3; when not 0, at least one per worker)")
-    r.add_argument("--checkpoint-dir", help="save model, optimizer and step here; a rerun resumes from it")
+    add_output_arg(r, "--checkpoint-dir", kind="dir",
+                   help="save model, optimizer and step here; a rerun resumes from it")
     r.add_argument("--checkpoint-every", type=positive_int, default=10, help="steps between checkpoints")
     r.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE, metavar="K",
                    help="steps run in each closure the coordinator schedules (a loop inside the step's "
@@ -147,13 +148,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``--compare``) and print the measurements (``--json``: one object)."""
     from ralp_tf.cli.faults import run_supervised, supervised_requested
     from ralp_tf.cli.progress import StepProgress
-    from ralp_tf.errors import ValidationError, writable_dir
+    from ralp_tf.errors import ValidationError
     from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.run.training import warmup_steps_for
 
-    for flag, folder in (("--tensorboard-dir", args.tensorboard_dir), ("--checkpoint-dir", args.checkpoint_dir)):
-        if folder:
-            writable_dir(folder, flag)  # before any cluster starts
     if supervised_requested(args):
         if args.check_gradients:
             raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from ralp_tf.cli.args import add_cluster_args, add_policy_args, cluster_rates, policy_options
+from ralp_tf.cli.args import add_cluster_args, add_output_arg, add_policy_args, cluster_rates, policy_options
 from ralp_tf.errors import ValidationError, read_json_file, writable_file
 from ralp_tf.plan.cluster import TaskRef
 
@@ -244,7 +244,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("--model", required=True, help="built-in name or package.module:function (runs that code)")
     add_cluster_args(e)
     add_policy_args(e, plan_files=False)
-    e.add_argument("--png", help="write the picture here (an SVG is written beside it)")
+    add_output_arg(e, "--png", help="write the picture here (an SVG is written beside it)")
     e.add_argument("--json", action="store_true", help="print the picture's data as one JSON object")
     e.add_argument("--run-json", metavar="FILE", help="`ralp-tf run --json` output: draw its measured bytes too")
     e.set_defaults(func=cmd_explain)
@@ -256,8 +256,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     if not args.png and not args.json:
         raise ValidationError("say what to produce: --png PATH (a picture) and/or --json (its data)")
-    if args.png:
-        writable_file(args.png, "--png")
+    if args.png:  # --png itself is checked by run_command
         writable_file(Path(args.png).with_suffix(".svg"), "--png's SVG")
     run = read_json_file(args.run_json, ValidationError, f"run JSON {args.run_json}") if args.run_json else None
     data = explain_data(args.model, args.workers, args.ps, policy=policy_from_spec(args.policy, policy_options(args)),

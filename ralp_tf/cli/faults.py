@@ -22,7 +22,7 @@ import json
 import math
 from typing import Any
 
-from ralp_tf.cli.args import non_negative_int, policy_options, positive_int
+from ralp_tf.cli.args import add_output_arg, non_negative_int, policy_options, positive_int
 from ralp_tf.errors import CommandFailed
 from ralp_tf.faults.hosts import host_budgets, supervised_hosts
 from ralp_tf.faults.plan import FaultPlan, FaultPlanError, LinkFaultUnavailable, chaos_plan
@@ -169,7 +169,7 @@ def register(subparsers: Any) -> None:
     c.add_argument("--bandwidth", default="1gbit", help="link rate of every host (default 1gbit)")
     c.add_argument("--checkpoint-every", type=positive_int, default=10)
     c.add_argument("--max-restarts", type=positive_int, default=5, help="restarts per task (default 5)")
-    c.add_argument("--log-dir", default=None)
+    add_output_arg(c, "--log-dir", kind="dir", default=None, help="where task logs go")
     c.add_argument("--dry-run", action="store_true", help="print the schedule and exit")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_chaos, needs_loopback_shim=False)

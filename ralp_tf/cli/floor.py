@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 from typing import Any
 
-from ralp_tf.cli.args import positive_int
+from ralp_tf.cli.args import add_output_arg, positive_int
 
 __all__ = ["register", "cmd_floor"]
 
@@ -31,8 +30,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-variables", type=positive_int, default=16,
                    help="variables per PS task of the largest case (default 16)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", help="also write the JSON object to this file")
-    p.add_argument("--log-dir", help="where task logs go (default: a temporary folder)")
+    add_output_arg(p, "--out", help="also write the JSON object to this file")
+    add_output_arg(p, "--log-dir", kind="dir", help="where task logs go (default: a temporary folder)")
     p.set_defaults(func=cmd_floor, needs_loopback_shim=True)
 
 
@@ -43,10 +42,6 @@ def cmd_floor(args: argparse.Namespace) -> int:
 
     if not args.seconds > 0:
         raise ValidationError(f"--seconds must be positive, got {args.seconds}")
-    if args.out:
-        folder = os.path.dirname(os.path.abspath(args.out))
-        if not os.path.isdir(folder):
-            raise ValidationError(f"--out {args.out}: folder {folder} does not exist")
     show = not args.json
 
     def on_case(r: Any) -> None:

@@ -21,7 +21,7 @@ import argparse
 import json
 from typing import Any
 
-from ralp_tf.cli.args import positive_int
+from ralp_tf.cli.args import add_output_arg, positive_int
 from ralp_tf.errors import ValidationError
 from ralp_tf.run.remote import AGENT_PORT
 
@@ -115,7 +115,7 @@ def register(subparsers: Any) -> None:
     m.add_argument("--steps", type=positive_int, default=100)
     m.add_argument("--kind", choices=("job", "tfjob"), default="job",
                    help="job: Services + batch/v1 Jobs with TF_CONFIG per pod; tfjob: a Kubeflow TFJob")
-    m.add_argument("--out", help="write the JSON here instead of stdout")
+    add_output_arg(m, "--out", help="write the JSON here instead of stdout")
     m.set_defaults(func=cmd_manifest)
 
 

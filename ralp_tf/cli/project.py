@@ -21,7 +21,7 @@ import argparse
 import json
 from typing import Any, Callable
 
-from ralp_tf.cli.args import bandwidth, non_negative_int, positive_int
+from ralp_tf.cli.args import add_output_arg, bandwidth, non_negative_int, positive_int
 from ralp_tf.errors import CommandFailed
 
 __all__ = ["register", "cmd_project", "cmd_provision"]
@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ps-host-ratio", type=_ratio, default=PS_HOST_RATIO,
                    help=f"CPU-only PS hosts per GPU host in the second row set (default {PS_HOST_RATIO}; 0: none)")
     _rate_args(p)
-    p.add_argument("--out", help="write to this file instead of stdout")
+    add_output_arg(p, "--out", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_project)
 
     v = subparsers.add_parser("provision", help="how many CPU-only PS hosts to add to GPU worker hosts: best "

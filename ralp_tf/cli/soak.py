@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ralp_tf.cli.args import positive_int
+from ralp_tf.cli.args import add_output_arg, positive_int
 from ralp_tf.errors import ValidationError, check_int
 
 __all__ = ["task_resources", "soak", "register"]
@@ -100,7 +100,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warmup", type=positive_int, default=200)
     p.add_argument("--sample-every", type=positive_int, default=50)
     p.add_argument("--batch-size", type=positive_int, default=32)
-    p.add_argument("--out", default="benchmarks/results/soak.json")
+    add_output_arg(p, "--out", parents=True, default="benchmarks/results/soak.json",
+                   help="the report JSON (its folder is created)")
     p.set_defaults(func=_cmd, needs_loopback_shim=True)
 
 

@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ralp_tf.cli.args import non_negative_int, positive_int
-from ralp_tf.errors import writable_file
+from ralp_tf.cli.args import add_output_arg, non_negative_int, positive_int
 
 __all__ = ["register", "cmd_zoo", "all_accounted_for"]
 
@@ -27,8 +26,8 @@ def register(subparsers: Any) -> None:
                                           "zoo's user shapes on a local cluster; a table of what works")
     z.add_argument("--models", default="applications,shapes",
                    help="applications, shapes, sample, or model names, comma-separated (default: both groups)")
-    z.add_argument("--out", default="benchmarks/zoo.md", help="the Markdown table (default benchmarks/zoo.md)")
-    z.add_argument("--results", default="benchmarks/results/zoo.json", help="the results JSON")
+    add_output_arg(z, "--out", default="benchmarks/zoo.md", help="the Markdown table (default benchmarks/zoo.md)")
+    add_output_arg(z, "--results", default="benchmarks/results/zoo.json", help="the results JSON")
     z.add_argument("--resume", action="store_true", help="keep the models the results file already holds")
     z.add_argument("--json", action="store_true", help="print the results document")
     z.add_argument("--workers", type=positive_int, default=2)
@@ -46,8 +45,7 @@ def cmd_zoo(args: argparse.Namespace) -> int:
     from ralp_tf.zoo.run import ZooConfig, markdown, run_zoo, zoo_models
 
     models = zoo_models([m.strip() for m in args.models.split(",") if m.strip()])
-    writable_file(args.out, "--out")
-    results = Path(writable_file(args.results, "--results"))
+    results = Path(args.results)  # --out and --results are checked by run_command
     config = ZooConfig(workers=args.workers, ps=args.ps, bandwidth=args.bandwidth, batch_size=args.batch_size,
                        sequence_length=args.sequence_length, steps=args.steps, timeout_s=args.timeout)
     command = "ralp-tf zoo " + " ".join(shlex.quote(a) for a in sys.argv[2:])
