@@ -108,15 +108,16 @@ def test_embedding_rows_never_visit_the_worker_when_the_head_is_on_its_ps() -> N
 
     rows = BATCH * prof.layer("embedding").output_bytes
     logits = BATCH * prof.layer("logits").output_bytes
-    # messages: the ids up, the rows' gradient down and the push up, the logits and their gradient
-    overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 5 * costmodel.RPC_CONTROL_BYTES / 2
+    # messages: the ids up, the rows' gradient and its indices down, the push up, the logits and their gradient
+    overhead = costmodel.STEP_OVERHEAD_BYTES / 2 + 6 * costmodel.RPC_CONTROL_BYTES / 2
     ids = BATCH * 8 * 4
     table_rows, row_bytes = 50_000, 64 * 4
     distinct = distinct_rows(BATCH * 8, table_rows)  # the optimizer sums repeated ids before the push
     assert BATCH * 8 - 1 < distinct < BATCH * 8
     # forward: the gather and its consumer share PS 0; backward: the rows' gradient goes to the
-    # worker (the IndexedSlices are built there) and back up, one row and id per distinct id
-    assert est.bytes_between[("ps:0", "worker")] == pytest.approx(rows + logits + overhead)
+    # worker (the IndexedSlices are built there) with the PS's copy of the ids, and back up, one row
+    # and id per distinct id
+    assert est.bytes_between[("ps:0", "worker")] == pytest.approx(rows + ids + logits + overhead)
     handles = 6 * HANDLE_BYTES  # fc1's, fc2's and logits' kernels and biases
     assert est.bytes_between[("worker", "ps:0")] == pytest.approx(ids + distinct * (row_bytes + 4) + logits + overhead
                                                                   + handles)

@@ -153,6 +153,8 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0, sequence_length:
             xs.append(rng.integers(0, max(high, 1), size=shape).astype(s.dtype.as_numpy_dtype))
         elif s.dtype.is_bool:
             xs.append(np.ones(shape, dtype=bool))
+        elif s.dtype == tf.string:  # categorical tokens (a Hashing or StringLookup input): ids as text
+            xs.append(rng.integers(0, max(high, 1), size=shape).astype(str).astype(object))
         else:
             xs.append(rng.standard_normal(shape).astype(s.dtype.as_numpy_dtype))
     labels = [_labels(o, batch_size, rng) for o in spec.outputs]

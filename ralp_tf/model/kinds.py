@@ -15,7 +15,9 @@ pools and four for normalizations.
 
 :func:`ps_refusal` says why a layer cannot compute on a parameter-server task (a PS task is a
 CPU device that serves every worker): a stateful recurrent layer keeps its state across steps,
-and an op without a CPU kernel cannot run there.
+an op without a CPU kernel cannot run there, and a loop the call runs itself (a ``tf.while_loop``
+among its ops: ``SimpleRNN``, ``RNN(cell)``, ``ConvLSTM2D``; not ``LSTM``/``GRU``, whose loop is
+inside a function) would have its gradient run on the worker.
 """
 from __future__ import annotations
 
@@ -212,6 +214,12 @@ def ps_refusal(layer: Any, op_types: Iterable[str] = ()) -> str:
                 "runs it, so it stays on the workers")
     from ralp_tf.model.keras_compat import kernel_devices
 
+    op_types = tuple(op_types)
+    if {"While", "StatelessWhile"} & set(op_types):
+        return ("its call runs a loop of its own (a recurrent layer's timesteps: SimpleRNN, RNN(cell), "
+                "ConvLSTM2D); computed on a PS task, TensorFlow builds the loop's gradient in a function "
+                "without a device, which runs on the worker and moves the loop's state every iteration "
+                "(measured: SimpleRNN(256) on the PS, 140 MB a step), so it stays on the workers")
     for op_type in op_types:
         try:
             devices = kernel_devices(op_type)

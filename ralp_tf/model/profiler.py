@@ -144,7 +144,9 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             gathered=tuple((a, b) for a, b in gathered) if any(a or b for a, b in gathered) else (),
             regularised=_regularised(layer, weights) if layer is not None else (),
             constraint_reads=_constraint_reads(weights),
-            activation=dense_activation(layer)))
+            activation=dense_activation(layer),
+            id_bytes=max((g.id_bytes for c in calls for g in c.gathers), default=4),
+            loop_reads=_loop_reads(calls, len(weights))))
     order = list(by_name)
     outputs = tuple(dict.fromkeys(sorted((tensors[k]["producer"] for k in trace.output_keys), key=order.index)))
     tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)
@@ -235,3 +237,9 @@ def _constraint_reads(weights: list[Any]) -> tuple[int, ...]:
         graph = tf.function(lambda: constraint(w), autograph=False).get_concrete_function().graph
         counts.append(max(1, sum(op.type == "ReadVariableOp" for op in graph.get_operations())))
     return tuple(counts) if any(counts) else ()
+
+
+def _loop_reads(calls: list[Any], count: int) -> tuple[int, ...]:
+    """Per variable, the most reads one of ``calls`` makes of it (:func:`ralp_tf.model.trace.loop_reads`)."""
+    reads = [max((c.loop_reads[i] for c in calls if i < len(c.loop_reads)), default=1) for i in range(count)]
+    return tuple(reads) if any(r > 1 for r in reads) else ()

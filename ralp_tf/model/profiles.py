@@ -75,6 +75,12 @@ class LayerProfile:
     #: a Dense layer's activation function by name ("": not recorded); a column split needs an
     #: elementwise one (:func:`ralp_tf.plan.shards.split_refusal`)
     activation: str = ""
+    #: bytes per id of its row lookups (the ids' dtype: 8 for int64, 4 for int32 or the int32 an
+    #: Embedding casts float ids to); what its ids and its sparse gradient's indices cost on the wire
+    id_bytes: int = 4
+    #: per variable, how often one call reads it (a recurrent loop's body reads it once per
+    #: timestep: ``SimpleRNN``, ``RNN(cell)``, ``ConvLSTM2D``); () or 1: once
+    loop_reads: tuple[int, ...] = ()
 
     @property
     def has_params(self) -> bool:
@@ -91,6 +97,10 @@ class LayerProfile:
             left -= v
             count += 1
         return count
+
+    def reads(self, index: int) -> int:
+        """How often one step's calls read variable ``index`` whole: ``calls`` times its ``loop_reads``."""
+        return self.calls * (self.loop_reads[index] if index < len(self.loop_reads) else 1)
 
     @property
     def looks_up_rows(self) -> bool:
@@ -117,6 +127,12 @@ class LayerProfile:
             del d["constraint_reads"]
         if not self.activation:
             del d["activation"]
+        if self.id_bytes == 4:
+            del d["id_bytes"]
+        if any(r > 1 for r in self.loop_reads):
+            d["loop_reads"] = list(self.loop_reads)
+        else:
+            del d["loop_reads"]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -179,6 +195,14 @@ class LayerProfile:
         activation = d.get("activation", "")
         if not isinstance(activation, str):
             raise ValidationError(f"layer {name!r}: 'activation' must be the name of its activation function")
+        id_bytes = d.get("id_bytes", 4)
+        if id_bytes not in (4, 8) or isinstance(id_bytes, bool):
+            raise ValidationError(f"layer {name!r}: 'id_bytes' must be 4 (int32 ids) or 8 (int64), got {id_bytes!r}")
+        loops = d.get("loop_reads", [])
+        if not isinstance(loops, list) or not all(_is_count(r) and r >= 1 for r in loops) or (
+                loops and len(loops) != len(var_bytes)):
+            raise ValidationError(f"layer {name!r}: 'loop_reads' must be one count (at least 1) per entry of "
+                                  "'var_bytes'")
         calls = _nonneg(d, "calls", name, int, default=1)
         if calls < 1:
             raise ValidationError(f"layer {name!r}: 'calls' must be at least 1, got {calls}")
@@ -186,7 +210,8 @@ class LayerProfile:
                    inbound=tuple(inbound), output_shape=tuple(shape),
                    measured_seconds=measured, calls=calls, ps_refusal=refusal,
                    gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised),
-                   constraint_reads=tuple(int(r) for r in reads), activation=activation, **kw)
+                   constraint_reads=tuple(int(r) for r in reads), activation=activation, id_bytes=int(id_bytes),
+                   loop_reads=tuple(int(r) for r in loops), **kw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -52,6 +52,8 @@ class Gather:
     ids_per_sample: int = 0
     ids_per_batch: int = 0
     source: int | None = None
+    #: bytes per id (the ids' dtype)
+    id_bytes: int = 4
 
 
 @dataclasses.dataclass
@@ -60,7 +62,9 @@ class LayerCall:
 
     ``arguments`` is ``(args, kwargs)`` of the call as made, symbolic tensors inside, so the call
     can be repeated on other tensors (:meth:`rebuild`); ``op_types`` the types of the ops it
-    created in the traced graph; ``gathers`` the row lookups it made in its variables."""
+    created in the traced graph; ``gathers`` the row lookups it made in its variables; ``loop_reads``
+    per variable of the layer, how often one call reads it (1, or the iterations of a loop whose
+    body reads it: a ``SimpleRNN``'s or a generic ``RNN(cell)``'s kernel, once per timestep)."""
 
     name: str
     layer: Any
@@ -72,6 +76,7 @@ class LayerCall:
     arguments: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
     op_types: tuple[str, ...] = ()
     gathers: tuple[Gather, ...] = ()
+    loop_reads: tuple[int, ...] = ()
 
     def rebuild(self, tensors: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``arguments`` with its tensors, in order, replaced by ``tensors``."""
@@ -295,10 +300,11 @@ class _Recorder:
             created = graph.get_operations()[before:]
             op_types = tuple(sorted({op.type for op in created}))
             gathers = tuple(self._gathers(graph, layer, created))
+            loops = loop_reads(graph, layer, created, flat_in) if {"While", "StatelessWhile"} & set(op_types) else ()
             flat_out = [t for t in tf.nest.flatten(out) if tf.is_symbolic_tensor(t)]
             key = ("call", len(self.calls))
             self.calls.append(LayerCall(path, layer, flat_in, flat_out, in_keys, key, arguments=(args, kwargs),
-                                        op_types=op_types, gathers=gathers))
+                                        op_types=op_types, gathers=gathers, loop_reads=loops))
             for t in flat_out:
                 self.producers[t.ref()] = key
             return out
@@ -321,10 +327,11 @@ class _Recorder:
             source = self._data_source(ids)
             dims = [d for d in ids.shape]
             if source is not None or (dims and dims[0] is None and len(dims) > 1):
-                yield Gather(k, ids_per_sample=_prod(dims[1:]), source=source)
+                yield Gather(k, ids_per_sample=_prod(dims[1:]), source=source, id_bytes=ids.dtype.size)
             else:
                 rows = int(layer.weights[k].shape[0])
-                yield Gather(k, ids_per_batch=min(_prod(dims), rows) if all(d is not None for d in dims) else rows)
+                yield Gather(k, ids_per_batch=min(_prod(dims), rows) if all(d is not None for d in dims) else rows,
+                             id_bytes=ids.dtype.size)
 
     def _data_source(self, t: Any) -> int | None:
         """The model input whose values ``t`` is computed from (through plain ops and the calls
@@ -393,3 +400,47 @@ class _Recorder:
                 yield key
             elif x.dtype.name != "resource":
                 frontier.extend(x.op.inputs)
+
+
+def loop_reads(graph: Any, layer: Any, created: list[Any], inputs: Sequence[Any] = ()) -> tuple[int, ...]:
+    """Per variable of ``layer``, how often one call (its ops ``created`` in ``graph``, on ``inputs``)
+    reads it: the iterations of each ``While`` whose body reads the variable's handle (a
+    ``ReadVariableOp`` of the body's argument), the count its ``maximum_iterations`` input holds
+    when static, else the timesteps of a recurrent layer's input (the static time axis of its first
+    input); else 1. Under ParameterServerStrategy each iteration's read is a transfer from the
+    variable's PS task."""
+    import tensorflow as tf
+
+    if layer is None or not layer.weights:
+        return ()
+    index = {id(keras_compat.base_variable(w).handle): k for k, w in enumerate(layer.weights)}
+    external = {id(internal): ext for ext, internal in getattr(graph, "captures", [])}
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    reads = [1] * len(layer.weights)
+    for op in created:
+        if op.type not in ("While", "StatelessWhile"):
+            continue
+        body = library.get(op.get_attr("body").name)
+        iterations = tf.get_static_value(op.inputs[1]) if len(op.inputs) > 1 else None
+        if iterations is None or int(iterations) < 1:
+            iterations = _timesteps(layer, inputs)
+        if body is None or iterations is None or int(iterations) < 1:
+            continue
+        args = [a.name for a in body.signature.input_arg]
+        read = {n.input[0].split(":")[0] for n in body.node_def if n.op == "ReadVariableOp" and n.input}
+        for i, t in enumerate(op.inputs):
+            k = index.get(id(external.get(id(t), t)))
+            if k is not None and i < len(args) and args[i] in read:
+                reads[k] = max(reads[k], int(iterations))
+    return tuple(reads) if any(r > 1 for r in reads) else ()
+
+
+def _timesteps(layer: Any, inputs: Sequence[Any]) -> int | None:
+    """The static length of the time axis a recurrent ``layer`` (or one inside it, as in
+    ``Bidirectional``) loops over: axis 0 of its first input when ``time_major``, else axis 1."""
+    import tf_keras
+
+    rnns = [m for m in [layer, *getattr(layer, "submodules", ())] if isinstance(m, tf_keras.layers.RNN)]
+    if not rnns or not inputs or inputs[0].shape.rank is None or inputs[0].shape.rank < 2:
+        return None
+    return inputs[0].shape[0 if rnns[0].time_major else 1]

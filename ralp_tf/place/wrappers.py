@@ -109,15 +109,17 @@ class _Regularisers:
 
 
 def ps_call(layer: Any, call: Callable[..., Any], device: str, path: str = "",
-            activations: str = "none") -> Callable[..., Any]:
+            activations: str = "none", gradient_where_it_arrives: bool = False) -> Callable[..., Any]:
     """Wrap a layer's ``call`` so its forward and gradient ops, its weight regularisers
     (:class:`_Regularisers`) and the sum of its variables' gradients over all its calls
     (:class:`CallChain`) run on ``device``. Every tensor the call receives, positional or keyword
     (a second input, a mask), is an input of the block, so gradients reach each of them. With an
     ``activations`` codec, floating inputs arriving from the worker cross in that dtype: cast on
     the worker, cast back on ``device``; their gradients are cast on ``device`` and back on the
-    worker (the casts' own gradients)."""
-    return _PsCall(layer, call, device, path, activations)
+    worker (the casts' own gradients). With ``gradient_where_it_arrives`` the gradient runs where
+    the output's gradient is: on its PS task when it was computed on one, else where
+    ``tape.gradient`` is called (the worker)."""
+    return _PsCall(layer, call, device, path, activations, gradient_where_it_arrives)
 
 
 class _Slots:
@@ -144,8 +146,10 @@ class _PsCall:
     """:func:`ps_call`'s wrapper: one ``tf.custom_gradient`` block per call (:meth:`__call__`)
     whose gradient function (:meth:`_gradients`) replays the call's inner tape on the device."""
 
-    def __init__(self, layer: Any, call: Callable[..., Any], device: str, path: str, activations: str) -> None:
+    def __init__(self, layer: Any, call: Callable[..., Any], device: str, path: str, activations: str,
+                 gradient_where_it_arrives: bool = False) -> None:
         self.layer, self.call, self.device, self.path, self.activations = layer, call, device, path, activations
+        self.gradient_where_it_arrives = gradient_where_it_arrives
         self.chain = CallChain()
         self.regularisers = _Regularisers(layer, device)
 
@@ -219,7 +223,7 @@ class _PsCall:
         dy = [tf.zeros_like(o) if d is None else d for o, d in zip(outputs, dys[:len(outputs)])]
         carried = dys[len(outputs):]
         float_idx = [i for i in range(n_in) if xs[i].dtype.is_floating]
-        with tf.device(self.device):
+        with tf.device(self._gradient_device(dys)):
             grads = tape.gradient(outputs, [xs[i] for i in float_idx] + variables, output_gradients=dy,
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
             var_grads = list(grads[len(float_idx):])
@@ -240,6 +244,15 @@ class _PsCall:
                 input_grads[n_in + i] = total
             return input_grads, [None if i is not None else g for g, i in zip(var_grads, index)]
         return input_grads, [totals[i] if i is not None else g for g, i in zip(var_grads, index)]
+
+
+    def _gradient_device(self, dys: list[Any]) -> str | None:
+        """Where the block's gradient runs: its device, or with ``gradient_where_it_arrives`` the PS
+        task of the first output gradient computed on one, else None (the caller's device); with a
+        weight regulariser, its device (the regulariser's gradient is the variable's own shape)."""
+        if not self.gradient_where_it_arrives or self.regularisers.functions:
+            return self.device
+        return next((d.device for d in dys if d is not None and "/job:ps" in (d.device or "")), None)
 
 
 def _is_carried_gradient(c: Any, v: Any) -> bool:
@@ -381,17 +394,21 @@ def on_device(function: Callable[..., Any], device: str) -> Callable[..., Any]:
 
 def _table_on_a_ps(layer: Any) -> str | None:
     """The device of a worker-computed ``Embedding``'s table when it is one variable on a PS task,
-    else None. Its call, forward and gradient, then runs there (:func:`install_placement`, through
-    :func:`ps_call`): the gather runs there anyway (colocated with the table), and so does the
-    ``identity`` that ``tf.nn.embedding_lookup`` ends with, which TF's placer otherwise puts on the
-    worker whenever the rows have more than one consumer (a variable-length input's ``Shape``): the
-    rows came down to the worker and went back up to a consumer on the PS (measured on
-    bidirectional_lstm_imdb, its recurrent layers on the table's PS: 0.52 MB more per step). The
-    gather's gradient (a ``Reshape`` of the rows' gradient into the update's values) would run
-    where ``tape.gradient`` is called: the rows' gradient came down to the worker and its values went
-    back to the table, even with an optimizer that sums repeated ids colocated with it (measured on
-    ctr_head with its head on the PS and ``legacy.SGD``: 137 KB per step against 5.4 KB priced).
-    A consumer on the worker receives the rows as before."""
+    else None. Its forward then runs there (:func:`install_placement`, through :func:`ps_call`):
+    the gather runs there anyway (colocated with the table), and so does the ``identity`` that
+    ``tf.nn.embedding_lookup`` ends with, which TF's placer otherwise puts on the worker whenever
+    the rows have more than one consumer (a variable-length input's ``Shape``): the rows came down
+    to the worker and went back up to a consumer on the PS (measured on bidirectional_lstm_imdb, its
+    recurrent layers on the table's PS: 0.52 MB more per step). Its gradient (a ``Reshape`` of the
+    rows' gradient into the update's values) runs where the rows' gradient arrives
+    (``gradient_where_it_arrives``): on the PS task of a consumer computed there, so the rows'
+    gradient does not come down to the worker and go back (measured on ctr_head with its head on
+    the PS and ``legacy.SGD``: 137 KB per step against 5.4 KB priced); on the worker for a consumer
+    there, where a ``tf_keras.optimizers`` class sums repeated ids (on the table's task the rows'
+    gradient went up, its reshaped values came down to be summed and the sums went up again: two
+    more copies of the looked-up rows, measured on an Embedding of 40 ids per sample read by
+    ``GlobalAveragePooling1D``, 2.64 MB per step against 1.31 MB priced). A consumer on the worker
+    receives the rows as before."""
     import tensorflow as tf
     import tf_keras
 
@@ -488,4 +505,5 @@ def install_placement(graph: ModelGraph, plan: Plan, worker_device: str) -> None
         if d.device_type == "GPU":
             keras_compat.override_method(layer, "call", gpu_call(layer.call, "GPU"))
         elif (table := _table_on_a_ps(layer)) is not None:
-            keras_compat.override_method(layer, "call", ps_call(layer, layer.call, table, path))
+            keras_compat.override_method(layer, "call", ps_call(layer, layer.call, table, path,
+                                                                gradient_where_it_arrives=True))

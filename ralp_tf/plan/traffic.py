@@ -17,19 +17,22 @@ each when the profile has no shapes).
 **Variable traffic** (between the stepping worker and each shard's task), for every layer l
 computed on the worker:
 
-* dense/conv/... variable: ``k_l * p_v`` down (each call reads it; *pull* phase), ``p_v`` more
+* dense/conv/... variable: ``r_v * p_v`` down (*pull* phase; ``r_v`` = :meth:`LayerProfile.reads`:
+  each of the ``k_l`` calls reads it, ``T`` times when a recurrent loop's body reads it per timestep,
+  as ``SimpleRNN``, ``RNN(cell)`` and ``ConvLSTM2D`` do; measured: a ``SimpleRNN(256)`` over 20
+  timesteps, 5.94 MB down per worker step, 20 reads of its 296 KB), ``p_v`` more
   when a weight regulariser reads it (the loss reads the variable again: measured on
   regularized_cnn, whose L2-regularised kernels hold nearly all its weights, 28.8 MB per step
   against 19.2 MB priced with one read), and ``p_v`` up (the tape sums the calls' and the
   regulariser's gradients on the worker, then pushes one; *push* phase), split over its shards by
   their bytes;
 * embedding table: the lookup runs where the table lives, so the table never moves; the
-  worker's ids go there (``4 n``, phase ``fwd:<layer>``) and the gathered rows are an activation
+  worker's ids go there (``q n``, ``q`` the profile's ``id_bytes``; phase ``fwd:<layer>``) and the gathered rows are an activation
   *produced on* the table's task (a table sharded by rows produces each shard's share of the
   rows there). Where the gradient (IndexedSlices) goes depends on the profile's optimizer
   (:mod:`ralp_tf.model.optimizers`). A ``tf_keras.optimizers`` class sums its repeated ids on the
   worker (``Unique`` and ``UnsortedSegmentSum`` in ``apply_gradients``), so the rows' gradient
-  comes to the worker and ``u * (r + 4)`` goes up (rows of ``r`` bytes and int32 indices; push
+  comes to the worker and ``u * (r + q)`` goes up (rows of ``r`` bytes and their indices; push
   phase), ``u`` the distinct ids among the step's ``n`` lookups in a table of ``R`` rows,
   :func:`distinct_rows` ``= R (1 - (1 - 1/R)^n)``; each shard its share. The same holds for an
   embedding the plan computes on PS tasks, split or not: the gradient still comes to the worker
@@ -38,7 +41,13 @@ computed on the worker:
   colocated with the table, so the rows' gradient goes straight from where it is computed to
   the table (measured on ctr_dnn's ralp plan, loopback: 7.8-8.1 KB per worker step with
   ``legacy.SGD``, 43.3-43.8 KB with ``SGD``; priced 7.7 KB and 43.8 KB). A profile without
-  shapes prices ``min(b a_l k_l, p_v) + 4 b ids_l k_l``;
+  shapes prices ``min(b a_l k_l, p_v) + q b ids_l k_l``. The call of a table on one task runs there
+  (:func:`ralp_tf.place.wrappers.install_placement`), so the gradient's indices are that task's copy
+  of the ids: ``q n`` come down (phase ``bwd:<layer>``) to be made unique on the worker; with a
+  legacy optimizer they come down and go back with the rows when the rows' gradient arrives on the
+  worker (no consumer on a PS task). Measured: 40 int64 ids per sample read by
+  ``GlobalAveragePooling1D``, ``Conv1D`` or ``LSTM``, 2 workers: 1.32, 1.63 and 1.72 MB per step,
+  within 0.3% of priced;
 * a table a weight regulariser reads (the profile's ``regularised``; an ``embeddings_regularizer``)
   of a worker-computed layer: the loss reads it whole on the worker (``p_v`` down, pull phase),
   and the tape sums the regulariser's dense gradient with the rows' into a dense one (``p_v`` up
@@ -119,7 +128,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from ralp_tf.errors import PlanError
@@ -129,6 +137,7 @@ from ralp_tf.plan.cluster import TaskRef
 from ralp_tf.plan.compression import Compression, pushed_bytes, setting_of, wire_ratio
 from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.plan.homes import split_shares, variable_homes, variable_shards
+from ralp_tf.plan.lookups import INDEX_BYTES, distinct_rows, embedding_ids, gathered_rows, rows_gradient_on_worker
 from ralp_tf.plan.shards import VariableStorage
 
 __all__ = ["distinct_rows", "gathered_rows", "regularised", "constraint_reads", "WORKER", "PULL", "PUSH", "CONSTRAINT",
@@ -160,8 +169,6 @@ LEGACY_HANDLE_BYTES = 70
 #: (docs/costmodel.md, "The CPU of a message"); the vgg16 scaling slice fits only at 5 ms, a cost
 #: of budgeted hosts this term does not measure, so the start value stays.
 RPC_FIXED_S = 3.3e-3 / 32
-#: Bytes per embedding id in a gradient's IndexedSlices (int32 indices).
-INDEX_BYTES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,9 +246,9 @@ def variable_traffic_bytes(layer: LayerProfile, batch_size: int) -> float:
     if layer.kind == "embedding":
         rows = batch_size * layer.output_bytes * layer.calls
         ids = rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
-        return sum(rows + 2 * v if regularised(layer, i) else rows + min(rows, v) + INDEX_BYTES * ids
+        return sum(rows + 2 * v if regularised(layer, i) else rows + min(rows, v) + layer.id_bytes * ids
                    for i, v in enumerate(layer.var_bytes))
-    return sum((layer.calls + 1) * v for v in layer.var_bytes)
+    return sum((layer.reads(i) + 1) * v for i, v in enumerate(layer.var_bytes))
 
 
 def compressed_ratios(profile: ModelProfile, where: Mapping[str, str],
@@ -293,21 +300,6 @@ class _Builder:
             self.messages[b] += count
 
 
-def _embedding_ids(layer: LayerProfile, batch_size: int, share: float) -> tuple[float, float]:
-    """(row bytes, ids) one worker step looks up in the ``share`` of ``layer``'s table."""
-    rows = batch_size * layer.output_bytes * layer.calls * share
-    return rows, rows / (4 * (layer.output_shape[-1] if layer.output_shape else 1))
-
-
-def distinct_rows(draws: float, rows: float) -> float:
-    """Distinct rows among ``draws`` ids drawn uniformly from a table of ``rows`` rows:
-    ``rows (1 - (1 - 1/rows)^draws)`` (the optimizer sums a gradient's repeated ids into one row
-    each before it pushes them)."""
-    if rows <= 1 or draws <= 0:
-        return min(draws, max(rows, 0.0))
-    return rows * -math.expm1(draws * math.log1p(-1.0 / rows))
-
-
 def constraint_reads(layer: LayerProfile, index: int) -> int:
     """How often variable ``index`` of ``layer``'s constraint reads it (its profile's ``constraint_reads``)."""
     return layer.constraint_reads[index] if index < len(layer.constraint_reads) else 0
@@ -318,21 +310,16 @@ def regularised(layer: LayerProfile, index: int) -> bool:
     return index < len(layer.regularised) and layer.regularised[index]
 
 
-def gathered_rows(layer: LayerProfile, index: int, batch_size: int, share: float) -> tuple[float, float, float] | None:
-    """``(ids, distinct ids, bytes per row)`` one worker step looks up in the ``share`` of variable
-    ``index`` of ``layer`` (its profile's ``gathered``: ids per sample from the data, ids per batch
-    computed in the call, e.g. positions, all distinct), or None when the layer reads it whole or
-    the profile has no shapes."""
-    if not layer.gathered or not layer.var_shapes or index >= len(layer.gathered):
-        return None
-    per_sample, per_batch = layer.gathered[index]
-    shape = layer.var_shapes[index]
-    if not (per_sample or per_batch) or not shape or not shape[0]:
-        return None
-    rows = shape[0] * share
-    ids = (batch_size * per_sample + per_batch) * share
-    distinct = distinct_rows(batch_size * per_sample * share, rows) + min(per_batch * share, rows)
-    return ids, min(distinct, rows), layer.var_bytes[index] / shape[0]
+def _gradient_indices(layer: LayerProfile, where: Mapping[str, TaskRef], on_worker: bool, task: TaskRef,
+                      nbytes: float, dedup_on_worker: bool, out: _Builder) -> None:
+    """The ids of an embedding's sparse gradient (module docstring, *embedding table*): its call runs
+    on the table's task (or its PS task), so its gradient's indices are that task's copy of the ids."""
+    at = where[layer.name] if where[layer.name] != WORKER else task
+    if dedup_on_worker:  # summed on the worker: the indices come down to be made unique
+        out.send(at, WORKER, nbytes, f"bwd:{layer.name}")
+    elif on_worker and where[layer.name] == WORKER:  # reshaped on the worker, pushed with the rows
+        out.send(at, WORKER, nbytes, f"bwd:{layer.name}")
+        out.send(WORKER, at, nbytes, PUSH)
 
 
 def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
@@ -353,12 +340,13 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
             for task, share in shards:
                 gathered = gathered_rows(l, i, b, share)
                 if l.kind == "embedding" or gathered is not None:
+                    q = l.id_bytes
                     if gathered is not None:
                         ids, distinct, row = gathered
-                        push = distinct * (row + INDEX_BYTES)
+                        push = distinct * (row + q)
                     else:
-                        rows, ids = _embedding_ids(l, b, share)
-                        push = min(rows, v * share) + INDEX_BYTES * ids
+                        rows, ids = embedding_ids(l, b, share)
+                        push = min(rows, v * share) + q * ids
                     dense = not on_ps and regularised(l, i)  # the loss reads it whole; its gradient sum is dense
                     if dense:
                         push = v * share
@@ -368,13 +356,16 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                         out.send(WORKER, task, push, PUSH)
                         out.further(WORKER, task, extra)
                     elif l.kind != "embedding":  # the rows' gradient goes from the computing task to the table
-                        out.send(where[l.name], task, ids * (row + INDEX_BYTES), PUSH)
+                        out.send(where[l.name], task, ids * (row + q), PUSH)
                     if l.kind != "embedding" and (not on_ps or dedup_on_worker):  # rows looked up in a call
                         out.send(task, WORKER, ids * row, f"bwd:{l.name}" if on_ps else f"fwd:{l.name}")
                     elif not on_ps and i == 0:  # the table's shards produce the rows, from the worker's ids
                         layouts.setdefault(l.name, []).append(Piece(task, share))
-                        out.send(WORKER, task, INDEX_BYTES * ids, f"fwd:{l.name}")
+                        out.send(WORKER, task, q * ids, f"fwd:{l.name}")
                         out.further(task, WORKER, extra)
+                    if l.kind == "embedding" and i == 0 and not dense and (on_ps or len(shards) == 1):
+                        _gradient_indices(l, where, rows_gradient_on_worker(profile, where, l.name), task,
+                                          q * ids, dedup_on_worker, out)
                 elif not on_ps and fused and len(shards) == 1 and fusable(l, setting_of(compression, l.name)):
                     trainable = i < len(l.var_bytes) - l.untrainable_variables
                     out.send(task, WORKER, v, PULL, messages=0)
@@ -385,7 +376,7 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
                 elif not on_ps:
                     setting = setting_of(compression, l.name)
                     reads = 1 if setting.weights != "none" or setting.gradients != "none" else (
-                        l.calls + regularised(l, i))
+                        l.reads(i) + regularised(l, i))
                     pull, push = v * share * reads * weights_ratio[l.name], pushed_bytes(setting, v * share)
                     out.send(task, WORKER, pull, PULL, messages=reads)
                     out.send(WORKER, task, push, PUSH)
@@ -407,7 +398,8 @@ def _variable_traffic(profile: ModelProfile, where: Mapping[str, TaskRef],
 def fusable(layer: LayerProfile, setting: Compression) -> bool:
     """Whether a worker-computed layer's whole variables move fused (module docstring, *Fused
     transfers*): it reads them whole and has no weights or gradients codec."""
-    return not layer.looks_up_rows and setting.weights == "none" and setting.gradients == "none"
+    return (not layer.looks_up_rows and not layer.loop_reads and setting.weights == "none"
+            and setting.gradients == "none")
 
 
 def _requirements(profile: ModelProfile, consumers: Iterable[str], is_output: bool, where: Mapping[str, TaskRef],
@@ -474,8 +466,8 @@ def _split_internal(profile: ModelProfile, where: Mapping[str, TaskRef],
         l, a = profile.layer(name), where[name]
         for t, share in zip(tasks, split_shares(l, "rows", len(tasks))):
             if l.kind == "embedding":
-                rows, ids = _embedding_ids(l, b, share)
-                out.send(a, t, INDEX_BYTES * ids, f"fwd:{name}")
+                rows, ids = embedding_ids(l, b, share)
+                out.send(a, t, l.id_bytes * ids, f"fwd:{name}")
                 out.send(t, a, rows, f"fwd:{name}")
             else:
                 out.send(t, a, b * l.output_bytes, f"fwd:{name}")

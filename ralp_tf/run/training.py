@@ -255,6 +255,7 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
     import tf_keras
 
     prepared = prepared or prepare_model(builder, config)
+    prepared.profile = prepared.profile.with_optimizer(config.optimizer)  # a shared one was priced with another
     if cluster.floor is None:  # this machine's closure floor, priced at the loop's steps per closure
         cluster = cluster.with_closures(max(config.steps_per_closure, 1), MEASURED_FLOOR)
     cluster = cluster.with_fused_transfers(config.fuse_transfers)
@@ -563,7 +564,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
 
         prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
                                                                   sequence_length=sequence_length,
-                                                                  check_gradients=check_gradients))
+                                                                  check_gradients=check_gradients,
+                                                                  optimizer=optimizer))
         strategy = lc.strategy()
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)

@@ -104,26 +104,29 @@ def _ctr_ralp_plan() -> dict[str, str]:
 def test_where_the_optimizer_sums_repeated_ids_decides_whether_embedding_gradients_cross() -> None:
     """tf_keras.optimizers.SGD sums a sparse gradient's repeated ids on the worker: with the head
     on the tables' PS, each table's rows come to the worker and go back. legacy.SGD sums them on
-    the table's task: only the ids, the dense features and the logit cross (measured on ctr_dnn's
-    ralp plan, loopback: 43.3-43.8 KB per worker step with SGD, 7.8-8.1 KB with legacy.SGD)."""
+    the table's task: only the ids, the dense features and the logit cross (measured on ctr_dnn with
+    its head on the PS, loopback, one step per closure: 45.6 KB per worker step with SGD, 6.3 KB with
+    legacy.SGD, whose control bytes the cost model overprices at this size: 8.2 KB)."""
     p = builtin("ctr_dnn")
     where = _ctr_ralp_plan()
     keras, legacy = (worker_step_traffic(q, where, 1) for q in (p, p.with_optimizer("legacy-sgd")))
     tables = [l for l in p.layers if l.kind == "embedding"]
     rows = sum(BATCH_32 * l.output_bytes for l in tables)
     ids = sum(BATCH_32 * 4 for _ in tables)
-    assert keras[("ps:0", "worker", "bwd:emb0")] == pytest.approx(BATCH_32 * p.layer("emb0").output_bytes + RPC_CONTROL_BYTES / 2)
+    indices = BATCH_32 * 4 + RPC_CONTROL_BYTES / 2  # the gradient's ids, from the table's task's copy
+    assert keras[("ps:0", "worker", "bwd:emb0")] == pytest.approx(BATCH_32 * p.layer("emb0").output_bytes
+                                                                  + RPC_CONTROL_BYTES / 2 + indices)
     assert keras[("worker", "ps:0", PUSH)] > rows + ids
     assert not any(k[2].startswith("bwd:emb") for k in legacy)
     assert legacy[("worker", "ps:0", "fwd:emb0")] == pytest.approx(BATCH_32 * 4 + RPC_CONTROL_BYTES / 2)
     total_keras, total_legacy = sum(keras.values()), sum(legacy.values())
-    assert total_keras == pytest.approx(43.8e3, rel=0.03) and total_legacy == pytest.approx(7.9e3, rel=0.05)
+    assert total_keras == pytest.approx(45.6e3, rel=0.03) and total_legacy < 0.2 * total_keras
     # both deliver the rows' gradient to the tables: on the worker's push, or from the head's task
     on_worker = {l.name: "worker" for l in p.layers}
     stock_keras, stock_legacy = (worker_step_traffic(q, on_worker, 1) for q in (p, p.with_optimizer("legacy-sgd")))
     assert stock_legacy[("worker", "ps:0", "bwd:emb0")] == pytest.approx(BATCH_32 * p.layer("emb0").output_bytes
-                                                                         + RPC_CONTROL_BYTES / 2)
-    assert stock_keras[("worker", "ps:0", PUSH)] > stock_legacy.get(("worker", "ps:0", PUSH), 0.0) + rows
+                                                                         + RPC_CONTROL_BYTES)  # and the ids' request
+    assert stock_keras[("worker", "ps:0", PUSH)] > stock_legacy.get(("worker", "ps:0", PUSH), 0.0) + 0.9 * rows
 
 
 def test_a_constrained_kernel_is_read_by_its_constraint_and_written_back_unless_on_the_ps() -> None:
