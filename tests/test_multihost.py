@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,8 +201,10 @@ def test_manifest_is_json_with_tf_config_per_replica(kind: str, capsys: pytest.C
     assert main(["manifest", "--workers", "3", "--ps", "2", "--image", "example/ralp:1", "--kind", kind,
                  "--model", "vgg16_cifar"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "List" and doc["items"][-1]["kind"] == "NetworkPolicy"
     if kind == "tfjob":  # the operator sets TF_CONFIG per replica: the counts and commands are what we set
-        replicas = doc["spec"]["tfReplicaSpecs"]
+        (tfjob,) = [i for i in doc["items"] if i["kind"] == "TFJob"]
+        replicas = tfjob["spec"]["tfReplicaSpecs"]
         assert {k: v["replicas"] for k, v in replicas.items()} == {"Chief": 1, "Worker": 3, "PS": 2}
         assert replicas["Chief"]["template"]["spec"]["containers"][0]["args"][:3] == ["run", "--cluster", "TF_CONFIG"]
         return
@@ -225,3 +229,102 @@ def test_manifest_is_json_with_tf_config_per_replica(kind: str, capsys: pytest.C
 def test_manifest_refuses_a_bad_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["manifest", "--image", "x", "--name", "Bad_Name"]) == 2
     assert "Kubernetes name" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ the manifest's NetworkPolicy
+def _pods(doc: dict) -> list[tuple[dict, dict]]:
+    """``(pod labels, pod spec)`` of every pod template in a manifest: a Job's, each TFJob replica's."""
+    pods = []
+    for item in doc["items"]:
+        if item["kind"] == "Job":
+            templates = [item["spec"]["template"]]
+        elif item["kind"] == "TFJob":
+            templates = [r["template"] for r in item["spec"]["tfReplicaSpecs"].values()]
+        else:
+            continue
+        pods += [(t.get("metadata", {}).get("labels", {}), t["spec"]) for t in templates]
+    return pods
+
+
+def _matches(selector: dict, labels: dict) -> bool:
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def _check_network_policy(policy: dict) -> None:
+    """The structure Kubernetes' networking.k8s.io/v1 NetworkPolicy takes (the fields we use), with
+    their types: a label selector is {"matchLabels": {str: str}}, a port {"port": int, "protocol": TCP|UDP|SCTP}."""
+    def selector(sel: object, where: str) -> None:
+        assert isinstance(sel, dict) and set(sel) == {"matchLabels"}, where
+        labels = sel["matchLabels"]
+        assert isinstance(labels, dict) and labels, f"{where}: an empty selector selects every pod"
+        assert all(isinstance(k, str) and isinstance(v, str) and v for k, v in labels.items()), where
+
+    assert policy["apiVersion"] == "networking.k8s.io/v1" and policy["kind"] == "NetworkPolicy"
+    meta, spec = policy["metadata"], policy["spec"]
+    assert isinstance(meta["name"], str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", meta["name"])
+    assert isinstance(meta["namespace"], str)
+    assert set(spec) == {"podSelector", "policyTypes", "ingress"}
+    selector(spec["podSelector"], "spec.podSelector")
+    assert spec["policyTypes"] == ["Ingress"]
+    assert isinstance(spec["ingress"], list) and spec["ingress"]
+    for i, rule in enumerate(spec["ingress"]):
+        assert set(rule) == {"from", "ports"}, f"ingress[{i}]: a rule without 'from' admits every source"
+        assert isinstance(rule["from"], list) and rule["from"]
+        for j, peer in enumerate(rule["from"]):
+            assert set(peer) == {"podSelector"}, f"ingress[{i}].from[{j}]: a pod of this namespace only"
+            selector(peer["podSelector"], f"ingress[{i}].from[{j}].podSelector")
+        assert isinstance(rule["ports"], list) and rule["ports"], f"ingress[{i}]: no 'ports' opens every port"
+        for port in rule["ports"]:
+            assert set(port) == {"port", "protocol"}
+            assert isinstance(port["port"], int) and not isinstance(port["port"], bool) and 0 < port["port"] < 65536
+            assert port["protocol"] in ("TCP", "UDP", "SCTP")
+
+
+@pytest.mark.parametrize("kind", ["job", "tfjob"])
+def test_manifest_network_policy_admits_only_the_jobs_pods_on_their_ports(
+        kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """One NetworkPolicy per job, well formed; it selects every pod of the job and no pod of a
+    second job in the same namespace, admits only the job's own pods, and opens exactly the ports
+    the job's containers declare (TCP)."""
+    docs = {}
+    for name in ("ralp", "other"):
+        assert main(["manifest", "--workers", "2", "--ps", "2", "--image", "example/ralp:1", "--kind", kind,
+                     "--name", name, "--namespace", "team"]) == 0
+        docs[name] = json.loads(capsys.readouterr().out)
+    doc, other = docs["ralp"], docs["other"]
+    (policy,) = [i for i in doc["items"] if i["kind"] == "NetworkPolicy"]
+    _check_network_policy(policy)
+    assert policy["metadata"] == {"name": "ralp-tf-ports", "namespace": "team", "labels": {"app": "ralp"}}
+    pods = _pods(doc)
+    assert len(pods) == (5 if kind == "job" else 3)  # a Job per task (chief, 2 workers, 2 PS); one per replica type
+    spec = policy["spec"]
+    (rule,) = spec["ingress"]
+    assert all(_matches(spec["podSelector"], labels) for labels, _ in pods)
+    assert all(any(_matches(peer["podSelector"], labels) for peer in rule["from"]) for labels, _ in pods)
+    assert not any(_matches(spec["podSelector"], labels) for labels, _ in _pods(other))
+    assert not any(_matches(peer["podSelector"], labels) for peer in rule["from"] for labels, _ in _pods(other))
+    declared = {p["containerPort"] for _, pod in pods for c in pod["containers"] for p in c["ports"]}
+    assert {p["port"] for p in rule["ports"]} == declared == ({2222, 2230} if kind == "job" else {2222})
+    assert {p["protocol"] for p in rule["ports"]} == {"TCP"}
+    if kind == "job":  # the Services send to the same ports
+        services = [i for i in doc["items"] if i["kind"] == "Service"]
+        assert {p["port"] for s in services for p in s["spec"]["ports"]} == declared
+
+
+@pytest.mark.parametrize("broken, why", [
+    (lambda p: p["spec"].pop("policyTypes"), "policyTypes"),
+    (lambda p: p["spec"]["ingress"][0].pop("from"), "every source"),
+    (lambda p: p["spec"]["ingress"][0].pop("ports"), "ports"),
+    (lambda p: p["spec"]["podSelector"].update(matchLabels={}), "every pod"),
+    (lambda p: p["spec"]["ingress"][0]["ports"][0].update(port="2222"), "port"),
+    (lambda p: p["spec"]["ingress"][0]["from"][0].update(namespaceSelector={}), "this namespace"),
+])
+def test_the_network_policy_check_refuses_what_would_open_the_ports(broken: Any, why: str) -> None:
+    """The check above is not vacuous: each way of widening the policy fails it."""
+    from ralp_tf.cli.manifest import network_policy
+
+    policy = network_policy("ralp", "default", {"app": "ralp"}, [2222, 2230])
+    _check_network_policy(policy)
+    broken(policy)
+    with pytest.raises((AssertionError, KeyError)):
+        _check_network_policy(policy)

@@ -11,9 +11,17 @@ Two kinds (``--kind``):
   ``Worker`` and ``PS`` replica specs; the operator sets ``TF_CONFIG`` per replica itself (and its
   services are ``<name>-<replica type>-<index>``), so the containers only name the command.
 
+Both kinds end with a ``networking.k8s.io/v1`` ``NetworkPolicy`` (:func:`network_policy`, named
+``<name>-tf-ports``): it selects the job's pods by the label ``app: <name>`` they all carry and lets
+in, on the ports their containers declare only (TCP), traffic from pods with that same label. The
+gRPC servers and the agent are unauthenticated, and a pod a NetworkPolicy selects takes no ingress
+it does not allow, so no other pod of the namespace reaches them. It takes effect where the
+cluster's network plugin enforces NetworkPolicy (Calico, Cilium, ...); without one it is ignored.
+The ``tfjob`` kind is then a ``v1/List`` of the ``TFJob`` and the policy, its replicas' pod
+templates labelled ``app: <name>``.
+
 Servers listen on ``0.0.0.0`` inside their pod (``--bind``): a service name resolves to the
-service's address, not the pod's. The gRPC servers are unauthenticated: keep the namespace's
-network policy closed to anything but the job's pods.
+service's address, not the pod's.
 """
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ from ralp_tf.cli.args import add_output_arg, positive_int
 from ralp_tf.errors import ValidationError
 from ralp_tf.run.remote import AGENT_PORT
 
-__all__ = ["PORT", "cluster_spec", "job_manifest", "tfjob_manifest", "register", "cmd_manifest"]
+__all__ = ["PORT", "cluster_spec", "network_policy", "job_manifest", "tfjob_manifest", "register", "cmd_manifest"]
 
 PORT = 2222
 _NAME_FIX = "use 1-40 lowercase letters, digits or '-', starting with a letter (a Kubernetes name)"
@@ -51,9 +59,21 @@ def _container(image: str, args: list[str], env: list[dict[str, str]], ports: li
             "ports": [{"containerPort": p} for p in ports]}
 
 
+def network_policy(name: str, namespace: str, labels: dict[str, str], ports: list[int]) -> dict[str, Any]:
+    """The ``NetworkPolicy`` ``<name>-tf-ports``: the pods matching ``labels`` take ingress only from
+    pods matching ``labels``, and only on ``ports`` (TCP); egress is left alone."""
+    selector = {"matchLabels": dict(labels)}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": f"{name}-tf-ports", "namespace": namespace, "labels": dict(labels)},
+            "spec": {"podSelector": selector, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": {"matchLabels": dict(labels)}}],
+                                  "ports": [{"port": p, "protocol": "TCP"} for p in sorted(set(ports))]}]}}
+
+
 def job_manifest(name: str, workers: int, ps: int, *, image: str, model: str, steps: int,
                  namespace: str = "default", run_args: list[str] | None = None) -> dict[str, Any]:
-    """A ``v1/List`` of a headless Service and a Job per task (see the module docstring)."""
+    """A ``v1/List`` of a headless Service and a Job per task, then the job's NetworkPolicy (see the
+    module docstring)."""
     spec = cluster_spec(name, workers, ps, namespace)
     items: list[dict[str, Any]] = []
     for job, addrs in spec.items():
@@ -80,32 +100,37 @@ def job_manifest(name: str, workers: int, ps: int, *, image: str, model: str, st
                                    "template": {"metadata": {"labels": labels},
                                                 "spec": {"restartPolicy": "Never" if job == "chief" else "OnFailure",
                                                          "containers": containers}}}})
+    items.append(network_policy(name, namespace, {"app": name}, [PORT, AGENT_PORT]))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
 def tfjob_manifest(name: str, workers: int, ps: int, *, image: str, model: str, steps: int,
                    namespace: str = "default", run_args: list[str] | None = None) -> dict[str, Any]:
-    """A Kubeflow ``TFJob`` (the operator sets ``TF_CONFIG`` per replica)."""
+    """A ``v1/List`` of a Kubeflow ``TFJob`` (the operator sets ``TF_CONFIG`` per replica) and its
+    NetworkPolicy (see the module docstring)."""
+    labels = {"app": name}
 
     def replica(count: int, args: list[str], policy: str) -> dict[str, Any]:
         return {"replicas": count, "restartPolicy": policy,
-                "template": {"spec": {"containers": [
+                "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [
                     {"name": "tensorflow", "image": image, "command": ["ralp-tf"], "args": args,
                      "ports": [{"name": "tfjob-port", "containerPort": PORT}]}]}}}
 
     server = ["server", "--bind", "0.0.0.0"]
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"tfReplicaSpecs": {
-                "Chief": replica(1, ["run", "--cluster", "TF_CONFIG", "--model", model, "--steps", str(steps),
-                                     "--json", *(run_args or [])], "Never"),
-                "Worker": replica(workers, server, "OnFailure"),
-                "PS": replica(ps, server, "OnFailure")}}}
+    tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace},
+             "spec": {"tfReplicaSpecs": {
+                 "Chief": replica(1, ["run", "--cluster", "TF_CONFIG", "--model", model, "--steps", str(steps),
+                                      "--json", *(run_args or [])], "Never"),
+                 "Worker": replica(workers, server, "OnFailure"),
+                 "PS": replica(ps, server, "OnFailure")}}}
+    return {"apiVersion": "v1", "kind": "List", "items": [tfjob, network_policy(name, namespace, labels, [PORT])]}
 
 
 def register(subparsers: Any) -> None:
     """Add ``manifest`` to an argparse subparsers object."""
     m = subparsers.add_parser("manifest", help="print a Kubernetes Job/TFJob manifest (JSON) that runs a cluster "
-                                               "shape with ralp-tf server and run --cluster")
+                                               "shape with ralp-tf server and run --cluster, and a NetworkPolicy "
+                                               "that opens its ports to its own pods only")
     m.add_argument("--workers", type=positive_int, default=2, help="worker tasks (default 2)")
     m.add_argument("--ps", type=positive_int, default=1, help="PS tasks (default 1)")
     m.add_argument("--name", default="ralp", help="job name, prefix of every object (default ralp)")
@@ -114,7 +139,8 @@ def register(subparsers: Any) -> None:
     m.add_argument("--model", default="alexnet_cifar")
     m.add_argument("--steps", type=positive_int, default=100)
     m.add_argument("--kind", choices=("job", "tfjob"), default="job",
-                   help="job: Services + batch/v1 Jobs with TF_CONFIG per pod; tfjob: a Kubeflow TFJob")
+                   help="job: Services + batch/v1 Jobs with TF_CONFIG per pod; tfjob: a Kubeflow TFJob "
+                        "(either with the NetworkPolicy)")
     add_output_arg(m, "--out", help="write the JSON here instead of stdout")
     m.set_defaults(func=cmd_manifest)
 
