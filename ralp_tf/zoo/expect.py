@@ -74,4 +74,22 @@ EXPECT: dict[str, str] = {
                       "17.4M) after a small conv stem: cut through the normalization",
     "op_joined_heads": "subclassed, no names; two 7200 x 2048 heads in a dict attribute (29.5M of 29.5M) joined by "
                        "+, slicing, a product and tf.concat in call: those ops compute with the heads",
+    "kim_text_cnn": "a 20000 x 128 embedding (2.56M of 2.99M) of 40 int64 ids read by three Conv1D on the workers: "
+                    "its rows and their gradient cross; the Dense(2048) head after the pooled convs is worth moving",
+    "text_bilstm_stack": "two stacked Bidirectional LSTMs over a 20000 x 128 embedding of a variable-length input: "
+                         "the LSTMs' loop is a function and reads its kernels once",
+    "two_tower_recommender": "a 100000 x 64 user and a 50000 x 64 item embedding (9.6M of 9.7M), one id each, two "
+                             "Dense towers and their dot product: the towers can follow their tables",
+    "partitioned_table_ctr": "an 800,000 x 32 table (25.6M of 25.7M, 102 MB) of ten int64 ids: with several PS tasks "
+                             "it is worth partitioning",
+    "hashing_ctr": "string features hashed (Hashing, no weights) into a 200000 x 16 embedding (3.2M of 3.3M): "
+                   "the synthetic data give it ids as text",
+    "grn_vsn_classifier": "dict inputs, seven small embeddings and six Dense encoders into a custom "
+                          "VariableSelection of gated residual networks: many small variables, ops in call",
+    "siamese_text": "one 10000 x 64 embedding and one LSTM shared by two inputs: the table's rows are looked up "
+                    "twice a step, its sparse gradients summed",
+    "custom_cell_rnn": "RNN(MinimalRNNCell(256)) over a variable-length sequence: the cell reads its kernels every "
+                       "timestep (a loop of its own: it stays on the workers)",
+    "conv_lstm_frames": "two ConvLSTM2D over a variable-length frame sequence, auto-named cells inside: identity "
+                        "without names; each reads its kernels every timestep",
 }

@@ -7,7 +7,7 @@ custom layers without ``get_config``, subclassed models, dict inputs, nested mod
 downloaded or read from disk; each model trains a step on a CPU in seconds; no builder leaves
 global state behind. The builders live in :mod:`~ralp_tf.zoo.shapes_guides`,
 :mod:`~ralp_tf.zoo.shapes_text`, :mod:`~ralp_tf.zoo.shapes_structured`,
-:mod:`~ralp_tf.zoo.shapes_vision` and :mod:`~ralp_tf.zoo.shapes_heads`.
+:mod:`~ralp_tf.zoo.shapes_vision`, :mod:`~ralp_tf.zoo.shapes_heads` and :mod:`~ralp_tf.zoo.shapes_sparse`.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from ralp_tf.zoo.expect import EXPECT
 from ralp_tf.zoo.shapes_guides import (functional_multi_io, functional_resnet, mixed_precision_mlp, subclassed_cnn,
                                        vae_kl_loss)
 from ralp_tf.zoo.shapes_heads import bn_head_cnn, layernorm_head, op_joined_heads
+from ralp_tf.zoo.shapes_sparse import (conv_lstm_frames, custom_cell_rnn, grn_vsn_classifier, hashing_ctr, kim_text_cnn,
+                                       partitioned_table_ctr, siamese_text, text_bilstm_stack, two_tower_recommender)
 from ralp_tf.zoo.shapes_structured import deep_cross_network, recommender_net, wide_and_deep
 from ralp_tf.zoo.shapes_text import (attention_qa, bidirectional_lstm_imdb, char_seq2seq, conv1d_text,
                                      lstm_flatten_dense, masked_tagger, stateful_char_gru, text_transformer)
@@ -55,4 +57,13 @@ SHAPES: dict[str, Callable[[], Any]] = {
     "bn_head_cnn": bn_head_cnn,
     "layernorm_head": layernorm_head,
     "op_joined_heads": op_joined_heads,
+    "kim_text_cnn": kim_text_cnn,
+    "text_bilstm_stack": text_bilstm_stack,
+    "two_tower_recommender": two_tower_recommender,
+    "partitioned_table_ctr": partitioned_table_ctr,
+    "hashing_ctr": hashing_ctr,
+    "grn_vsn_classifier": grn_vsn_classifier,
+    "siamese_text": siamese_text,
+    "custom_cell_rnn": custom_cell_rnn,
+    "conv_lstm_frames": conv_lstm_frames,
 }

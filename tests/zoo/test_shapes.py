@@ -21,7 +21,10 @@ OUTPUTS: dict[str, Any] = {
     "mobilenetv2_transfer": (2, 10), "stateful_char_gru": (8, 16, 65), "deep_cross_network": (2, 1),
     "char_seq2seq": (2, 16, 93), "attention_qa": (2, 1), "masked_tagger": (2, 16, 9), "siamese_contrastive": (2, 1),
     "functional_resnet": (2, 10), "xception_small": (2, 1), "vit_small": (2, 10), "bn_head_cnn": (2, 10),
-    "layernorm_head": (2, 10), "op_joined_heads": (2, 10),
+    "layernorm_head": (2, 10), "op_joined_heads": (2, 10), "kim_text_cnn": (2, 2), "text_bilstm_stack": (2, 1),
+    "two_tower_recommender": (2, 1), "partitioned_table_ctr": (2, 1), "hashing_ctr": (2, 1),
+    "grn_vsn_classifier": (2, 1), "siamese_text": (2, 1), "custom_cell_rnn": (2, 1),
+    "conv_lstm_frames": (2, 16, 16, 16, 1),
 }
 #: Shape -> how many terms ``model.losses`` holds after a call (regularisers, add_loss); others none.
 LOSSES = {"recommender_net": 2, "vae_kl_loss": 1, "regularized_cnn": 4}
@@ -76,6 +79,8 @@ def synthetic_inputs(model: Any, batch: int = 2, seed: int = 0) -> Any:
     def make(spec: Any) -> Any:
         dims = list(spec.shape)
         shape = [batch if dims[0] is None else dims[0]] + [LENGTH if d is None else d for d in dims[1:]]
+        if spec.dtype == tf.string:
+            return tf.constant(rng.integers(0, 1000, size=shape).astype(str))
         if spec.dtype.is_integer:
             assert vocabularies, f"{model.name}: an integer input and no Embedding to bound its ids"
             return tf.constant(rng.integers(0, min(vocabularies), size=shape), dtype=spec.dtype)
