@@ -8,7 +8,9 @@ scheduler solver such as ``rl`` or ``exact``) with repeatable ``--policy-option 
 ``plan --json`` prints, for ``ralp``, the analyzer's decision (``Analysis.to_dict()``) plus
 ``"profile"``; for any other policy ``{"model", "batch_size", "policy", "plan",
 "estimate", "baseline", "profile"}`` (the plan, and the cost model's estimate of it and of stock
-PSS). ``run --json`` prints ``{"baseline" | <policy>: {bytes_per_step, ..., "plan"}}``.
+PSS). ``run --json`` prints ``{"baseline" | <policy>: {bytes_per_step, ..., "plan"}}``. A rerun whose
+``--checkpoint-dir`` is already at the last step says so and exits 0 without starting a cluster
+(:mod:`ralp_tf.cli.finished`).
 """
 from __future__ import annotations
 
@@ -147,6 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Train ``--model`` on a LocalCluster with ``--policy`` (or stock PS and RALP with
     ``--compare``) and print the measurements (``--json``: one object)."""
     from ralp_tf.cli.faults import run_supervised, supervised_requested
+    from ralp_tf.cli.finished import finished_runs, nothing_was_left, report_finished
     from ralp_tf.cli.progress import StepProgress
     from ralp_tf.errors import ValidationError
     from ralp_tf.place.policies import policy_from_spec
@@ -162,23 +165,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         policies: list[Any] = ["ps", "ralp"]
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
+    config = _cluster_config(args) if args.cluster else None  # --workers/--ps are the cluster's
+    finished = finished_runs(args, policies)
+    if finished is not None:  # every checkpoint at the last step already: no cluster, nothing to train
+        return report_finished(args, finished)
     progress = StepProgress("run", warmup_steps_for(args.warmup_steps, args.workers) + args.steps,
                             enabled=None if not args.json else False)
     args.step_callback = progress.update
     try:
-        results = _run_on_cluster(args, policies) if args.cluster else _run_local(args, policies)
+        results = _run_on_cluster(args, policies, config) if config else _run_local(args, policies)
     finally:
         progress.close()
     if args.tensorboard_dir:
         from ralp_tf.run.summaries import write_run_summaries
 
         for name, r in results.items():
+            if nothing_was_left(r):
+                continue
             write_run_summaries(args.tensorboard_dir, r, "baseline" if name == "ps" else name)
     out = {}
     for name, r in results.items():
         key = "baseline" if name == "ps" else name
         entry = {"bytes_per_step": r.bytes_per_step, "predicted_bytes_per_step": r.predicted_bytes_per_step,
-                 "steps_per_s": r.steps_per_s, "final_loss": r.final_loss,
+                 "steps_per_s": r.steps_per_s, "final_loss": None if nothing_was_left(r) else r.final_loss,
+                 "nothing_to_do": nothing_was_left(r),
                  "samples_per_s": r.samples_per_s, "predicted_step_s": r.predicted_step_s,
                  "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
@@ -224,10 +234,11 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    fuse_transfers=args.fuse_transfers, **cluster_rates(args))
 
 
-def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
-    """``run --cluster``: train on the running cluster of the file or TF_CONFIG (:mod:`ralp_tf.run.remote`)."""
+def _cluster_config(args: argparse.Namespace) -> Any:
+    """``run --cluster``'s cluster (:func:`ralp_tf.run.tfconfig.load_cluster_config` of the file or
+    TF_CONFIG), its worker and PS counts set as ``args.workers``/``args.ps``; the options a running
+    cluster cannot take are refused first."""
     from ralp_tf.errors import ValidationError
-    from ralp_tf.run.remote import train_on_cluster
     from ralp_tf.run.tfconfig import load_cluster_config
 
     if args.inject_fault:
@@ -237,6 +248,13 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any]) -> dict[str, 
                               "cluster starts; it cannot be used with --cluster (run it locally first)")
     config = load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster)
     args.workers, args.ps = len(config.spec.get("worker", [])), len(config.spec.get("ps", []))
+    return config
+
+
+def _run_on_cluster(args: argparse.Namespace, policies: list[Any], config: Any) -> dict[str, Any]:
+    """``run --cluster``: train on the running cluster ``config`` (:func:`_cluster_config`; :mod:`ralp_tf.run.remote`)."""
+    from ralp_tf.run.remote import train_on_cluster
+
     return train_on_cluster(config, args.model, policies=policies, agent_port=args.agent_port,
                             connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
@@ -261,6 +279,8 @@ def _trace_hook(args: argparse.Namespace) -> Any:
 
 
 def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    from ralp_tf.cli.finished import checkpoint_dirs, finished_message, last_step, nothing_was_left
+
     names = list(results)
     print(f"{args.model}: {args.workers} worker(s), {args.ps} PS, batch {args.batch_size}/worker, "
           f"{args.steps} measured steps each")
@@ -269,7 +289,7 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
             ("bytes/step (predicted)", lambda r: f"{r.predicted_bytes_per_step / 1e6:.2f} MB"),
             ("steps/s (measured)", lambda r: f"{r.steps_per_s:.2f}"),
             ("samples/s (measured)", lambda r: f"{r.samples_per_s:.1f}"),
-            ("final loss", lambda r: f"{r.final_loss:.4f}")]
+            ("final loss", lambda r: "nothing to do" if nothing_was_left(r) else f"{r.final_loss:.4f}")]
     print(f"{'':<24}" + "".join(f"{n:>16}" for n in names))
     for label, fmt in rows:
         print(f"{label:<24}" + "".join(f"{fmt(results[n]):>16}" for n in names))
@@ -277,8 +297,12 @@ def _print_comparison(args: argparse.Namespace, results: dict[str, Any]) -> None
         a, b = results["ps"], results["ralp"]
         print(f"RALP moves {a.bytes_per_step / b.bytes_per_step:.1f}x fewer bytes per step and runs "
               f"{b.steps_per_s / a.steps_per_s:.2f}x the steps/s of stock PS.")
-    for r in results.values():
-        if r.report:
+    for name, r in results.items():
+        if nothing_was_left(r):
+            total = last_step(args)
+            print(f"{name}: " + finished_message(r.total_steps, total, total - args.steps,
+                                                 checkpoint_dirs(args.checkpoint_dir, names)[name]))
+        elif r.report:
             print(r.report)
     if getattr(args, "cluster", None):
         return
