@@ -564,8 +564,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
 
         prepared = prepared or prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed,
                                                                   sequence_length=sequence_length,
-                                                                  check_gradients=check_gradients,
-                                                                  optimizer=optimizer))
+                                                                  check_gradients=check_gradients, optimizer=optimizer))
         strategy = lc.strategy()
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)

@@ -170,8 +170,8 @@ def test_the_paths_of_auto_named_layers_are_their_keras_bases() -> None:
 def test_the_conv_lstm_example_plans_and_places_in_one_process(inprocess: Any) -> None:
     """The issue's failure: planned from one build, placed from another in the same process whose
     Keras names are numbered on (conv_lstm2d_2, ...); with a given plan that puts the
-    second ConvLSTM2D and the Conv3D on PS tasks (its output then equals the unplaced model's),
-    and with the ralp policy."""
+    BatchNormalization between the ConvLSTM2Ds and the Conv3D on PS tasks (its output then equals
+    the unplaced model's; a ConvLSTM2D's own loop keeps it on the workers), and with the ralp policy."""
     import numpy as np
     import tensorflow as tf
 
@@ -182,13 +182,13 @@ def test_the_conv_lstm_example_plans_and_places_in_one_process(inprocess: Any) -
     _, strategy, coordinator = inprocess
     ps0, ps1 = "/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"
     prepared = prepare(conv_lstm, 4, sequence_length=3)
-    plan = Plan({"conv_lstm2d_1": ps1, "conv3d": ps0}, policy="test")
+    plan = Plan({"batch_normalization": ps1, "conv3d": ps0}, policy="test")
     conv_lstm()  # prepare() built in a thread of its own, whose counter started afresh: run this thread's on
     with strategy.scope():
         placed = place_from_builder(conv_lstm, prepared, plan, strategy, sequence_length=3)
     graph = walk(placed)
     assert graph.paths == prepared.graph.paths and graph.layer("conv_lstm2d_1").name != "conv_lstm2d_1"
-    assert {v.device for v in graph.layer("conv_lstm2d_1").weights} == {ps1}
+    assert {v.device for v in graph.layer("batch_normalization").weights} == {ps1}
     verify_placement(placed, plan, sequence_length=3)
     x = tf.random.stateless_uniform((2, 3, 16, 16, 1), seed=(1, 2))
     out = coordinator.schedule(tf.function(lambda x: placed(x, training=False)), args=(x,)).fetch()
