@@ -105,7 +105,7 @@ def test_a_checkpointed_run_with_k_above_one_resumes_at_the_right_step(inprocess
                   checkpoint_every=4, steps_per_closure=3)
     first = train(strategy, _tiny, steps=5, checkpoint_dir=str(tmp_path / "ckpt"), **common)
     assert first.total_steps == 5 and len(first.losses) == 5 and first.steps_per_closure == 3
-    assert sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt-*.index")) == ["ckpt-4.index", "ckpt-5.index"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("ckpt-*/ckpt-*.index")) == ["ckpt-4.index", "ckpt-5.index"]
     resumed = train(strategy, _tiny, steps=9, checkpoint_dir=str(tmp_path / "ckpt"), **common)
     assert resumed.resumed_from_step == 5 and resumed.total_steps == 9 and len(resumed.losses) == 4
     whole = train(strategy, _tiny, steps=9, checkpoint_dir=str(tmp_path / "whole"), **{**common, "steps_per_closure": 1})

@@ -193,6 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "measured_step_s": r.measured_step_s, "bytes_between": r.bytes_between,
                  "total_steps": r.total_steps, "resumed_from_step": r.resumed_from_step,
                  "restored_weights_checksum": r.restored_weights_checksum,
+                 "restored_weights_digest": r.restored_weights_digest,
                  "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
                  "optimizer": r.optimizer, "fuse_transfers": r.fuse_transfers,
                  "gradients_checked": r.gradients_checked, "losses": r.losses}

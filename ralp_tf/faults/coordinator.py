@@ -124,9 +124,8 @@ def _is_ready(rv: Any) -> bool:
 
 
 def checkpoint_step(directory: str | None) -> int:
-    """The step counter of the latest checkpoint :func:`ralp_tf.run.training.train` saved in ``directory`` (0: none)."""
-    import tensorflow as tf
+    """The step of the newest complete checkpoint :func:`ralp_tf.run.training.train` saved in
+    ``directory`` (0: none), which is its step counter (a checkpoint is named after its step)."""
+    from ralp_tf.run.checkpoints import latest_complete_step
 
-    if not directory or not tf.train.latest_checkpoint(directory):
-        return 0
-    return int(tf.train.load_checkpoint(directory).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+    return latest_complete_step(directory)

@@ -284,18 +284,10 @@ class Supervisor:
             chief.proc.wait(timeout=30)
 
     def _checkpointed(self) -> int:
-        """The latest checkpoint's step, read from the checkpoint index (no TF import)."""
-        path = os.path.join(self.checkpoint_dir, "checkpoint")
-        try:
-            with open(path) as f:
-                first = f.readline()
-        except OSError:
-            return 0
-        name = first.split('"')[1] if '"' in first else ""
-        try:
-            return int(name.rsplit("-", 1)[1])
-        except (IndexError, ValueError):
-            return 0
+        """The newest complete checkpoint's step (no TF import; :func:`ralp_tf.run.checkpoints.latest_complete_step`)."""
+        from ralp_tf.run.checkpoints import latest_complete_step
+
+        return latest_complete_step(self.checkpoint_dir)
 
     def _record(self, event: FaultEvent | None, kind: str, target: str | None, note: str = "") -> FaultRecord:
         rec = FaultRecord(kind=kind, target=target, planned=event.describe() if event else f"{kind} {target}",

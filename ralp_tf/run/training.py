@@ -18,10 +18,8 @@ workers and PS tasks divided by the number of worker steps, whatever the closure
 from __future__ import annotations
 
 import dataclasses
-import glob
 import logging
 import os
-import shutil
 import time
 import warnings
 from typing import Any, Callable, Sequence
@@ -40,6 +38,7 @@ from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
 from ralp_tf.plan.costmodel import best_steps_per_closure, estimate
 from ralp_tf.plan.plans import Plan
+from ralp_tf.run.checkpoints import CheckpointStore, model_digest
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
 __all__ = ["DEFAULT_CHECKPOINT_EVERY", "OPTIMIZERS", "LOOP_OPTIMIZER", "sgd_optimizer", "RunResult", "TrainConfig", "Job", "StepsOutcome", "sgd_losses",
@@ -92,6 +91,9 @@ class RunResult:
     total_steps: int = 0
     resumed_from_step: int | None = None
     restored_weights_checksum: float | None = None
+    #: :func:`ralp_tf.run.checkpoints.model_digest` of the restored model: equal to the checkpoint's
+    #: :func:`~ralp_tf.run.checkpoints.checkpoint_model_digest` when every model variable was restored
+    restored_weights_digest: str | None = None
     final_weights_checksum: float | None = None
     #: bytes crossing host links per synchronous step (``workers`` worker steps), loopback excluded:
     #: the cost model's ``StepEstimate.link_bytes_per_step``, comparable with a testbed's link counters
@@ -210,6 +212,8 @@ class Job:
     #: one step without the loop (``train_step(iterator, 1)``'s math); None: closures of one step loop too
     train_step_once: Any = None
     restored_checksum: float | None = None
+    #: :func:`ralp_tf.run.checkpoints.model_digest` of the model as restored (None: a fresh start)
+    restored_digest: str | None = None
     gradients_checked: bool | None = None
 
 
@@ -304,13 +308,14 @@ def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, 
               coordinator=coordinator, iterator=iterator, train_step=train_step, step_var=step_var,
               train_step_once=train_step_once, gradients_checked=checked)
     if config.checkpoint_dir:
-        ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var)
-        job.manager = tf.train.CheckpointManager(ckpt, config.checkpoint_dir, max_to_keep=3)
-        if job.manager.latest_checkpoint:
-            ckpt.restore(job.manager.latest_checkpoint)
+        job.manager = CheckpointStore(tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_var),
+                                      config.checkpoint_dir)
+        restored = job.manager.restore()
+        if restored:
             job.resumed_from = int(step_var.numpy())
             job.restored_checksum = weights_checksum(model)[1]
-            log.info("resumed from %s (step %d)", job.manager.latest_checkpoint, job.resumed_from)
+            job.restored_digest = model_digest(model)
+            log.info("resumed from %s (step %d)", restored.prefix, job.resumed_from)
     return job
 
 
@@ -386,7 +391,7 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
             done = boundary
             if job.manager:
                 job.step_var.assign(done)
-                _save_checkpoint(job, done)
+                job.manager.save(done)
         elapsed = time.perf_counter() - t0
         if on_measure:
             on_measure("end")
@@ -394,8 +399,7 @@ def run_steps(job: Job, *, meter: Any = None, on_step: Callable[[int], None] | N
     except (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
             tf.errors.DeadlineExceededError, tf.errors.InternalError) as exc:
         manager = job.manager
-        last = (f"step {int(job.step_var.numpy())} in {config.checkpoint_dir}"
-                if manager and manager.latest_checkpoint else "none")
+        last = f"step {manager.latest.step} in {config.checkpoint_dir}" if manager and manager.latest else "none"
         raise ClusterRuntimeError(
             f"training stopped near step {done} because a cluster task failed or became unreachable "
             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]}). Last checkpoint: {last}. "
@@ -428,29 +432,6 @@ def _schedule_closures(job: Job, start: int, boundary: int, scheduled: list[Any]
         i += k
 
 
-#: Words of the error lines that say why a file could not be written.
-_WRITE_FAILURES = ("No space left on device", "Permission denied", "Read-only file system", "Disk quota exceeded",
-                   "No such file or directory")
-
-
-def _save_checkpoint(job: Job, step: int) -> None:
-    """Save checkpoint ``step``; a failure to write it (a full disk, a folder gone) raises
-    ClusterRuntimeError naming the folder and the cause."""
-    import tensorflow as tf
-
-    try:
-        job.manager.save(checkpoint_number=step)
-    except (tf.errors.OpError, OSError) as exc:
-        text = getattr(exc, "message", None) or str(exc)
-        known = [k for k in _WRITE_FAILURES if k in text]
-        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().endswith(":")]
-        cause = known[0] if known else (lines or [type(exc).__name__])[-1][:200]
-        for partial in glob.glob(os.path.join(job.config.checkpoint_dir, f"ckpt-{step}_temp*")):
-            shutil.rmtree(partial, ignore_errors=True)
-        raise ClusterRuntimeError(f"cannot write the checkpoint of step {step} to {job.config.checkpoint_dir}: "
-                                  f"{cause}; free space there or pass another --checkpoint-dir") from None
-
-
 def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
     """The :class:`RunResult` of ``job`` after ``outcome``, with the cost model's predictions; warns
     when the measured bytes are far off the prediction."""
@@ -475,6 +456,7 @@ def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
         predicted_link_bytes_per_step=pred.link_bytes_per_step,
         measured_step_s=elapsed / measured * job.cluster.num_workers, plan=job.plan, analysis=job.analysis,
         total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
+        restored_weights_digest=job.restored_digest,
         final_weights_checksum=weights_checksum(job.model)[1], steps_per_closure=config.steps_per_closure,
         optimizer=config.optimizer, gradients_checked=job.gradients_checked, fuse_transfers=config.fuse_transfers)
 
