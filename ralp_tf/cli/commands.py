@@ -152,9 +152,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ralp_tf.cli.finished import finished_runs, nothing_was_left, report_finished
     from ralp_tf.cli.progress import StepProgress
     from ralp_tf.errors import ValidationError
+    from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.run.training import warmup_steps_for
 
+    resolve_model(args.model)  # a bad --model is refused before any task starts or is reached
     if supervised_requested(args):
         if args.check_gradients:
             raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
 from typing import Any, Callable
 
@@ -235,12 +236,38 @@ BUILTIN_MODELS: dict[str, ModelBuilder] = {
 MODEL_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def _raised_where(exc: BaseException) -> str:
+    """``Type: first line of the message (file, line N)``: where a module's import failed."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r})"
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" ({tb.tb_frame.f_code.co_filename}, line {tb.tb_lineno})" if tb is not None else ""
+    return f"{type(exc).__name__}: {_first_line(exc)}{where}"
+
+
 def resolve_model(ref: str) -> ModelBuilder:
     """A builder for a built-in name, or for ``package.module:function`` (imports and runs user code)."""
     if not isinstance(ref, str) or not ref:
         raise ValidationError("a model reference is a built-in name or 'module:function'")
     if ref in BUILTIN_MODELS:
         return BUILTIN_MODELS[ref]
+    path, _, func = ref.rpartition(":") if ":" in ref else (ref, "", "")
+    if re.search(r"[/\\]|\.py$", path):  # a file, as a script would be given
+        folder, stem = os.path.split(path[:-3] if path.endswith(".py") else path)
+        folder = (folder or ".") if (folder or ".").isprintable() else repr(folder)
+        stem = stem if stem.isidentifier() else "<module>"
+        raise ValidationError(f"model reference {ref!r} names a file; a reference is 'module:function', "
+                              f"imported from PYTHONPATH: run with PYTHONPATH={folder} and pass "
+                              f"--model {stem}:{func if func.isidentifier() else 'build'}")
     if ":" not in ref:
         raise ValidationError(f"unknown model {ref!r}; use one of {', '.join(sorted(BUILTIN_MODELS))} "
                               "or a reference 'package.module:function' to a function that builds the model")
@@ -250,8 +277,12 @@ def resolve_model(ref: str) -> ModelBuilder:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValidationError(f"cannot import module {module_name!r} of model reference {ref!r}: {exc}; "
-                              "check the name and that it is on PYTHONPATH") from None
+        raise ValidationError(f"cannot import module {module_name!r} of model reference {ref!r}: "
+                              f"{_first_line(exc)}; check the name and that it is on PYTHONPATH") from None
+    except (Exception, SystemExit) as exc:  # the module's own code failed (or exited) while it was imported
+        raise ValidationError(f"module {module_name!r} of model reference {ref!r} failed while being imported: "
+                              f"{_raised_where(exc)}; fix the module (python -c 'import {module_name}' shows the "
+                              "traceback)") from None
     fn = getattr(module, func_name, None)
     if not callable(fn):
         raise ValidationError(f"module {module_name!r} has no function {func_name!r} (model reference {ref!r})")

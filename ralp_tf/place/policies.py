@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import os
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -74,6 +75,17 @@ class RalpPolicy:
     ``split=False`` leaves the head's layers whole, each on one PS task)."""
 
     def __init__(self, *, min_speedup: float = 1.05, partition: bool | None = None, split: bool = True) -> None:
+        """Raises :class:`~ralp_tf.errors.PlanError` naming the option for a ``min_speedup`` that is
+        not a finite number > 0, or a ``partition``/``split`` that is not true/false (or null)."""
+        if isinstance(min_speedup, bool) or not isinstance(min_speedup, (int, float)) \
+                or not math.isfinite(min_speedup) or min_speedup <= 0:
+            raise PlanError(f"the ralp policy's min_speedup must be a finite number > 0 (the predicted speed-up a "
+                            f"split must reach), got {min_speedup!r}; pass e.g. min_speedup=1.05")
+        for option, value in (("partition", partition), ("split", split)):
+            if not isinstance(value, bool) and not (option == "partition" and value is None):
+                raise PlanError(f"the ralp policy's {option} must be true or false"
+                                + (" (or null: the analyzer decides)" if option == "partition" else "")
+                                + f", got {value!r}; pass e.g. {option}=false")
         self.min_speedup, self.partition, self.split = min_speedup, partition, split
 
     def analyze(self, profile: ModelProfile, cluster: Cluster, compression: Any = None) -> Analysis:
