@@ -99,22 +99,17 @@ channels)::
 from __future__ import annotations
 
 import dataclasses
-import functools
 import difflib
 import json
-import re
 from typing import Any, Mapping, Sequence
 
 from ralp_tf.errors import PlanError, parse_json, read_json_file
 from ralp_tf.plan.compression import parse_compression
+from ralp_tf.plan.devices import DeviceName, parse_device
 from ralp_tf.plan.shards import (LayerSplit, VariableStorage, parse_ps_device, parse_ps_devices, parse_split,
                                  parse_variable_storage, split_refusal, storage_refusal)
 
 __all__ = ["PLAN_FORMAT_V1", "PLAN_FORMAT_V2", "PLAN_FORMAT_V3", "PLAN_FORMAT", "DeviceName", "parse_device", "Plan"]
-
-_DEVICE = re.compile(
-    r"^/job:(?P<job>[a-z_]+)(?:/replica:(?P<replica>\d+))?(?:/task:(?P<task>\d+))?"
-    r"/device:(?P<type>CPU|GPU):(?P<id>\d+)$")
 
 PLAN_FORMAT_V1 = "ralp_tf.plan/1"
 PLAN_FORMAT_V2 = "ralp_tf.plan/2"
@@ -126,58 +121,6 @@ _FIELDS = {PLAN_FORMAT_V1: ("format", "policy", "placements", "provisioning", "n
            PLAN_FORMAT_V3: ("format", "policy", "placements", "provisioning", "notes", "storage", "compression",
                             "splits")}
 _ORDER = (PLAN_FORMAT_V1, PLAN_FORMAT_V2, PLAN_FORMAT_V3)
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceName:
-    """A parsed device string."""
-
-    job: str
-    task: int | None
-    device_type: str
-    device_id: int
-
-    @property
-    def is_ps(self) -> bool:
-        return self.job == "ps"
-
-    @property
-    def is_worker(self) -> bool:
-        return self.job == "worker"
-
-    @property
-    def task_key(self) -> str | None:
-        return None if self.task is None else f"{self.job}:{self.task}"
-
-    def canonical(self) -> str:
-        if self.task is None:
-            return f"/job:{self.job}/device:{self.device_type}:{self.device_id}"
-        return f"/job:{self.job}/replica:0/task:{self.task}/device:{self.device_type}:{self.device_id}"
-
-
-def parse_device(device: str) -> DeviceName:
-    """Parse a full device string; raise PlanError naming the expected shape."""
-    if not isinstance(device, str):
-        raise _not_a_device(device)
-    return _parse_device(device)
-
-
-def _not_a_device(device: Any) -> PlanError:
-    return PlanError(f"device {device!r} is not a full TF device string; write e.g. "
-                     "'/job:ps/replica:0/task:0/device:CPU:0' or '/job:worker/device:GPU:0'")
-
-
-@functools.lru_cache(maxsize=4096)  # the cost model parses the same few strings for every placement it prices
-def _parse_device(device: str) -> DeviceName:
-    m = _DEVICE.match(device)
-    if not m:
-        raise _not_a_device(device)
-    if m.group("replica") not in (None, "0"):
-        raise PlanError(f"device {device!r}: replica must be 0")
-    if m.group("job") == "ps" and m.group("task") is None:
-        raise PlanError(f"device {device!r} names no PS task; add '/replica:0/task:K'")
-    return DeviceName(job=m.group("job"), task=None if m.group("task") is None else int(m.group("task")),
-                      device_type=m.group("type"), device_id=int(m.group("id")))
 
 
 @dataclasses.dataclass(frozen=True)

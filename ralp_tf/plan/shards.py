@@ -22,6 +22,7 @@ import functools
 from typing import Any, Sequence
 
 from ralp_tf.errors import PlanError
+from ralp_tf.plan.devices import parse_device
 from ralp_tf.model.profiles import LayerProfile
 
 __all__ = ["SPLIT_BY", "SPLITTABLE_DENSE", "SPLITTABLE_EMBEDDING", "ELEMENTWISE_ACTIVATIONS", "column_split_refusal", "shard_sizes", "shard_fractions", "Sharded",
@@ -59,8 +60,6 @@ def shard_fractions(n: int | None, k: int) -> list[float]:
 
 def parse_ps_device(value: Any, where: str) -> str:
     """The canonical PS-task device string of ``value``; PlanError naming ``where`` otherwise."""
-    from ralp_tf.plan.plans import parse_device
-
     try:
         d = parse_device(value)
     except PlanError as exc:
