@@ -33,7 +33,7 @@ import contextlib
 import dataclasses
 import functools
 from collections import Counter
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator
 
 from ralp_tf.errors import ModelError, PlanError
 from ralp_tf.model import keras_compat
@@ -47,7 +47,7 @@ from ralp_tf.place.colocation import (CreationOrder, Homes, UnitScopes, create_a
                                       record_creations, unit_of_variables, unit_homes)
 from ralp_tf.place.evaluation import install_evaluation
 from ralp_tf.place.isolation import outside_strategy
-from ralp_tf.place.policies import plan_with_policy
+from ralp_tf.place.policies import PlacementPolicy, plan_with_policy
 from ralp_tf.place.sharding import copy_weights as copy_weights_into
 from ralp_tf.place.sharding import full_weights, weight_groups
 from ralp_tf.place.split_layers import split_refusal_of
@@ -60,12 +60,6 @@ from ralp_tf.plan.shards import split_refusal
 
 __all__ = ["PlacementPolicy", "Prepared", "cluster_of", "check_strategy", "resolve_plan", "place", "prepare",
            "place_from_builder", "colocated_variables", "unplace", "placement"]
-
-
-class PlacementPolicy(Protocol):
-    """Anything that turns a profiled model and a cluster into a Plan (e.g. a scheduler solver)."""
-
-    def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan: ...
 
 
 def cluster_of(strategy: Any, **rates: Any) -> Cluster:

@@ -4,7 +4,7 @@ line (``ralp-tf plan|run --policy NAME [--policy-option KEY=VALUE ...]``, ``pyth
 ralp_tf.cli.train_job --policy NAME``) alike.
 
 A *policy factory* takes keyword options and returns a placement policy, i.e. any object with
-``plan(profile, cluster) -> Plan`` (:class:`ralp_tf.place.applier.PlacementPolicy`)::
+``plan(profile, cluster) -> Plan`` (:class:`PlacementPolicy`)::
 
     from ralp_tf.place.policies import register_policy, resolve_policy
 
@@ -39,21 +39,27 @@ import inspect
 import math
 import os
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from ralp_tf.errors import PlanError, RalpError
 from ralp_tf.plan.compression import AUTO, parse_setting
 from ralp_tf.plan.plans import Plan
 
-__all__ = ["ENTRY_POINT_GROUP", "ALIASES", "PolicyFactory", "RalpPolicy", "StockPolicy", "ConfiguredPolicy",
+__all__ = ["PlacementPolicy", "ENTRY_POINT_GROUP", "ALIASES", "PolicyFactory", "RalpPolicy", "StockPolicy", "ConfiguredPolicy",
            "register_policy", "canonical_policy_name", "accepted_options", "check_policy_options",
            "resolve_policy", "policy_from_spec", "policy_names", "describe_policy_names", "load_plugins", "plan_with_policy"]
 
 if TYPE_CHECKING:
     from ralp_tf.model.profiles import ModelProfile
-    from ralp_tf.place.applier import PlacementPolicy
     from ralp_tf.plan.analyzer import Analysis
     from ralp_tf.plan.cluster import Cluster
+
+
+class PlacementPolicy(Protocol):
+    """Anything that turns a profiled model and a cluster into a Plan (e.g. a scheduler solver)."""
+
+    def plan(self, profile: ModelProfile, cluster: Cluster) -> Plan: ...
+
 
 #: The setuptools entry point group whose entries register policies.
 ENTRY_POINT_GROUP = "ralp_tf.policies"
