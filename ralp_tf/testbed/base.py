@@ -21,53 +21,23 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ralp_tf.plan.cluster import format_bandwidth, parse_bandwidth
-from ralp_tf.errors import ClusterConfigError, RalpError
+from ralp_tf.errors import ClusterConfigError
 from ralp_tf.run.launch import TASK_MEMORY_GIB, available_memory_bytes, max_tasks_for_memory
 from ralp_tf.testbed import _cgroups, _nsops
+from ralp_tf.testbed.errors import TestbedConfigError, TestbedError, TestbedInterrupted
+from ralp_tf.testbed.layout import (COLOCATED, MAX_TASKS_PER_HOST, TASK_NAME, layout_hosts, validate_hosts,
+                                    validate_tasks)
 
 __all__ = ["TASK_NAME", "PREFIX", "DEFAULT_MEM_PER_TASK_GIB", "Redirect", "TestbedError", "TestbedConfigError",
            "TestbedInterrupted", "validate_tasks", "validate_prefix", "validate_bandwidth", "check_capacity",
            "usable_cores", "validate_host_cpu", "tf_thread_env", "PrefixLock", "BaseTestbed", "bytes_delta"]
 
-TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
 PREFIX = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 #: Resident memory one TensorFlow task needs (import + a CIFAR-size model + gRPC buffers).
 DEFAULT_MEM_PER_TASK_GIB = TASK_MEMORY_GIB
 _REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_reaper.py")
 
 Redirect = "int | IO[Any] | None"
-
-
-class TestbedError(RalpError, RuntimeError):
-    """The emulated cluster cannot be built, used or torn down; the message says why and what to do."""
-
-    __test__ = False  # not a pytest test class
-
-
-class TestbedConfigError(TestbedError, ClusterConfigError):
-    """Bad testbed input: task names, bandwidth, subnet, prefix, delay, size of the cluster."""
-
-
-class TestbedInterrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived while a testbed was open (raised like Ctrl-C, so teardown runs)."""
-
-
-def validate_tasks(task_names: Sequence[str]) -> list[str]:
-    """Check task names: non-empty list of unique lowercase identifiers like ``worker0``, ``ps0``."""
-    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
-        raise TestbedConfigError(f"task_names must be a list of names like ['worker0', 'worker1', 'ps0'], "
-                                 f"got {task_names!r}")
-    names = list(task_names)
-    if not names:
-        raise TestbedConfigError("a testbed needs at least one task name, e.g. ['worker0', 'ps0']")
-    for n in names:
-        if not isinstance(n, str) or not TASK_NAME.match(n):
-            raise TestbedConfigError(f"bad task name {n!r}: use 1-24 characters, a lowercase letter then "
-                                     "lowercase letters, digits or '_' (e.g. 'chief', 'worker0', 'ps0')")
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise TestbedConfigError(f"duplicate task names {dup}; each task needs its own name")
-    return names
 
 
 def validate_prefix(prefix: str) -> str:
@@ -219,8 +189,6 @@ class BaseTestbed:
                  prefix: str = "ralptb", term_grace_s: float = 5.0,
                  hosts: Mapping[str, Sequence[str]] | None = None,
                  host_cpu: float | Mapping[str, float] | None = None, max_tasks_per_host: int | None = None) -> None:
-        from ralp_tf.testbed.layout import MAX_TASKS_PER_HOST, validate_hosts
-
         self.tasks: list[str] = validate_tasks(task_names)
         self.bandwidth_bps: float = validate_bandwidth(bandwidth)
         self.prefix: str = validate_prefix(prefix)
@@ -303,8 +271,6 @@ class BaseTestbed:
     def layout(self) -> str:
         """``dedicated`` (a host per task), ``colocated`` (as :func:`~ralp_tf.testbed.layout.layout_hosts`
         builds it for this testbed's workers and PS tasks) or ``custom``."""
-        from ralp_tf.testbed.layout import COLOCATED, layout_hosts
-
         if all(members == [h] for h, members in self.hosts.items()):
             return "dedicated"
         workers = sum(t.startswith("worker") for t in self.tasks)

@@ -14,12 +14,13 @@ a host share its namespace, its address, its one capped link and its CPU budget.
 """
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
-from ralp_tf.testbed.base import TASK_NAME, TestbedConfigError, validate_tasks
+from ralp_tf.testbed.errors import TestbedConfigError
 
-__all__ = ["DEDICATED", "COLOCATED", "LAYOUTS", "CHIEF", "MAX_TASKS_PER_HOST", "layout_hosts", "tasks_of",
-           "validate_hosts"]
+__all__ = ["TASK_NAME", "validate_tasks", "DEDICATED", "COLOCATED", "LAYOUTS", "CHIEF", "MAX_TASKS_PER_HOST",
+           "layout_hosts", "tasks_of", "validate_hosts"]
 
 DEDICATED = "dedicated"
 COLOCATED = "colocated"
@@ -28,6 +29,25 @@ CHIEF = "chief"
 #: Most tasks one emulated host may run. Its tasks share one address (distinct ports), one link and
 #: one CPU budget; worker + PS + chief is 3. Pass ``max_tasks_per_host=`` to a testbed to allow more.
 MAX_TASKS_PER_HOST = 4
+TASK_NAME = re.compile(r"^[a-z][a-z0-9_]{0,23}$")
+
+
+def validate_tasks(task_names: Sequence[str]) -> list[str]:
+    """Check task names: non-empty list of unique lowercase identifiers like ``worker0``, ``ps0``."""
+    if isinstance(task_names, str) or not isinstance(task_names, Sequence):
+        raise TestbedConfigError(f"task_names must be a list of names like ['worker0', 'worker1', 'ps0'], "
+                                 f"got {task_names!r}")
+    names = list(task_names)
+    if not names:
+        raise TestbedConfigError("a testbed needs at least one task name, e.g. ['worker0', 'ps0']")
+    for n in names:
+        if not isinstance(n, str) or not TASK_NAME.match(n):
+            raise TestbedConfigError(f"bad task name {n!r}: use 1-24 characters, a lowercase letter then "
+                                     "lowercase letters, digits or '_' (e.g. 'chief', 'worker0', 'ps0')")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise TestbedConfigError(f"duplicate task names {dup}; each task needs its own name")
+    return names
 
 
 def layout_hosts(workers: int, ps: int, layout: str = DEDICATED, *, chief: bool = True) -> dict[str, list[str]]:
