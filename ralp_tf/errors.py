@@ -7,8 +7,8 @@ import math
 import os
 from typing import Any
 
-__all__ = ["RalpError", "ValidationError", "PlanError", "ClusterConfigError", "PlacementMismatchError", "ModelError",
-           "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "ExitCode", "exit_code_for", "check_int",
+__all__ = ["RalpError", "ValidationError", "PlanError", "ClusterConfigError", "CalibrationError", "PlacementMismatchError",
+           "ModelError", "KerasVersionError", "ClusterRuntimeError", "CommandFailed", "ExitCode", "exit_code_for", "check_int",
            "writable_dir", "writable_file", "max_json_bytes", "parse_json", "read_json_file"]
 
 
@@ -26,6 +26,10 @@ class PlanError(ValidationError):
 
 class ClusterConfigError(ValidationError):
     """A cluster description (TF_CONFIG, ClusterSpec, bandwidth, local shape) is invalid."""
+
+
+class CalibrationError(ValidationError):
+    """A calibration file (``ralp-tf calibrate``) is malformed, stale, or of another cluster."""
 
 
 class PlacementMismatchError(PlanError):

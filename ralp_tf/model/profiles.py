@@ -20,7 +20,10 @@ a :class:`LayerProfile` records
   the plain TensorFlow ops of a model's own ``call``, stateful recurrent layers and layers with
   an op that has no CPU kernel cannot);
 * ``measured_seconds``: optional forward+backward time for one batch on the local device, all
-  calls together.
+  calls together;
+* ``device_seconds``: optional forward+backward times for one batch on a cluster's devices, by task
+  (``"ps:1"``) or job (``"worker"``), measured there by ``ralp-tf calibrate``
+  (:mod:`ralp_tf.plan.calibration`); they win over ``measured_seconds`` and FLOP rates for that task.
 
 The model's activations are listed once per call in ``ModelProfile.tensors``: a
 :class:`TensorProfile` per layer call, naming the layers that consume it, so a shared layer's
@@ -81,6 +84,15 @@ class LayerProfile:
     #: per variable, how often one call reads it (a recurrent loop's body reads it once per
     #: timestep: ``SimpleRNN``, ``RNN(cell)``, ``ConvLSTM2D``); () or 1: once
     loop_reads: tuple[int, ...] = ()
+    #: forward+backward seconds for one batch on a cluster's device, by task key (``"ps:1"``) or job
+    #: (``"worker"``), as ``(key, seconds)`` pairs; () when not calibrated
+    device_seconds: tuple[tuple[str, float], ...] = ()
+
+    def seconds_on(self, task: str, job: str) -> float | None:
+        """The calibrated seconds of this layer on task ``task`` (``"worker:0"``), else on its job
+        (``"worker"``); None when neither was measured."""
+        found = dict(self.device_seconds)
+        return found.get(task, found.get(job))
 
     @property
     def has_params(self) -> bool:
@@ -133,6 +145,10 @@ class LayerProfile:
             d["loop_reads"] = list(self.loop_reads)
         else:
             del d["loop_reads"]
+        if self.device_seconds:
+            d["device_seconds"] = dict(self.device_seconds)
+        else:
+            del d["device_seconds"]
         d["inbound"] = list(self.inbound)
         d["output_shape"] = list(self.output_shape)
         return d
@@ -211,7 +227,8 @@ class LayerProfile:
                    measured_seconds=measured, calls=calls, ps_refusal=refusal,
                    gathered=tuple((int(a), int(b)) for a, b in gathered), regularised=tuple(regularised),
                    constraint_reads=tuple(int(r) for r in reads), activation=activation, id_bytes=int(id_bytes),
-                   loop_reads=tuple(int(r) for r in loops), **kw)
+                   loop_reads=tuple(int(r) for r in loops),
+                   device_seconds=_device_seconds(d.get("device_seconds", {}), name), **kw)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,13 +342,14 @@ class ModelProfile:
         return self if optimizer == self.optimizer else dataclasses.replace(self, optimizer=optimizer)
 
     def scaled_compute(self, factor: float) -> "ModelProfile":
-        """This profile with every measured layer time (``measured_seconds``) multiplied by
-        ``factor``, e.g. the number of tasks sharing the cores; layers without a measured time
-        and everything else are unchanged (``self`` itself when ``factor`` is 1)."""
+        """This profile with every measured layer time (``measured_seconds`` and ``device_seconds``)
+        multiplied by ``factor``, e.g. the number of tasks sharing the cores; layers without a measured
+        time and everything else are unchanged (``self`` itself when ``factor`` is 1)."""
         if factor == 1.0:
             return self
         return dataclasses.replace(self, layers=tuple(dataclasses.replace(
-            l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * factor)
+            l, measured_seconds=None if l.measured_seconds is None else l.measured_seconds * factor,
+            device_seconds=tuple((k, v * factor) for k, v in l.device_seconds))
             for l in self.layers))
 
     def to_dict(self) -> dict[str, Any]:
@@ -429,6 +447,16 @@ def gradient_flows(trainable: Sequence[bool], inbound: Sequence[Sequence[int]]) 
     for i, preds in enumerate(inbound):
         flows.append(bool(trainable[i]) or any(flows[u] for u in preds))
     return flows
+
+
+def _device_seconds(given: Any, layer: str) -> tuple[tuple[str, float], ...]:
+    """A layer's ``device_seconds`` read from JSON (``{"worker": s, "ps:1": s}``); ValidationError otherwise."""
+    if not isinstance(given, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for k, v in given.items()):
+        raise ValidationError(f"layer {layer!r}: 'device_seconds' must map task keys or jobs (\"ps:1\", \"worker\") "
+                              "to seconds >= 0")
+    return tuple((k, float(v)) for k, v in given.items())
 
 
 def _is_count(v: Any) -> bool:

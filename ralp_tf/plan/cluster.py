@@ -39,10 +39,11 @@ from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
-from ralp_tf.plan.rates import JOBS, Rates, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
+from ralp_tf.plan.rates import JOBS, Rates, ServingCpu, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
-           "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "Task", "Host", "Cluster"]
+           "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "ServingCpu",
+           "Task", "Host", "Cluster"]
 
 DEFAULT_BANDWIDTH_BPS = 1e9
 #: Sustained fp32 training rate of a multi-core CPU task (conv/GEMM through oneDNN).
@@ -197,6 +198,9 @@ class Cluster:
     #: the cores of the one machine every host runs on and shares (the namespace testbed or a
     #: LocalCluster without CPU budgets); None: each host is a machine of its own
     shared_cores: float | None = None
+    #: the CPU its tasks spend moving bytes, measured on it (``ralp-tf calibrate``); None: the cost
+    #: model's constants (:mod:`ralp_tf.plan.costmodel`, *Serving CPU*)
+    serving: ServingCpu | None = None
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure
@@ -430,6 +434,10 @@ class Cluster:
     def with_closures(self, steps_per_closure: int, floor: FloorTerms | None = MEASURED_FLOOR) -> "Cluster":
         """A copy whose steps run ``steps_per_closure`` to a closure, with ``floor``'s terms priced."""
         return dataclasses.replace(self, floor=floor, steps_per_closure=steps_per_closure)
+
+    def with_serving(self, serving: ServingCpu | None) -> "Cluster":
+        """A copy whose serving CPU is ``serving`` (measured by ``ralp-tf calibrate``; None: the constants)."""
+        return dataclasses.replace(self, serving=serving)
 
     def with_fused_transfers(self, fused: bool = True) -> "Cluster":
         """A copy whose steps move the worker's variables fused (:mod:`ralp_tf.place.fusion`)."""

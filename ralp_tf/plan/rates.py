@@ -1,5 +1,6 @@
-"""Link and FLOP rates as the cost model reads them: parsing ``100mbit``/``5e10``/``worker=100t,ps=1t``
-and :class:`Rates`, the one record of the rates a command or a decorator gives. Pure."""
+"""Link and FLOP rates as the cost model reads them: parsing ``100mbit``/``5e10``/``worker=100t,ps=1t``,
+:class:`Rates`, the one record of the rates a command or a decorator gives, and :class:`ServingCpu`,
+the CPU costs of moving bytes measured on a cluster (``ralp-tf calibrate``). Pure."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +10,7 @@ from typing import Any, Mapping
 
 from ralp_tf.errors import ClusterConfigError
 
-__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates"]
+__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 
@@ -72,6 +73,31 @@ class Rates:
     def kwargs(self) -> dict[str, Any]:
         """``{"bandwidth": ..., "flops": ...}`` for the rates given (absent ones left out)."""
         return {k: v for k, v in (("bandwidth", self.bandwidth), ("flops", self.flops)) if v is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingCpu:
+    """The CPU a cluster's tasks spend moving bytes, measured on it (``ralp-tf calibrate``,
+    :mod:`ralp_tf.plan.calibration`), in core-seconds: per byte a task sends or receives, per tensor
+    message at each end, and per (worker step, PS task) pair at the PS task and at the worker. A
+    cluster that carries one prices every host with it (:func:`ralp_tf.plan.costmodel.serving_core_seconds`),
+    instead of the constants fitted on this project's machine (dedicated and colocated)."""
+
+    ps_s_per_byte: float
+    worker_s_per_byte: float
+    ps_message_s: float
+    worker_message_s: float
+    ps_step_s: float
+    worker_step_s: float
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ClusterConfigError(f"serving CPU {f.name} must be a number of core-seconds >= 0, got {v!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
 
 
 def positive_flops(value: Any) -> float:
