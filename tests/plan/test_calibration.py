@@ -1,0 +1,169 @@
+"""The calibration file (ralp_tf/plan/calibration.py): format, refusals, and what it changes in the
+cost model's inputs. Pure: hand-written calibrations, no TensorFlow."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+
+from ralp_tf.errors import CalibrationError, ValidationError
+from ralp_tf.model.profiles import ModelProfile
+from ralp_tf.plan.analyzer import analyze
+from ralp_tf.plan.calibration import CALIBRATION_FORMAT, Calibration, calibrated_cluster, calibrated_profile, load_calibration
+from ralp_tf.plan.cluster import Cluster
+from ralp_tf.plan.costmodel import estimate, layer_seconds, serving_core_seconds
+from ralp_tf.plan.profiles import cached_profile
+from tests.calibration_docs import TF_VERSION, calibration_doc, layer_times
+
+
+def cal_of(**kw):
+    return Calibration.from_dict(calibration_doc(**kw))
+
+
+def test_round_trip_and_file(tmp_path):
+    doc = calibration_doc(2, 2, layout="colocated", models={"worker:0": {"small_cnn": layer_times("small_cnn", 2e-11)}})
+    cal = Calibration.from_dict(doc)
+    again = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert again == cal
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(cal.to_dict()))
+    assert load_calibration(str(path)) == cal
+    assert cal.to_dict()["format"] == CALIBRATION_FORMAT and math.isnan(again.floor.message_cpu_ps_s)
+
+
+def test_cluster_takes_links_rates_serving_floor_and_budgets():
+    doc = calibration_doc(2, 2, layout="colocated", bandwidth_bps=9.7e7, flops={"worker:0": 2e10, "ps:0": 4e10},
+                          host_cores={"10.0.0.1": 0.3, "10.0.0.2": 0.3})
+    cal = Calibration.from_dict(doc)
+    cl = cal.cluster()
+    assert [h.name for h in cl.hosts] == ["10.0.0.1", "10.0.0.2"]
+    assert all(t.bandwidth_bps == 9.7e7 for t in cl.tasks)
+    # a task's own rate, else its job's first measured one
+    assert {t.key: t.flops for t in cl.tasks} == {"worker:0": 2e10, "worker:1": 2e10, "ps:0": 4e10, "ps:1": 4e10}
+    assert cl.serving == cal.serving and cl.floor == cal.floor and {h.cores for h in cl.hosts} == {0.3}
+    # onto a cluster shape with other host names, through the tasks (the bench's Cluster.local)
+    shape = calibrated_cluster(cal, Cluster.local(2, 2, layout="colocated"), match_hosts=False)
+    assert [(h.name, h.cores, h.bandwidth_bps) for h in shape.hosts] == [("host0", 0.3, 9.7e7), ("host1", 0.3, 9.7e7)]
+
+
+def test_host_rate_is_the_best_peer_median():
+    doc = calibration_doc(2, 1)  # dedicated: hosts .1 .2 (workers) .3 (ps)
+    for l in doc["links"]:
+        if "ps:0" in (l["src"], l["dst"]) and "worker:1" in (l["src"], l["dst"]):
+            l["bandwidth_bps"] = 1e7  # worker1 <-> ps0 is slow
+    rates = Calibration.from_dict(doc).host_rates()
+    assert rates == {"10.0.0.1": 1e8, "10.0.0.2": 1e8, "10.0.0.3": 1e8}
+
+
+def test_profile_gets_per_task_seconds_and_loses_the_chiefs():
+    prof = cached_profile("small_cnn")
+    measured = ModelProfile.from_dict({**prof.to_dict(), "layers": [dict(l.to_dict(), measured_seconds=0.5)
+                                                                      for l in prof.layers]})
+    times = layer_times("small_cnn", 1e-11)
+    cal = cal_of(models={"worker:0": {"small_cnn": times}, "ps:0": {"small_cnn": {k: 2 * v for k, v in times.items()}}})
+    out = calibrated_profile(cal, measured)
+    cl = cal.cluster()
+    w1, ps = cl.task("worker", 1), cl.task("ps", 0)
+    for l in out.layers:
+        assert l.measured_seconds is None
+        if l.name in times:
+            assert layer_seconds(l, w1, 32) == pytest.approx(times[l.name])  # worker:1 takes worker:0's
+            assert layer_seconds(l, ps, 32) == pytest.approx(2 * times[l.name])
+    assert json.loads(out.to_json())["layers"][1]["device_seconds"]["worker"] > 0
+    half = calibrated_profile(cal, measured.with_batch_size(16))
+    assert layer_seconds(half.layers[1], w1, 16) == pytest.approx(times[half.layers[1].name] / 2)
+    # a model it did not time: the chief's times go, the calibrated FLOP rates price it
+    other = calibrated_profile(cal, cached_profile("alexnet_cifar"))
+    assert all(l.measured_seconds is None and not l.device_seconds for l in other.layers)
+
+
+def test_serving_measured_replaces_the_constants():
+    cal = cal_of(layout="dedicated")
+    cl = cal.cluster()
+    traffic = {("worker", "ps:0"): 1000.0, ("ps:0", "worker"): 3000.0}
+    s = cal.serving
+    got = serving_core_seconds(cl, traffic, sent={"ps:0": 4.0})
+    assert got["ps:0"] == pytest.approx(4000 * s.ps_s_per_byte + 4 * s.ps_message_s + s.ps_step_s)
+    assert got["worker:1"] == pytest.approx(4000 * s.worker_s_per_byte + 4 * s.worker_message_s + s.worker_step_s)
+    budgeted = calibrated_cluster(cal, cl.with_host_cores(0.5), match_hosts=False)
+    assert estimate(cached_profile("small_cnn"), budgeted).task_cpu_s
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d.update(tensorflow_version="2.20.0"), "TensorFlow 2.20.0"),
+    (lambda d: d.update(format="ralp_tf.calibration/0"), "not 'ralp_tf.calibration/1'"),
+])
+def test_stale_files_are_refused(change, words):
+    doc = calibration_doc()
+    change(doc)
+    with pytest.raises(CalibrationError, match="rerun `ralp-tf calibrate`") as err:
+        Calibration.from_dict(doc).check(Cluster.from_dict({"worker": ["10.0.0.1:2222", "10.0.0.2:2223"],
+                                                            "ps": ["10.0.0.3:2224"]}), tensorflow_version=TF_VERSION)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_other_clusters_are_refused():
+    cal = cal_of()
+    same = Cluster.from_dict({"worker": ["10.0.0.1:3000", "10.0.0.2:3000"], "ps": ["10.0.0.3:3000"]})
+    cal.check(same, tensorflow_version=TF_VERSION)  # other ports, same hosts: fine
+    cases = {
+        "this cluster has 3 worker(s)": Cluster.from_dict({"worker": ["10.0.0.1:1", "10.0.0.2:1", "10.0.0.4:1"],
+                                                          "ps": ["10.0.0.3:1"]}),
+        "measured hosts": Cluster.from_dict({"worker": ["10.0.0.1:1", "10.0.0.1:2"], "ps": ["10.0.0.3:1"]}),
+        "is of host 10.0.0.1 for worker:0, this cluster has 10.9.9.1": Cluster.from_dict(
+            {"worker": ["10.9.9.1:1", "10.0.0.2:1"], "ps": ["10.0.0.3:1"]}),
+        "on a CPU": None,
+    }
+    gpu = Cluster.from_dict({"worker": ["10.0.0.1:1", "10.0.0.2:1"], "ps": ["10.0.0.3:1"]}, gpus={"worker": 1})
+    cases["on a CPU"] = gpu
+    for words, cluster in cases.items():
+        with pytest.raises(CalibrationError, match="rerun") as err:
+            cal.check(cluster)
+        assert words in str(err.value), str(err.value)
+    with pytest.raises(CalibrationError, match="measured worker:0 on a CPU .* runs it on a GPU"):
+        cal.check(same, device_kinds={"worker:0": "GPU", "worker:1": "CPU", "ps:0": "CPU"})
+    local = cal_of(address_base="127.0.0.")
+    loop = Cluster.local(2, 1)
+    with pytest.raises(CalibrationError, match="measured on machine 'chief-host', this is 'other'"):
+        local.check(loop, machine="other")
+    local.check(loop, machine="chief-host")  # loopback: the machine, not the ports, tells it
+    with pytest.raises(CalibrationError, match="at 127.0.0.1:2222, this cluster has it at 10.0.0.1:3000"):
+        local.check(same)
+    assert isinstance(CalibrationError("x"), ValidationError)
+
+
+@pytest.mark.parametrize("path, value", [
+    (("tasks",), []), (("tasks", 0, "key"), "chief:0"), (("tasks", 0, "device_kind"), "TPU"),
+    (("tasks", 0, "address"), "nowhere"), (("links", 0, "bandwidth_bps"), 0), (("links", 0, "dst"), "ps:7"),
+    (("links", 0, "samples", 0, "bytes"), -1), (("serving", "ps_s_per_byte"), "fast"), (("floor", "closure_s"), None),
+    (("compute", 0, "models", 0, "batch_size"), 0), (("compute", 0, "flops_per_s"), -1.0), (("machine",), ""),
+    (("host_cores",), {"nohost": 1}), (("shared_cores",), 0),
+])
+def test_malformed_fields_name_themselves(path, value):
+    doc = calibration_doc(models={"worker:0": {"small_cnn": layer_times("small_cnn", 1e-11)}})
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(CalibrationError) as err:
+        Calibration.from_dict(copy.deepcopy(doc), path="calibration file c.json")
+    assert str(err.value).startswith("calibration file c.json") and "rerun" in str(err.value)
+
+
+def test_a_gpu_worker_keeps_its_conv_layers():
+    """With equal CPU rates everywhere the analyzer computes small_cnn whole on the PS at 1 Gbit/s;
+    calibrated with GPU workers (their layers timed on the GPU, the PS's on its CPU) it keeps the
+    conv layers on the workers and moves only the dense head."""
+    prof = cached_profile("small_cnn")
+    conv = {l.name for l in prof.layers if l.kind == "conv"}
+    cpu = layer_times("small_cnn", 1 / 5e10)
+    for kind, worker_times, on_ps in (("CPU", cpu, conv), ("GPU", layer_times("small_cnn", 1 / 1e13), set())):
+        cal = cal_of(bandwidth_bps=1e9, worker_kind=kind, models={"worker:0": {"small_cnn": worker_times},
+                                                                 "ps:0": {"small_cnn": cpu}})
+        cluster = cal.cluster()
+        assert cluster.task("worker", 0).device() .endswith(f"device:{kind}:0")
+        a = analyze(calibrated_profile(cal, prof), cluster)
+        assert conv & set(a.plan.ps_layers()) == on_ps, (kind, a.chosen.label)
+        assert a.plan.ps_layers(), "the dense head goes to the PS either way"
