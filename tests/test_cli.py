@@ -106,7 +106,8 @@ def test_every_registered_command_module_adds_its_subcommands() -> None:
 
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
     assert list(sub.choices) == ["plan", "run", "explain", "server", "agent", "manifest", "schedule",
-                                 "compare-schedulers", "execute-schedule", "soak", "bench", "floor", "chaos", "project", "provision", "zoo"]
+                                 "compare-schedulers", "execute-schedule", "soak", "bench", "floor", "calibrate", "chaos", "project",
+                                 "provision", "zoo"]
     for module in cli.COMMAND_MODULES:
         assert callable(module.register)
     args = cli.build_parser().parse_args(["run", "--model", "mypkg:build", "--policy", "rl"])

@@ -7,8 +7,9 @@ work: reach the point where the command would start or reach a cluster. There th
 points are replaced (:func:`_stubs`) by what they do before a cluster exists (resolve the model,
 price the rates) plus the planning the job would then do on a small profile, and raise
 :class:`_Started`. So no example starts TensorFlow's runtime or a task, and a few hundred run in
-well under a minute. The strategies of JSON documents are :mod:`test_validation`'s.
-(Calibration files: not an input yet.)
+well under a minute. The strategies of JSON documents are :mod:`test_validation`'s. Calibration
+files (``--calibration``, ``ralp-tf calibrate``'s) are mutated from a valid one of this machine and
+given to ``run`` (local and ``--cluster``), ``plan`` and ``project``.
 """
 from __future__ import annotations
 
@@ -47,22 +48,23 @@ def _profile() -> Any:
 
 
 def _fake_compare(model: Any, *, workers: int = 2, ps: int = 1, policies: Any = ("ps", "ralp"),
-                  compression: Any = None, bandwidth: Any = None, flops: Any = None, **_: Any) -> Any:
+                  compression: Any = None, bandwidth: Any = None, flops: Any = None, calibration: Any = None,
+                  **_: Any) -> Any:
     """:func:`ralp_tf.run.training.compare` up to its cluster (the model resolved, the rates priced),
-    then each policy planned as the job would plan it."""
+    then each policy planned as the job would plan it (with the calibration, as it prices it)."""
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.plan.cluster import Cluster, Rates
 
     resolve_model(model) if isinstance(model, str) else model
-    _plan(policies, Cluster.local(workers, ps, **Rates(bandwidth, flops).kwargs()), compression)
+    _plan(policies, Cluster.local(workers, ps, **Rates(bandwidth, flops).kwargs()), compression, calibration)
     raise _Started("local")
 
 
 def _fake_train_on_cluster(config: Any, model: Any, *, policies: Any = ("ralp",), rates: Any = None,
-                           compression: Any = None, **_: Any) -> Any:
+                           compression: Any = None, calibration: Any = None, **_: Any) -> Any:
     """:func:`ralp_tf.run.remote.train_on_cluster` without the connection: the cost cluster of the
     file's and the command line's rates, then each policy planned."""
-    _plan(policies, config.cost_cluster(**dict(rates or {})), compression)
+    _plan(policies, config.cost_cluster(**dict(rates or {})), compression, calibration)
     raise _Started("cluster")
 
 
@@ -70,14 +72,19 @@ def _fake_supervise(**_: Any) -> Any:
     raise _Started("supervised")
 
 
-def _plan(policies: Any, cluster: Any, compression: Any) -> None:
+def _plan(policies: Any, cluster: Any, compression: Any, calibration: Any = None) -> None:
     from ralp_tf.place.policies import plan_with_policy
+    from ralp_tf.plan.calibration import calibrated_cluster, calibrated_profile
     from ralp_tf.plan.plans import Plan
 
+    profile = _profile()
+    if calibration is not None:  # the live checks (TF, devices) were made by the command; the pricing here
+        cluster = calibrated_cluster(calibration, cluster, match_hosts=False)
+        profile = calibrated_profile(calibration, profile)
     for policy in policies:
         name = policy if isinstance(policy, str) else getattr(policy, "policy", "")
         if isinstance(policy, Plan) or name in PLANNED:
-            plan_with_policy(policy, _profile(), cluster, compression=compression)
+            plan_with_policy(policy, profile, cluster, compression=compression)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -178,6 +185,74 @@ def test_cluster_files(folder: Path, doc: Any, rates: list[str], via_env: bool) 
         else:
             source = _write(folder, "cluster.json", text)
         check(RUN + ["--cluster", source, *rates])
+
+
+# ----------------------------------------------------------------------------- calibration files
+def _calibration(loopback: bool) -> dict[str, Any]:
+    """A valid calibration of this machine's local cluster of 2 workers and 1 PS task (``loopback``)
+    or of BARE_SPEC's hosts, timing VALID_PROFILE's layers on worker 0 and PS task 0."""
+    import socket
+
+    from ralp_tf.cli.calibrate import tensorflow_version
+    from tests.calibration_docs import calibration_doc
+
+    layers = {l["name"]: 0.001 for l in VALID_PROFILE["layers"] if l["kind"] != "input"}
+    timed = {"worker:0": {VALID_PROFILE["model_name"]: layers}, "ps:0": {VALID_PROFILE["model_name"]: layers}}
+    if loopback:
+        return calibration_doc(2, 1, address_base="127.0.0.", models=timed, machine=socket.gethostname(),
+                               tensorflow_version=tensorflow_version())
+    doc = calibration_doc(1, 2, models=timed, tensorflow_version=tensorflow_version())
+    for t, address in zip(doc["tasks"], ["h1:2222", "h2:2222", "h3:2222"]):
+        t["address"] = address
+    return doc
+
+
+@EXAMPLES
+@given(data=st.data(), loopback=st.booleans(), command=st.sampled_from(["run", "run", "plan", "project"]))
+def test_calibration_files(folder: Path, data: Any, loopback: bool, command: str) -> None:
+    """Malformed, stale or other clusters' calibration files: exit 2 with one line, or priced."""
+    text = data.draw(mutations(_calibration(loopback)).map(json.dumps) | st.text(max_size=40))
+    path = _write(folder, "calibration.json", text)
+    if command == "run":
+        where = [] if loopback else ["--cluster", _write(folder, "cluster.json", json.dumps(BARE_SPEC))]
+        check(RUN + where + ["--calibration", path])
+    elif command == "plan":  # ralp-tf plan's pricing, on the profile it would measure (no TensorFlow here)
+        import argparse
+
+        from ralp_tf.cli.calibrate import planning_inputs
+        from ralp_tf.errors import ValidationError
+
+        try:
+            planning_inputs(argparse.Namespace(calibration=path, workers=2, ps=1, bandwidth=None, flops=None),
+                            _profile())
+            event("works")
+        except ValidationError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            event("refused")
+    else:
+        _project(path)
+
+
+def _project(path: str) -> None:
+    """``ralp-tf project --calibration`` on one small cell: priced (exit 0) or refused (exit 2, one line)."""
+    from ralp_tf.cli.main import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["project", "--models", "alexnet_cifar", "--hosts", "2", "--bandwidths", "1gbit",
+                     "--ps-host-ratio", "0", "--json", "--calibration", path])
+    lines = err.getvalue().strip().splitlines()
+    assert code == 0 or (code == 2 and len(lines) == 1 and ERROR_LINE.match(lines[0])), (code, lines)
+    event("works" if code == 0 else "refused")
+
+
+@pytest.mark.parametrize("what", ["missing", "folder", "none"])
+def test_calibration_path_that_is_no_file(folder: Path, what: str) -> None:
+    path = folder / f"cal-{what}.json"
+    if what == "folder":
+        path.mkdir(exist_ok=True)
+    expected = "works" if what == "none" else "refused"
+    assert bad_input_or_works(RUN + ["--calibration", "none" if what == "none" else str(path)]) == expected
 
 
 # -------------------------------------------------------------------------------- policy options

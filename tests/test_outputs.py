@@ -104,6 +104,8 @@ OUTPUT_OPTIONS = [
     (["bench", "--quick"], "--out-dir", BAD_DIR),
     (["floor"], "--out", BAD_FILE),
     (["floor"], "--log-dir", BAD_DIR),
+    (["calibrate", "--quick"], "--out", BAD_FILE),
+    (["calibrate", "--quick"], "--log-dir", BAD_DIR),
     (["chaos", "--minutes", "1"], "--log-dir", BAD_DIR),
     (["project"], "--out", BAD_FILE),
     (["zoo", "--models", "sample"], "--out", f"{NO_FILES_HERE}/zoo.md"),

@@ -133,6 +133,8 @@ class BenchConfig:
     optimizer: str = LOOP_OPTIMIZER  # every strategy's SGD (ralp_tf.run.training.OPTIMIZERS)
     fuse_transfers: bool = False  # PSS strategies: one pull and one push per PS task (ralp_tf.place.fusion)
     floor: str = "builtin"  # builtin | measure | none | a `ralp-tf floor --out` JSON (--floor)
+    #: ``ralp-tf calibrate --testbed``'s file the predictions price with (``--calibration``), or None
+    calibration: str | None = None
 
 
 def _split(text: str | Sequence[str] | None) -> list[str]:
@@ -335,7 +337,25 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        command="ralp-tf bench " + " ".join(argv or []), layout=layout, host_cpu=host_cpu,
                        steps_per_closure=steps_per_closure, optimizer=getattr(args, "optimizer", LOOP_OPTIMIZER),
                        floor=check_floor_source(getattr(args, "floor", "builtin")),
-                       fuse_transfers=bool(getattr(args, "fuse_transfers", False)))
+                       fuse_transfers=bool(getattr(args, "fuse_transfers", False)),
+                       calibration=check_calibration(getattr(args, "calibration", None), cells, host_cpu))
+
+
+def check_calibration(path: str | None, cells: Sequence[Cell], host_cpu: float | None) -> str | None:
+    """``--calibration``'s file, read and checked against every cell before anything runs: a
+    calibration of the testbed with the cell's hosts (layout, workers and PS tasks), link cap and CPU
+    budget, and of this TensorFlow (CalibrationError otherwise, exit 2)."""
+    if path is None:
+        return None
+    from ralp_tf.plan.calibration import calibrated_cluster, installed_tensorflow, load_calibration
+    from ralp_tf.plan.cluster import Cluster
+
+    cal = load_calibration(path)
+    for cell in cells:
+        cal.check_testbed(cell.layout, cell.bandwidth_bps, host_cpu)
+        calibrated_cluster(cal, Cluster.local(cell.workers, cell.num_ps, layout=cell.layout), match_hosts=False,
+                           tensorflow_version=installed_tensorflow())
+    return path
 
 
 def check_floor_source(source: str) -> str:

@@ -103,21 +103,25 @@ def compute_scale(workers: int, host_cpu: float | None = None) -> float:
     return max(1.0, workers / (os.cpu_count() or 1))
 
 
-def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None) -> Cluster:
+def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None, calibration: Any = None) -> Cluster:
     """The cluster of ``cell``: its workers and PS tasks on the hosts of its layout (one link of
     ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them, with
-    ``host_cpu`` cores per host when the testbed budgets them, else sharing this machine's cores."""
+    ``host_cpu`` cores per host when the testbed budgets them, else sharing this machine's cores;
+    with ``calibration`` (``ralp-tf calibrate --testbed``'s, ``bench --calibration``) at the rates,
+    serving CPU and floor it measured on those hosts instead."""
+    from ralp_tf.plan.calibration import calibrated_cluster
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.run.launch import machine_cores
 
     cluster = Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
-    return cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(machine_cores())
+    cluster = cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(machine_cores())
+    return calibrated_cluster(calibration, cluster, match_hosts=False) if calibration is not None else cluster
 
 
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
                 scheduler_plan: Plan | None = None, host_cpu: float | None = None, *,
                 steps_per_closure: int = 1, floor: FloorTerms | None = MEASURED_FLOOR,
-                fuse_transfers: bool = False) -> dict[str, Any]:
+                fuse_transfers: bool = False, calibration: Any = None) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
@@ -127,14 +131,18 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     ``floor`` (:mod:`ralp_tf.plan.closures`) at ``steps_per_closure``; the ring strategies do not.
     With ``steps_per_closure`` ``AUTO_STEPS_PER_CLOSURE`` each PSS entry is priced at its own
     :func:`~ralp_tf.plan.costmodel.best_steps_per_closure`; every PSS entry names its
-    ``"steps_per_closure"``. ``fuse_transfers`` prices the PSS strategies' fused transfers."""
+    ``"steps_per_closure"``. ``fuse_transfers`` prices the PSS strategies' fused transfers.
+    ``calibration`` prices the cell's hosts as it measured them (:func:`cell_cluster`; its floor
+    wins over ``floor``); ``prof`` is then its calibrated profile."""
     from ralp_tf.place.policies import RalpPolicy
     from ralp_tf.plan.costmodel import best_steps_per_closure, estimate, estimate_allreduce
 
     scale = compute_scale(cell.workers, host_cpu)
     p = prof.scaled_compute(scale)
     auto = steps_per_closure == AUTO_STEPS_PER_CLOSURE
-    cluster = cell_cluster(cell, bandwidth_bps, host_cpu).with_closures(1 if auto else steps_per_closure, floor)
+    floor = calibration.floor if calibration is not None and calibration.floor is not None else floor
+    cluster = cell_cluster(cell, bandwidth_bps, host_cpu, calibration).with_closures(1 if auto else steps_per_closure,
+                                                                                     floor)
     cluster = cluster.with_fused_transfers(fuse_transfers)
     ralp = RalpPolicy()  # the analyzer as `--policy ralp` runs it
     a = ralp.analyze(p, cluster)

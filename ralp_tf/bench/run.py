@@ -169,6 +169,14 @@ class Bench:
             self.doc["config"]["host_cpu_note"] = budget_note
         #: the closure floor the PSS predictions price (``--floor``; ``measure`` is read in :meth:`run`)
         self.floor: Any = None if cfg.floor == "measure" else floor_terms(cfg.floor)
+        #: ``--calibration``: the testbed's hosts as ``ralp-tf calibrate`` measured them (checked by the config)
+        self.calibration: Any = None
+        if cfg.calibration:
+            from ralp_tf.plan.calibration import load_calibration
+
+            self.calibration = load_calibration(cfg.calibration)
+            self.doc["config"]["calibration"] = cfg.calibration
+            self.doc["calibration"] = self.calibration.to_dict()
 
     def _budget(self, cfg: BenchConfig) -> tuple[float | None, str | None]:
         """(CPU budget per host to apply, why ``--host-cpu`` was dropped or None). Without root or the
@@ -238,7 +246,7 @@ class Bench:
                 prof = self._profile(cell.model)
                 pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu,
                                    steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                                   fuse_transfers=self.cfg.fuse_transfers)
+                                   fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -263,7 +271,13 @@ class Bench:
             self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times{budget})")
             out, group = str(self.profile_path(model)), f"{self.cfg.prefix}-profile"
             try:
-                if self.host_cpu is None:
+                if self.calibration is not None:  # the layers' times on the hosts' devices, as calibrate timed them
+                    from ralp_tf.plan.calibration import calibrated_profile
+
+                    self.profiles[model] = calibrated_profile(self.calibration,
+                                                              measure_profile(model, self.cfg.batch, out))
+                    Path(out).write_text(self.profiles[model].to_json())
+                elif self.host_cpu is None:
                     self.profiles[model] = measure_profile(model, self.cfg.batch, out)
                 else:  # medians under the quota itself are not the layers' times there (quota_profile)
                     measured = quota_profile.measure_quota_profile(model, self.cfg.batch, self.host_cpu, out,
@@ -412,7 +426,7 @@ class Bench:
         if prof is not None:
             pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu,
                                steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                               fuse_transfers=self.cfg.fuse_transfers)
+                               fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
             for s in strategies:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
@@ -491,7 +505,8 @@ class Bench:
                                   compression=None if plan_path else codec,
                                   compute_scale=compute_scale(cell.workers, self.host_cpu),
                                   steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
-                                  fuse_transfers=self.cfg.fuse_transfers, profile_path=self._profile_file(cell.model))
+                                  fuse_transfers=self.cfg.fuse_transfers, profile_path=self._profile_file(cell.model),
+                                  calibration_path=self.cfg.calibration)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
                                     timeout=timeout, optimizer=self.cfg.optimizer)

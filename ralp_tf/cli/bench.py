@@ -91,6 +91,11 @@ def register(subparsers: Any) -> None:
                         "terms measured on this project's machine, the default), measure (run `ralp-tf floor "
                         "--workers 2 --ps 2` first, about a minute, and price what it measured), none, or the "
                         "path of a `ralp-tf floor --out` JSON")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="price every cell with what `ralp-tf calibrate --testbed` measured on the same hosts (link "
+                        "rates, per-layer times on the workers' and PS tasks' devices, serving CPU, floor) instead "
+                        "of the cell's link cap, a profile measured here and the fitted constants; a file of another "
+                        "layout, link cap, --host-cpu or shape is refused")
     p.add_argument("--scheduler-solver", default="exact",
                    help="solver of 'scheduler': the placement policy scheduler.<NAME> (default exact)")
     p.set_defaults(func=cmd_bench, needs_loopback_shim=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from ralp_tf.cli.args import (add_cluster_args, add_output_arg, add_policy_args, cluster_rates, fault_spec,
                              non_negative_int, policy_options, positive_int, steps_per_closure)
+from ralp_tf.cli.calibrate import add_calibration_arg, cluster_bind_env, planning_inputs, run_calibration
 from ralp_tf.model.optimizers import SPARSE_UPDATES
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
 from ralp_tf.run.training import LOOP_OPTIMIZER, OPTIMIZERS
@@ -33,6 +34,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", required=True, help="built-in name or package.module:function (runs that code)")
     add_cluster_args(p)
     add_policy_args(p, plan_files=False)
+    add_calibration_arg(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_output_arg(p, "--out", help="also write the plan JSON to this file")
     p.add_argument("--optimizer", choices=tuple(SPARSE_UPDATES), default=LOOP_OPTIMIZER,
@@ -89,12 +91,14 @@ def register(subparsers: Any) -> None:
                         "this port (without it, bytes are reported as unavailable)")
     r.add_argument("--connect-timeout", type=float, default=30.0,
                    help="with --cluster: seconds to wait for every task to answer (default 30)")
+    add_calibration_arg(r, default_note="; with --cluster FILE, FILE's <name>.calibration.json is read when it "
+                                        "exists (--calibration none: not)")
     r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
                    help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
     from ralp_tf.cli.faults import add_run_args
 
     add_run_args(r)
-    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster, reexec_env=_coordinator_env)
+    r.set_defaults(func=cmd_run, needs_loopback_shim=lambda a: not a.cluster, reexec_env=cluster_bind_env)
 
 
 def _compression_arg(p: argparse.ArgumentParser) -> None:
@@ -109,7 +113,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Profile ``--model``, plan it with ``--policy`` on the local cluster of the arguments, print
     the plan (``--json``: one object) and write it to ``--out``."""
     from ralp_tf.place.policies import plan_with_policy
-    from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.costmodel import estimate
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.policies import policy_from_spec
@@ -118,8 +121,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     policy = policy_from_spec(args.policy, policy_options(args))
     builder = resolve_model(args.model)
     prof = prepare(builder, args.batch_size, sequence_length=args.sequence_length).profile
-    prof = prof.with_optimizer(args.optimizer)
-    cluster = Cluster.local(args.workers, args.ps, **cluster_rates(args)).with_closures(1, MEASURED_FLOOR)
+    prof, cluster = planning_inputs(args, prof.with_optimizer(args.optimizer))
+    cluster = cluster.with_closures(1, cluster.floor or MEASURED_FLOOR)
     plan, analysis = plan_with_policy(policy, prof, cluster, compression=args.compression)
     if args.out:
         plan.save(args.out)
@@ -162,12 +165,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "
                                   "--add-worker-at, --fault, --fault-plan, --host-cpu); check the model with a plain "
                                   "`ralp-tf run --check-gradients` first")
+        if args.calibration not in (None, "none"):
+            raise ValidationError("--calibration is not supported by the supervised runs (--restart-failed, "
+                                  "--add-worker-at, --fault, --fault-plan, --host-cpu); drop it there")
         return run_supervised(args)  # --restart-failed, --add-worker-at, --fault: see ralp_tf.faults
     if args.compare:
         policies: list[Any] = ["ps", "ralp"]
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
     config = _cluster_config(args) if args.cluster else None  # --workers/--ps are the cluster's
+    args.calibrated = run_calibration(args, config)  # refused here, before a cluster starts or is reached
     finished = finished_runs(args, policies)
     if finished is not None:  # every checkpoint at the last step already: no cluster, nothing to train
         return report_finished(args, finished)
@@ -209,21 +216,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coordinator_env(args: argparse.Namespace) -> dict[str, str] | None:
-    """``run --cluster`` with a chief in the spec: restart with the coordinator's gRPC server bound to
-    the chief's address (:func:`ralp_tf.run.server.coordinator_bind_env`); errors wait for :func:`cmd_run`."""
-    from ralp_tf.errors import RalpError
-    from ralp_tf.run.server import coordinator_bind_env
-    from ralp_tf.run.tfconfig import load_cluster_config
-
-    if not args.cluster:
-        return None
-    try:
-        return coordinator_bind_env(load_cluster_config(None if args.cluster == "TF_CONFIG" else args.cluster))
-    except RalpError:
-        return None
-
-
 def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
     """``run``: train on a LocalCluster (:func:`ralp_tf.run.training.compare`)."""
     from ralp_tf.run.training import compare
@@ -234,7 +226,7 @@ def _run_local(args: argparse.Namespace, policies: list[Any]) -> dict[str, Any]:
                    compression=args.compression, on_measure=_trace_hook(args), step_callback=args.step_callback,
                    sequence_length=args.sequence_length, steps_per_closure=args.steps_per_closure,
                    optimizer=args.optimizer, check_gradients=args.check_gradients,
-                   fuse_transfers=args.fuse_transfers, **cluster_rates(args))
+                   fuse_transfers=args.fuse_transfers, calibration=args.calibrated, **cluster_rates(args))
 
 
 def _cluster_config(args: argparse.Namespace) -> Any:
@@ -261,6 +253,7 @@ def _run_on_cluster(args: argparse.Namespace, policies: list[Any], config: Any) 
     return train_on_cluster(config, args.model, policies=policies, agent_port=args.agent_port,
                             connect_timeout=args.connect_timeout, checkpoint_dir=args.checkpoint_dir,
                             rates=cluster_rates(args), steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                            calibration=args.calibrated,
                             checkpoint_every=args.checkpoint_every, warmup_steps=args.warmup_steps,
                             compression=args.compression, on_measure=_trace_hook(args),
                             step_callback=args.step_callback, sequence_length=args.sequence_length,

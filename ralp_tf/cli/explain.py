@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ralp_tf.cli.args import add_cluster_args, add_output_arg, add_policy_args, cluster_rates, policy_options
+from ralp_tf.cli.calibrate import add_calibration_arg, given_counts, read_calibration, tensorflow_version
 from ralp_tf.errors import ValidationError, read_json_file, writable_file
 from ralp_tf.plan.cluster import TaskRef
 
@@ -71,10 +72,12 @@ def _step_entry(est: Any, n: int) -> dict[str, Any]:
 
 
 def explain_data(model: Any, workers: int = 2, ps: int = 1, *, policy: Any = "ralp", batch_size: int = 32,
-                 run_json: Mapping[str, Any] | None = None, compression: Any = None,
+                 run_json: Mapping[str, Any] | None = None, compression: Any = None, calibration: Any = None,
                  **rates: Any) -> dict[str, Any]:
     """The data of the picture (module docstring) for ``model`` (a name, ``pkg.mod:fn`` or a
-    builder) on ``Cluster.local(workers, ps, **rates)``."""
+    builder) on ``Cluster.local(workers, ps, **rates)``, or with ``calibration``
+    (:class:`ralp_tf.plan.calibration.Calibration`) on the calibrated cluster, priced with what it
+    measured (:func:`ralp_tf.plan.calibration.priced`; ``rates`` still win)."""
     from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.costmodel import estimate, estimate_allreduce, resolve_placements, variable_homes
@@ -83,7 +86,12 @@ def explain_data(model: Any, workers: int = 2, ps: int = 1, *, policy: Any = "ra
 
     builder = resolve_model(model) if isinstance(model, str) else model
     prof = prepare(builder, batch_size).profile
-    cluster = Cluster.local(workers, ps, **rates)
+    if calibration is not None:
+        from ralp_tf.plan.calibration import priced
+
+        prof, cluster = priced(calibration, prof, rates=rates)
+    else:
+        cluster = Cluster.local(workers, ps, **rates)
     plan, analysis = plan_with_policy(policy, prof, cluster, compression=compression)
     where = resolve_placements(prof, plan)
     homes = variable_homes(prof, where, cluster.num_ps, plan.stored_on()) if cluster.num_ps else {}
@@ -244,6 +252,7 @@ def register(subparsers: Any) -> None:
     e.add_argument("--model", required=True, help="built-in name or package.module:function (runs that code)")
     add_cluster_args(e)
     add_policy_args(e, plan_files=False)
+    add_calibration_arg(e)
     add_output_arg(e, "--png", help="write the picture here (an SVG is written beside it)")
     e.add_argument("--json", action="store_true", help="print the picture's data as one JSON object")
     e.add_argument("--run-json", metavar="FILE", help="`ralp-tf run --json` output: draw its measured bytes too")
@@ -259,8 +268,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.png:  # --png itself is checked by run_command
         writable_file(Path(args.png).with_suffix(".svg"), "--png's SVG")
     run = read_json_file(args.run_json, ValidationError, f"run JSON {args.run_json}") if args.run_json else None
+    cal = read_calibration(args)
+    if cal is not None:
+        cal.check_counts(**given_counts(args))
+        cal.check(cal.cluster(), tensorflow_version=tensorflow_version(), match_hosts=False)
     data = explain_data(args.model, args.workers, args.ps, policy=policy_from_spec(args.policy, policy_options(args)),
-                        batch_size=args.batch_size, run_json=run, **cluster_rates(args))
+                        batch_size=args.batch_size, run_json=run, calibration=cal, **cluster_rates(args))
     data["policy"] = args.policy
     if args.png:
         data["files"] = [str(p) for p in draw(data, args.png)]

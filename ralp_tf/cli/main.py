@@ -11,6 +11,7 @@ module                         commands
 :mod:`ralp_tf.cli.soak`        ``soak`` (a long placed run, task resources sampled)
 :mod:`ralp_tf.cli.bench`       ``bench`` (the emulated-network benchmark; namespaces need root)
 :mod:`ralp_tf.cli.floor`       ``floor`` (PSS's fixed cost per closure and per step, measured here)
+:mod:`ralp_tf.cli.calibrate`   ``calibrate`` (a cluster's links, serving CPU, floor and per-layer compute, for --calibration)
 :mod:`ralp_tf.cli.faults`      ``chaos`` (training while a seeded schedule of faults plays; needs root)
 :mod:`ralp_tf.cli.zoo`         ``zoo`` (every tf_keras.applications model and the zoo's shapes, placed and measured)
 :mod:`ralp_tf.cli.project`     ``project``, ``provision`` (scale on paper; CPU-only PS hosts to add)
@@ -43,6 +44,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import scheduler.cli as scheduler_cli
 from ralp_tf.cli import bench as bench_cli
+from ralp_tf.cli import calibrate as calibrate_cli
 from ralp_tf.cli import commands, explain, manifest, project, server, soak, zoo
 from ralp_tf.cli import faults as faults_cli
 from ralp_tf.cli import floor as floor_cli
@@ -53,7 +55,7 @@ __all__ = ["COMMAND_MODULES", "build_parser", "main", "console_main"]
 
 #: The command modules of ``ralp-tf``, in the order their subcommands are listed.
 COMMAND_MODULES: tuple[ModuleType, ...] = (commands, explain, server, manifest, scheduler_cli, soak, bench_cli,
-                                           floor_cli, faults_cli, project, zoo)
+                                           floor_cli, calibrate_cli, faults_cli, project, zoo)
 
 _SHIM_FLAG = "RALP_TF_CLI_REEXEC"
 

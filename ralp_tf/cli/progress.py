@@ -1,4 +1,5 @@
-"""A one-line progress display for long training commands (``ralp-tf run``, ``ralp-tf soak``).
+"""One-line progress displays: steps of long training commands (``ralp-tf run``, ``ralp-tf soak``),
+items of a measurement (``ralp-tf calibrate``: :class:`ItemProgress`, a bar).
 
 ``[run 0m42s | ETA 1m10s] ralp step 120/330 (2.9 steps/s)`` redrawn in place on stderr, only when
 stderr is a terminal (:func:`ralp_tf.cli.quiet.stderr_is_tty`, which sees through the noise filter)
@@ -14,7 +15,7 @@ import time
 from ralp_tf.bench.progress import hms
 from ralp_tf.cli.quiet import stderr_is_tty
 
-__all__ = ["MIN_STEPS", "StepProgress"]
+__all__ = ["MIN_STEPS", "StepProgress", "ItemProgress"]
 
 #: Below this many steps a run is short enough to need no progress line.
 MIN_STEPS = 20
@@ -54,5 +55,36 @@ class StepProgress:
     def close(self) -> None:
         """End the progress line (a newline) if one was drawn."""
         if self.enabled and self._label is not None:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class ItemProgress:
+    """``update(stage, done, total, detail)`` after each item of a measurement: ``[calibrate 0m12s |
+    ETA 0m30s] [#####-----] 6/15 links worker:0->ps:1 ...`` redrawn on stderr when it is a terminal
+    (or ``enabled``); ETA = items left x seconds per item so far. ``close()`` ends the line."""
+
+    WIDTH = 20
+
+    def __init__(self, command: str, *, enabled: bool | None = None) -> None:
+        self.command = command
+        self.enabled = stderr_is_tty() if enabled is None else enabled
+        self.t0 = time.monotonic()
+        self.drawn = False
+
+    def update(self, stage: str, done: int, total: int, detail: str = "") -> None:
+        if not self.enabled or total <= 0:
+            return
+        elapsed = time.monotonic() - self.t0
+        eta = hms(elapsed / done * (total - done)) if done else "?"
+        filled = self.WIDTH * min(done, total) // total
+        line = (f"[{self.command} {hms(elapsed)} | ETA {eta}] [{'#' * filled}{'-' * (self.WIDTH - filled)}] "
+                f"{done}/{total} {stage} {detail}")
+        sys.stderr.write("\r" + line[:118].ljust(118))
+        sys.stderr.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
             sys.stderr.write("\n")
             sys.stderr.flush()

@@ -22,6 +22,7 @@ import json
 from typing import Any, Callable
 
 from ralp_tf.cli.args import add_output_arg, bandwidth, non_negative_int, positive_int
+from ralp_tf.cli.calibrate import add_calibration_arg, read_calibration
 from ralp_tf.errors import CommandFailed
 
 __all__ = ["register", "cmd_project", "cmd_provision"]
@@ -75,6 +76,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ps-host-ratio", type=_ratio, default=PS_HOST_RATIO,
                    help=f"CPU-only PS hosts per GPU host in the second row set (default {PS_HOST_RATIO}; 0: none)")
     _rate_args(p)
+    add_calibration_arg(p, default_note=": here the workers' and PS tasks' measured FLOP rates stand for "
+                                        "--gpu-flops and --host-cpu-flops, and its fastest host link for --bandwidths "
+                                        "(flags given win)")
     add_output_arg(p, "--out", help="write to this file instead of stdout")
     p.set_defaults(func=cmd_project)
 
@@ -100,6 +104,9 @@ def cmd_project(args: argparse.Namespace) -> int:
     profiles = [projection.model_profile(name) for name in args.models]
     grid = {"hosts": args.hosts or projection.HOSTS, "bandwidths_bps": args.bandwidths or projection.BANDWIDTHS_BPS,
             "gpu_flops": args.gpu_flops, "host_cpu_flops": args.host_cpu_flops}
+    cal = read_calibration(args)
+    if cal is not None:
+        grid.update(_calibrated_rates(cal, args))
     rows = projection.project(profiles, **grid)
     if args.ps_host_ratio > 0:
         rows += projection.project(profiles, ps_host_ratio=args.ps_host_ratio, **grid)
@@ -111,6 +118,26 @@ def cmd_project(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _calibrated_rates(cal: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The projection's rates from a calibration (``--calibration``), where no flag gave them: the
+    workers' and the PS tasks' measured FLOP rates (the fastest of each job), the fastest host link."""
+    from ralp_tf.cli.calibrate import tensorflow_version
+    from ralp_tf.plan.projection import GPU_FLOPS, HOST_CPU_FLOPS
+
+    cal.check(cal.cluster(), tensorflow_version=tensorflow_version(), match_hosts=False)
+    rates = {job: max((v for k, v in cal.task_flops().items() if k.startswith(job + ":")), default=None)
+             for job in ("worker", "ps")}
+    out: dict[str, Any] = {}
+    if args.gpu_flops == GPU_FLOPS and rates["worker"]:
+        out["gpu_flops"] = rates["worker"]
+    if args.host_cpu_flops == HOST_CPU_FLOPS and rates["ps"]:
+        out["host_cpu_flops"] = rates["ps"]
+    links = cal.host_rates()
+    if not args.bandwidths and links:
+        out["bandwidths_bps"] = [max(links.values())]
+    return out
 
 
 def cmd_provision(args: argparse.Namespace) -> int:

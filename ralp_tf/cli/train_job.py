@@ -74,6 +74,9 @@ def _parser() -> Any:
     p.add_argument("--profile", default=None,
                    help="plan and predict with this profile's measured layer times (ModelProfile JSON of the "
                         "same model and batch, e.g. the bench's) times --compute-scale, not measured here")
+    p.add_argument("--calibration", default=None,
+                   help="price with this `ralp-tf calibrate` file of these hosts (rates, serving CPU, floor; the "
+                        "profile's layer times come with --profile)")
     p.add_argument("--compression", default=None, help="compression setting for the planner, e.g. fp16 "
                                                         "(see ralp_tf.plan.compression)")
     p.add_argument("--steps-per-closure", type=steps_per_closure, default=AUTO_STEPS_PER_CLOSURE,
@@ -118,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = Cluster.from_dict(spec, **Rates(args.bandwidth or None, args.flops or None).kwargs())
         cluster = cluster.with_host_cores(args.host_cores) if args.host_cores else cluster
         cluster = cluster.with_shared_cores(args.shared_cores) if args.shared_cores else cluster
+        if args.calibration:
+            import socket
+
+            from ralp_tf.plan.calibration import calibrated_cluster, load_calibration
+
+            cluster = calibrated_cluster(load_calibration(args.calibration), cluster,
+                                         tensorflow_version=tf.__version__, machine=socket.gethostname())
         wait_reachable(spec, args.connect_timeout)  # the caller may start this job while its tasks start
         policy = policy_from_spec(args.policy, policy_options(args))
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(spec), rpc_layer="grpc")

@@ -24,7 +24,7 @@ from ralp_tf.model.optimizers import optimizer_name
 from ralp_tf.model.profiles import INPUT_REFUSAL, OP_REFUSAL, LayerProfile, ModelProfile, TensorProfile, check_batch_size
 from ralp_tf.model.trace import InputSignature, LayerCall, Trace, input_signature, trace_calls
 
-__all__ = ["check_tf_keras_model", "profile"]
+__all__ = ["check_tf_keras_model", "profile", "random_input", "layer_gradients"]
 
 
 def check_tf_keras_model(model: Any, source: str = "") -> None:
@@ -155,7 +155,9 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
                         tensors=tensor_profiles)
 
 
-def _random_input(t: Any, batch_size: int, layer: Any) -> Any:
+def random_input(t: Any, batch_size: int, layer: Any) -> Any:
+    """A random tensor of symbolic ``t``'s shape (``batch_size`` rows) and dtype (ids below ``layer``'s
+    ``input_dim``), made on the current device."""
     import tensorflow as tf
 
     shape = [batch_size] + [d or 1 for d in shape_tuple(t)[1:]]
@@ -173,23 +175,11 @@ def _measure_layer(layer: Any, call: LayerCall, batch_size: int, repeats: int) -
     recorded ``call`` repeated on random inputs of its shapes."""
     import tensorflow as tf
 
-    xs = [_random_input(t, batch_size, layer) for t in call.inputs]
+    xs = [random_input(t, batch_size, layer) for t in call.inputs]
 
     @tf.function
     def step(*xs: Any) -> Any:
-        with tf.GradientTape() as tape:
-            for x in xs:
-                if x.dtype.is_floating:
-                    tape.watch(x)
-            args, kwargs = call.rebuild(xs)
-            if "training" in kwargs:
-                kwargs = dict(kwargs, training=True)
-            y = layer(*args, **kwargs)
-            loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)
-                             if isinstance(o, tf.Tensor) and (o.dtype.is_floating or o.dtype.is_integer)])
-        sources = [x for x in xs if x.dtype.is_floating] + list(layer.trainable_weights)
-        grads = tape.gradient(loss, sources) if sources else []
-        return [g for g in grads if g is not None] or [loss]
+        return layer_gradients(layer, call, xs)
 
     step(*xs)
     times = []
@@ -199,6 +189,27 @@ def _measure_layer(layer: Any, call: LayerCall, batch_size: int, repeats: int) -
         _ = [o.numpy() if hasattr(o, "numpy") else o for o in tf.nest.flatten(out)]
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def layer_gradients(layer: Any, call: LayerCall, xs: Sequence[Any]) -> list[Any]:
+    """One forward+backward pass of ``layer``'s recorded ``call`` on tensors ``xs`` (traced inside
+    the caller's ``tf.function``): the gradients of its outputs' sum with respect to its float inputs
+    and trainable weights (or the sum, when there are none)."""
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        for x in xs:
+            if x.dtype.is_floating:
+                tape.watch(x)
+        args, kwargs = call.rebuild(xs)
+        if "training" in kwargs:
+            kwargs = dict(kwargs, training=True)
+        y = layer(*args, **kwargs)
+        loss = tf.add_n([tf.reduce_sum(tf.cast(o, tf.float32)) for o in tf.nest.flatten(y)
+                         if isinstance(o, tf.Tensor) and (o.dtype.is_floating or o.dtype.is_integer)])
+    sources = [x for x in xs if x.dtype.is_floating] + list(layer.trainable_weights)
+    grads = tape.gradient(loss, sources) if sources else []
+    return [g for g in grads if g is not None] or [loss]
 
 
 def _regularised(layer: Any, weights: list[Any]) -> tuple[bool, ...]:

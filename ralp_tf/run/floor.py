@@ -49,7 +49,7 @@ from ralp_tf.errors import ValidationError, check_int
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
-           "fit_message_cpu", "task_cpu_s", "measure_floor"]
+           "fit_message_cpu", "task_cpu_s", "FloorRunner", "measure_floor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,19 +244,22 @@ def _by_task(strategy: Any, ps: int, per_task: int) -> dict[int, list[Any]]:
     return by_task
 
 
-class _Runner:
-    """Schedules one case's closures on a started cluster and counts time and bytes."""
+class FloorRunner:
+    """Schedules the cases' closures on a connected ``strategy`` of ``workers`` workers and ``ps`` PS
+    tasks and counts time, bytes (``meter``, a :class:`~ralp_tf.run.traffic.TrafficMeter` whose
+    endpoints include the coordinator's; None: not counted) and CPU (``cpu()``: cumulative CPU
+    seconds ``{"ps": ..., "worker": ...}`` of each job's tasks; None: not read). Each repetition
+    runs ``closures`` closures, or as many as fill ``seconds`` of wall time."""
 
-    def __init__(self, lc: Any, seconds: float, repeats: int) -> None:
+    def __init__(self, strategy: Any, workers: int, ps: int, *, seconds: float = 2.0, repeats: int = 3,
+                 cpu: Callable[[], dict[str, float]] | None = None, meter: Any = None,
+                 closures: int | None = None) -> None:
         import tensorflow as tf
 
-        from ralp_tf.run.traffic import Endpoint, TrafficMeter, cluster_endpoints
-
-        self.lc, self.seconds, self.repeats = lc, seconds, repeats
-        self.strategy = lc.strategy()
-        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(self.strategy)
-        # the coordinator's own connections to the workers are owned by this process
-        self.meter = TrafficMeter(cluster_endpoints(lc) + [Endpoint("coordinator", os.getpid(), -1)])
+        self.strategy, self.workers, self.ps = strategy, workers, ps
+        self.seconds, self.repeats, self.closures = seconds, repeats, closures
+        self.cpu, self.meter = cpu, meter
+        self.coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
 
     def _batch(self, fn: Any, args: tuple[Any, ...], closures: int) -> tuple[float, float]:
         t0 = time.perf_counter()
@@ -271,39 +274,54 @@ class _Runner:
         return float(sum(v for (a, b), v in self.meter.delta.items()
                          if (a == name and b.startswith(prefix)) or (b == name and a.startswith(prefix))))
 
+    def _cpu(self) -> dict[str, float]:
+        return self.cpu() if self.cpu else {"ps": math.nan, "worker": math.nan}
+
     def run(self, case: FloorCase, variables: Sequence[Any]) -> CaseResult:
         import tensorflow as tf
 
-        workers = self.lc.num_workers
+        workers = self.workers
         fn = _closure_function(variables, case.looped and case.ps_tasks > 0)
         args = (tf.constant(case.steps, tf.int32),) if case.looped and case.ps_tasks > 0 else ()
         probe, _ = self._batch(fn, args, 2 * workers)  # traced and registered on every worker
         probe, _ = self._batch(fn, args, 2 * workers)
-        closures = max(2 * workers, min(4000, math.ceil(self.seconds / max(probe / (2 * workers), 1e-5))))
+        closures = self.closures or max(2 * workers, min(4000, math.ceil(self.seconds / max(probe / (2 * workers),
+                                                                                           1e-5))))
         closures = math.ceil(closures / workers) * workers
         walls, scheds, ps_bytes, coord_bytes, ps_cpu, worker_cpu = [], [], [], [], [], []
         for _ in range(self.repeats):
-            self.meter.start()
+            if self.meter:
+                self.meter.start()
             before = self._cpu()
             wall, sched = self._batch(fn, args, closures)
             after = self._cpu()
-            self.meter.stop()
+            if self.meter:
+                self.meter.stop()
+                ps_bytes.append({f"ps{k}": self._between("worker", f"ps{k}") / closures for k in range(self.ps)})
+                coord_bytes.append(self._between("coordinator", "worker") / closures)
             ps_cpu.append((after["ps"] - before["ps"]) / closures)
             worker_cpu.append((after["worker"] - before["worker"]) / closures)
             walls.append(wall)
             scheds.append(sched / closures)
-            ps_bytes.append({f"ps{k}": self._between("worker", f"ps{k}") / closures for k in range(self.lc.num_ps)})
-            coord_bytes.append(self._between("coordinator", "worker") / closures)
         return CaseResult(case=case, closures=closures, wall_s=walls,
                           closure_s=statistics.median(walls) * workers / closures, schedule_s=statistics.median(scheds),
-                          bytes_per_closure={k: statistics.median(b[k] for b in ps_bytes) for k in ps_bytes[0]},
-                          coordinator_bytes_per_closure=statistics.median(coord_bytes),
+                          bytes_per_closure={k: statistics.median(b[k] for b in ps_bytes) for k in ps_bytes[0]}
+                          if ps_bytes else {},
+                          coordinator_bytes_per_closure=statistics.median(coord_bytes) if coord_bytes else math.nan,
                           ps_cpu_s_per_closure=statistics.median(ps_cpu),
                           worker_cpu_s_per_closure=statistics.median(worker_cpu))
 
-    def _cpu(self) -> dict[str, float]:
-        """CPU seconds so far of all PS tasks and of all workers (:func:`task_cpu_s`)."""
-        return {job: sum(task_cpu_s(t.pid) for t in self.lc.tasks if t.job == job) for job in ("ps", "worker")}
+    def measure(self, cases: Sequence[FloorCase], max_variables: int,
+                on_case: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+        """Every case, each on ``max_variables`` tiny variables per PS task made for the run."""
+        by_task = _by_task(self.strategy, self.ps, max_variables)
+        results = []
+        for case in cases:
+            chosen = [v for k in range(case.ps_tasks) for v in by_task[k][:case.variables]]
+            results.append(self.run(case, chosen))
+            if on_case:
+                on_case(results[-1])
+        return results
 
 
 def measure_floor(workers: int = 2, ps: int = 1, *, seconds: float = 2.0, repeats: int = 3, max_variables: int = 16,
@@ -321,15 +339,16 @@ def measure_floor(workers: int = 2, ps: int = 1, *, seconds: float = 2.0, repeat
         raise ValidationError(f"loop_steps must be at least two different positive step counts, got {list(loop_steps)}")
     cases = floor_cases(ps, max_variables, loop_steps)
     started = time.perf_counter()
-    results: list[CaseResult] = []
     with LocalCluster(workers=workers, ps=ps, log_dir=log_dir) as lc:
-        runner = _Runner(lc, float(seconds), repeats)
-        by_task = _by_task(runner.strategy, ps, max_variables)
-        for case in cases:
-            chosen = [v for k in range(case.ps_tasks) for v in by_task[k][:case.variables]]
-            results.append(runner.run(case, chosen))
-            if on_case:
-                on_case(results[-1])
+        from ralp_tf.run.traffic import Endpoint, TrafficMeter, cluster_endpoints
+
+        def cpu() -> dict[str, float]:
+            return {job: sum(task_cpu_s(t.pid) for t in lc.tasks if t.job == job) for job in ("ps", "worker")}
+
+        # the coordinator's own connections to the workers are owned by this process
+        meter = TrafficMeter(cluster_endpoints(lc) + [Endpoint("coordinator", os.getpid(), -1)])
+        runner = FloorRunner(lc.strategy(), workers, ps, seconds=float(seconds), repeats=repeats, cpu=cpu, meter=meter)
+        results = runner.measure(cases, max_variables, on_case)
     terms, error = fit_terms(results)
     message_ps, message_worker = fit_message_cpu(results)
     terms = dataclasses.replace(terms, message_cpu_ps_s=message_ps, message_cpu_worker_s=message_worker)

@@ -20,7 +20,9 @@ cumulative counters at the start and end of the measured window, so a remote run
 equal a LocalCluster run's of the same plan (TCP payload, gRPC framing included, headers not).
 
 The agent answers ``GET /pairs`` with ``{"host": H, "tasks": [...], "pairs": {"worker0->ps0": n,
-...}}``: read-only counters, no commands. It listens on its host's address from the spec.
+...}}`` and ``GET /cpu`` with ``{"host": H, "tasks": [...], "cpu_s": {"worker:0": s, ...}}`` (each
+task's CPU seconds so far, for ``ralp-tf calibrate``'s serving CPU): read-only counters, no
+commands. It listens on its host's address from the spec.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ from ralp_tf.errors import ClusterConfigError, ClusterRuntimeError
 from ralp_tf.run.tfconfig import ClusterConfig
 from ralp_tf.run.traffic import _PID, TrafficMeter, read_sockets, split_address
 
-__all__ = ["AGENT_PORT", "CONNECT_TIMEOUT_S", "task_name", "resolve_host", "listening_ports", "host_pairs",
+__all__ = ["AGENT_PORT", "CONNECT_TIMEOUT_S", "task_name", "resolve_host", "listening_ports", "host_pairs", "host_cpu",
            "serve_agent", "AgentMeter", "wait_reachable", "coordinator_strategy", "train_on_cluster"]
 
 log = logging.getLogger(__name__)
@@ -114,18 +116,36 @@ def host_pairs(config: ClusterConfig, host: str) -> dict[str, int]:
     return pairs
 
 
+def host_cpu(config: ClusterConfig, host: str) -> dict[str, float]:
+    """CPU seconds so far (user + system, every thread) of each task of host ``host``, by task key
+    (``"worker:0"``): the processes listening on its port, read on that host."""
+    from ralp_tf.run.floor import task_cpu_s
+
+    local = [t for t in Cluster.from_dict(config.spec).tasks if t.host == host]
+    out: dict[str, float] = {}
+    for pid, ports in listening_ports().items():
+        for t in local:
+            if split_address(t.address)[1] in ports:
+                out[t.key] = out.get(t.key, 0.0) + task_cpu_s(pid)
+    return out
+
+
 def serve_agent(config: ClusterConfig, host: str, bind: tuple[str, int],
                 ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``GET /pairs`` (:func:`host_pairs` of ``host``) on ``bind`` until interrupted."""
+    """Serve ``GET /pairs`` (:func:`host_pairs` of ``host``) and ``GET /cpu`` (:func:`host_cpu`) on
+    ``bind`` until interrupted."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if self.path.rstrip("/") != "/pairs":
-                self.send_error(404, "only GET /pairs")
+            path = self.path.rstrip("/")
+            if path not in ("/pairs", "/cpu"):
+                self.send_error(404, "only GET /pairs and GET /cpu")
                 return
             try:
-                body = {"host": host, "pairs": host_pairs(config, host),
-                        "tasks": [t.key for t in Cluster.from_dict(config.spec).tasks if t.host == host]}
+                tasks = [t.key for t in Cluster.from_dict(config.spec).tasks if t.host == host]
+                body = {"host": host, "tasks": tasks}
+                body.update({"pairs": host_pairs(config, host)} if path == "/pairs" else
+                            {"cpu_s": host_cpu(config, host)})
                 code = 200
             except Exception as exc:  # the coordinator reports it, naming this host
                 body, code = {"error": str(exc)}, 500
@@ -171,24 +191,36 @@ class AgentMeter(TrafficMeter):
             self.urls[host] = f"http://{'[' + name + ']' if ':' in name else name}:{agent_port}/pairs"
         self.timeout_s = timeout_s
 
+    def _ask(self, what: str, unavailable: str) -> list[dict[str, Any]]:
+        """Every host agent's answer to ``GET /<what>``; ClusterRuntimeError naming the silent ones."""
+        docs, failed = [], []
+        for host, url in self.urls.items():
+            url = url.rsplit("/", 1)[0] + "/" + what
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
+                    docs.append(json.loads(resp.read()))
+            except (OSError, urllib.error.URLError, ValueError) as exc:
+                failed.append(f"{host} ({url}: {getattr(exc, 'reason', exc)})")
+        if failed:
+            raise ClusterRuntimeError(f"no {what} from the agent of " + ", ".join(failed) + ": start "
+                                      f"`ralp-tf agent` on every worker and PS host, or run without --agent-port "
+                                      f"({unavailable})")
+        return docs
+
     def pairs(self) -> dict[tuple[str, str], int]:
         """Cumulative bytes ``{(src, dst): n}`` summed over every host's agent."""
         out: dict[tuple[str, str], int] = {}
-        failed = []
-        for host, url in self.urls.items():
-            try:
-                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
-                    doc = json.loads(resp.read())
-            except (OSError, urllib.error.URLError, ValueError) as exc:
-                failed.append(f"{host} ({url}: {getattr(exc, 'reason', exc)})")
-                continue
+        for doc in self._ask("pairs", "bytes are then reported as unavailable"):
             for key, n in doc.get("pairs", {}).items():
                 a, _, b = key.partition("->")
                 out[(a, b)] = out.get((a, b), 0) + int(n)
-        if failed:
-            raise ClusterRuntimeError("no byte counts from the agent of " + ", ".join(failed) + ": start "
-                                      "`ralp-tf agent` on every worker and PS host, or run without --agent-port "
-                                      "(bytes are then reported as unavailable)")
+        return out
+
+    def cpu(self) -> dict[str, float]:
+        """Cumulative CPU seconds of every task, ``{"worker:0": s, ...}``, from every host's agent."""
+        out: dict[str, float] = {}
+        for doc in self._ask("cpu", "the serving CPU is then not measured"):
+            out.update({k: float(v) for k, v in doc.get("cpu_s", {}).items()})
         return out
 
     def start(self) -> None:
@@ -247,12 +279,14 @@ def coordinator_strategy(config: ClusterConfig) -> Any:
 def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[Any] = ("ralp",),
                      agent_port: int | None = None, connect_timeout: float = CONNECT_TIMEOUT_S,
                      checkpoint_dir: str | None = None, rates: Mapping[str, Any] | None = None,
+                     calibration: Any = None,
                      step_callback: Callable[[str, int], None] | None = None, **train_kwargs: Any) -> dict[str, Any]:
     """Train ``model`` on the running cluster ``config`` once per policy (see the module docstring)
     and return ``{policy name: RunResult}``; ``bytes_per_step`` is None without ``agent_port``.
 
     With several policies each gets ``checkpoint_dir/<policy>``. ``step_callback(policy name, step)``
-    is called after scheduling each step (progress). ``train_kwargs`` go to
+    is called after scheduling each step (progress). ``calibration`` (``ralp-tf calibrate``'s, of this
+    cluster: refused otherwise) prices the plans and predictions. ``train_kwargs`` go to
     :func:`ralp_tf.run.training.train` (``steps``, ``batch_size``, ``warmup_steps``, ``seed``, ...)."""
     import os
 
@@ -268,6 +302,17 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
     strategy = coordinator_strategy(config)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     cluster = config.cost_cluster(**dict(rates or {}))
+    if calibration is not None:  # its hosts, TF and devices checked against the live cluster's
+        from ralp_tf.model.builtin import resolve_model
+        from ralp_tf.run.calibrate import calibrated_job, device_kinds
+        from ralp_tf.run.training import TrainConfig, prepare_model
+
+        config_of = {k: train_kwargs[k] for k in ("batch_size", "seed", "sequence_length", "optimizer")
+                     if k in train_kwargs}
+        prepared = prepare_model(resolve_model(model) if isinstance(model, str) else model, TrainConfig(**config_of))
+        prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=rates,
+                                                   device_kinds=device_kinds(config.spec))
+        train_kwargs["prepared"] = prepared
     results: dict[str, Any] = {}
     for policy in policies:
         name = str(policy if isinstance(policy, str) else getattr(policy, "policy", type(policy).__name__))

@@ -522,7 +522,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
             step_callback: Callable[[str, int], None] | None = None,
             sequence_length: int | None = None, prepared: Prepared | None = None,
             steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, check_gradients: bool = False,
-            fuse_transfers: bool = False) -> dict[str, RunResult]:
+            fuse_transfers: bool = False, calibration: Any = None) -> dict[str, RunResult]:
     """Run each policy on one LocalCluster (real task processes) and measure it. The model is built
     and profiled once, while the cluster's tasks start; a model that cannot be profiled is refused
     before any step, and the tasks are stopped. Each policy's run places a fresh build of it with
@@ -533,7 +533,8 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
     ``step_callback(policy name, step)`` is called after scheduling each step (progress).
     ``prepared`` (:func:`prepare_model`, with the same batch size, seed and sequence length) is the
     model already built and profiled. ``steps_per_closure``, ``optimizer``, ``check_gradients`` and
-    ``fuse_transfers`` go to :func:`train`.
+    ``fuse_transfers`` go to :func:`train`. ``calibration`` (``ralp-tf calibrate``'s, of a local
+    cluster of this shape on this machine) prices the plans and predictions.
     """
     from ralp_tf.run.launch import LocalCluster
     from ralp_tf.run.traffic import cluster_endpoints
@@ -550,6 +551,10 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
         strategy = lc.strategy()
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)
+        if calibration is not None:
+            from ralp_tf.run.calibrate import calibrated_job
+
+            prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=rates)
         for policy in policies:
             name = policy if isinstance(policy, str) else getattr(policy, "policy", type(policy).__name__)
             log.info("running %s on %s", name, cluster.describe())

@@ -33,12 +33,13 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
            measure_compute: bool = True, compute_scale: float | None = None, timeout: float = 900.0,
            log_dir: str | None = None, compression: str | None = None, steps_per_closure: int = 1,
            optimizer: str = jobs.LOOP_OPTIMIZER, fuse_transfers: bool = False,
-           profile_path: str | None = None) -> dict[str, Any]:
+           profile_path: str | None = None, calibration_path: str | None = None) -> dict[str, Any]:
     """One PSS run with ``policy`` ("ps", "ralp" or a plan JSON path) and ``compression`` (a
     setting of :mod:`ralp_tf.plan.compression`, given to the planner); ``steps_per_closure`` worker
     steps per scheduled closure, ``optimizer`` the loop's SGD and ``fuse_transfers`` its fused
     transfers (:func:`ralp_tf.run.training.train`); ``profile_path``: measured layer times (e.g. the
-    bench's profile JSON) the coordinator plans with instead of measuring its own. Its cost model is
+    bench's profile JSON) the coordinator plans with instead of measuring its own, ``calibration_path``
+    a `ralp-tf calibrate --testbed` file of these hosts it prices with. Its cost model is
     told the testbed's CPU budget per host, or, without budgets, that every host shares this
     machine's cores. Never raises for a failed job: the record then has ``valid: false``,
     ``invalid_reason``, ``log_tail`` and ``crash_signal`` (the signal number) when the coordinator
@@ -67,7 +68,7 @@ def run_ps(tb: Any, model: str = "alexnet_cifar", policy: str = "ralp", *, worke
                                                     _rate_text(tb.bandwidth_bps))]
         cmd += _options(measure_compute, scale, compression, steps_per_closure, optimizer, fuse_transfers,
                         profile_path)
-        cmd += _cores_options(getattr(tb, "host_cpu", None))
+        cmd += _cores_options(getattr(tb, "host_cpu", None), calibration_path)
         proc, watcher, finished = _run_chief(tb, lc, cmd, meter, log_dir, timeout)
         dead = [f"{t.job}:{t.index}" for t in lc.tasks if not t.alive()]
         tails = "\n".join(f"--- {t.job}:{t.index}\n{t.log_tail(15)}" for t in lc.tasks if not t.alive())
@@ -146,14 +147,16 @@ def _options(measure_compute: bool, scale: float, compression: str | None, steps
     return out + ["--optimizer", optimizer]
 
 
-def _cores_options(budgets: dict[str, float] | None) -> list[str]:
+def _cores_options(budgets: dict[str, float] | None, calibration_path: str | None = None) -> list[str]:
     """The coordinator's ``--host-cores`` (one budget for every host) or, without budgets,
-    ``--shared-cores`` (this machine's); nothing for budgets that differ between hosts."""
+    ``--shared-cores`` (this machine's); nothing for budgets that differ between hosts. With a
+    calibration file, ``--calibration`` too (it states the hosts' cores itself)."""
     from ralp_tf.run.launch import machine_cores
 
+    calibrated = ["--calibration", calibration_path] if calibration_path else []
     if not budgets:
-        return ["--shared-cores", str(machine_cores())]
-    return ["--host-cores", str(next(iter(budgets.values())))] if len(set(budgets.values())) == 1 else []
+        return ["--shared-cores", str(machine_cores())] + calibrated
+    return (["--host-cores", str(next(iter(budgets.values())))] if len(set(budgets.values())) == 1 else []) + calibrated
 
 
 def _predicted_link_bytes(result: dict[str, Any], workers: int) -> float | None:

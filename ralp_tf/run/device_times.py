@@ -1,0 +1,94 @@
+r"""A model's forward+backward times on one device of a running cluster (``ralp-tf calibrate``).
+
+:func:`time_model` builds the model with its variables on ``device`` (a task's device string,
+``/job:worker/replica:0/task:0/device:GPU:0`` on a GPU worker), traces it as the profiler does
+(:func:`ralp_tf.model.trace.trace_calls`), and times on that device, from this process:
+
+* each layer's forward+backward pass of its first call (:func:`ralp_tf.model.profiler.layer_gradients`)
+  on random inputs made there, in a ``tf.while_loop`` of ``steps + 1`` iterations less a loop of
+  one (what one remote call costs cancels), times its calls;
+* the whole model's forward+backward pass (every trainable variable's gradient of the loss, no
+  optimizer update) on its synthetic batch, likewise.
+
+Each loop returns one element of each gradient, so only a scalar comes back. The layers' times
+are their shares scaled to the whole pass (:mod:`ralp_tf.bench.quota_profile`'s reason: under a CPU
+quota a layer shorter than a period runs unthrottled). Needs a remote context connected to the
+cluster (:func:`ralp_tf.run.calibrate.measure_cluster` makes it) or a local device string.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+from ralp_tf.plan.calibration import ModelTimes
+
+__all__ = ["loop_seconds", "time_model"]
+
+
+def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2) -> float:
+    """Seconds of one iteration of ``body`` (whose outputs are tensors): the fastest of ``repeats``
+    calls of a ``tf.while_loop`` of ``steps + 1`` iterations less the fastest of a loop of 1, each
+    called from here, over ``steps``."""
+    import tensorflow as tf
+
+    @tf.function
+    def loop(k: int) -> Any:  # k a Python int: no argument lives on this process's device
+        def step(i: Any, acc: Any) -> tuple[Any, Any]:
+            picks = [tf.cast(tf.reshape(getattr(g, "values", g), [-1])[0], tf.float32) for g in body()]
+            return i + 1, acc + tf.add_n(picks)
+        return tf.while_loop(lambda i, acc: i < k, step, (tf.constant(0), tf.constant(0.0)))[1]
+
+    def timed(k: int) -> float:
+        t0 = time.perf_counter()
+        loop(k).numpy()
+        return time.perf_counter() - t0
+
+    timed(1)  # traced and registered on the device
+    timed(steps + 1)
+    ones, longs = [], []
+    for _ in range(max(repeats, 1)):  # the fastest of each: the least disturbed by other work
+        ones.append(timed(1))
+        longs.append(timed(steps + 1))
+    return max(min(longs) - min(ones), 0.0) / steps
+
+
+def time_model(model: str, batch_size: int, device: str, *, steps: int = 10) -> ModelTimes:
+    """``model`` (a built-in name or ``module:function``) timed on ``device`` (module docstring)."""
+    import tensorflow as tf
+
+    from ralp_tf.model import per_sample_loss, resolve_model, synthetic_batch
+    from ralp_tf.model.graph import walk
+    from ralp_tf.model.profiler import layer_gradients, profile, random_input
+    from ralp_tf.model.trace import input_signature, trace_calls
+
+    with tf.device(device):
+        built = resolve_model(model)()
+        graph = walk(built)
+        trace = trace_calls(built, input_signature(built, None, None, graph), graph)
+        calls: dict[str, list[Any]] = {}
+        for c in trace.calls:
+            calls.setdefault(c.name, []).append(c)
+        raw: dict[str, float] = {}
+        for name, group in calls.items():
+            first = group[0]
+            if first.layer is None or not first.inputs:
+                continue
+            xs = [random_input(t, batch_size, first.layer) for t in first.inputs]
+            raw[name] = loop_seconds(lambda f=first, xs=xs: layer_gradients(f.layer, f, xs), steps) * len(group)
+        x, y = synthetic_batch(built, batch_size, seed=0)
+        x = tf.nest.map_structure(tf.constant, tuple(x) if isinstance(x, list) else x)
+        y = tf.nest.map_structure(tf.constant, tuple(y) if isinstance(y, list) else y)
+        loss_fn = per_sample_loss(built)
+
+        def whole() -> list[Any]:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(loss_fn(y, built(x, training=True)))
+            return [g for g in tape.gradient(loss, built.trainable_variables) if g is not None] or [loss]
+
+        step_s = loop_seconds(whole, steps)
+    prof = profile(built, batch_size, graph=graph)
+    flops = 3.0 * batch_size * sum(l.flops for l in prof.compute_layers)
+    layer_sum = sum(raw.values())
+    scale = step_s / layer_sum if layer_sum > 0 else 1.0
+    return ModelTimes(model=prof.model_name, batch_size=batch_size, step_s=step_s, layer_sum_s=layer_sum,
+                      flops=flops, layers=tuple((name, seconds * scale) for name, seconds in raw.items()))

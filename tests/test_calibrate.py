@@ -1,0 +1,128 @@
+"""``ralp-tf calibrate`` on live clusters (ralp_tf/run/calibrate.py, ralp_tf/cli/calibrate.py): what it
+measures and how; the file's format and its pricing are tests/plan/test_calibration.py's."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_exit import exit_code
+from ralp_tf.plan.calibration import load_calibration
+from ralp_tf.run.calibrate import QUICK, Budget, compute_tasks, device_kinds, device_string, link_pairs
+
+RALP_TF = str(Path(sys.executable).with_name("ralp-tf"))
+SPEC = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"], "ps": ["10.0.0.1:2223", "10.0.0.2:2223"]}
+HOSTS = {"worker:0": "a", "ps:0": "a", "worker:1": "b", "ps:1": "b"}
+
+
+def test_the_pairs_timed_cross_hosts_both_ways() -> None:
+    full = link_pairs(SPEC, HOSTS)
+    assert ("worker:0", "ps:0") not in full and ("ps:0", "ps:1") not in full  # loopback; PS<->PS does not matter
+    assert set(full) == {("worker:0", "worker:1"), ("worker:1", "worker:0"), ("worker:0", "ps:1"), ("ps:1", "worker:0"),
+                         ("worker:1", "ps:0"), ("ps:0", "worker:1")}
+    quick = link_pairs(SPEC, HOSTS, quick=True)
+    assert set(quick) == {("worker:0", "worker:1"), ("worker:1", "worker:0"), ("worker:0", "ps:1"), ("ps:1", "worker:0")}
+
+
+def test_the_gpu_device_path_is_named_by_device_strings() -> None:
+    """A worker whose task lists a GPU is timed on '/job:worker/replica:0/task:0/device:GPU:0'
+    (this machine has none: the path is chosen from the names TensorFlow lists)."""
+    listed = ["/job:chief/replica:0/task:0/device:CPU:0", "/job:worker/replica:0/task:0/device:CPU:0",
+              "/job:worker/replica:0/task:0/device:GPU:0", "/job:worker/replica:0/task:1/device:CPU:0",
+              "/job:ps/replica:0/task:0/device:CPU:0"]
+    kinds = device_kinds({"worker": ["w0:1", "w1:1"], "ps": ["p0:1"]}, listed)
+    assert kinds == {"worker:0": "GPU", "worker:1": "CPU", "ps:0": "CPU"}
+    assert device_string("worker:0", kinds["worker:0"]) == "/job:worker/replica:0/task:0/device:GPU:0"
+    from ralp_tf.plan.calibration import CalibratedTask
+
+    tasks = [CalibratedTask(k, "h:1", h, device_string(k, kinds[k]), kinds[k])
+             for k, h in (("worker:0", "a"), ("worker:1", "b"), ("ps:0", "a"))]
+    # worker:1 differs from worker:0's kind, so it is timed too, even with a small budget
+    assert [t.key for t in compute_tasks(tasks, all_hosts=False)] == ["worker:0", "worker:1", "ps:0"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["calibrate", "--cluster", "c.json", "--testbed"], "give one of them"),
+    (["calibrate", "--host-cpu", "0.5"], "add --testbed"),
+    (["calibrate", "--models", "no_such_model"], "no_such_model"),
+    (["calibrate", "--agent-port", "2230"], "add --cluster"),
+    (["calibrate", "--max-seconds", "-1"], "--max-seconds"),
+])
+def test_bad_arguments_are_refused_before_anything_starts(argv: list[str], words: str,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert exit_code(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ralp-tf: error: ") and len(err.strip().splitlines()) == 1 and words in err
+
+
+def test_quick_is_small() -> None:
+    assert QUICK.max_seconds < 60 and QUICK.transfers <= Budget().transfers and not QUICK.all_hosts
+
+
+@pytest.mark.slow
+def test_layers_are_timed_on_the_device_string_given() -> None:
+    """:func:`ralp_tf.run.device_times.time_model` on this process's CPU by its device string (the
+    path a GPU worker's '/job:worker/.../device:GPU:0' takes): every computing layer timed, the
+    shares scaled to the whole step."""
+    from ralp_tf.run.device_times import time_model
+
+    t = time_model("small_cnn", 8, "/job:localhost/replica:0/task:0/device:CPU:0", steps=2)
+    layers = dict(t.layers)
+    assert t.model == "small_cnn" and t.step_s > 0 and {"conv1", "fc1"} <= set(layers)
+    assert sum(layers.values()) == pytest.approx(t.step_s)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    proc = subprocess.run([RALP_TF, "calibrate", "--workers", "1", "--ps", "1", "--quick", "--models", "small_cnn",
+                           "--transfers", "1", "--steps", "2", "--closures", "4", "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["format"] == "ralp_tf.calibration/1"
+    cal = load_calibration(str(out))
+    assert [t.key for t in cal.tasks] == ["worker:0", "ps:0"] and cal.machine and cal.tensorflow_version
+    assert {(l.src, l.dst) for l in cal.links} == {("worker:0", "ps:0"), ("ps:0", "worker:0")}
+    for link in cal.links:  # loopback: fast; sizes from 4 bytes to at least 4 MB
+        assert link.bandwidth_bps > 1e8 and link.samples[0].bytes == 4 and link.samples[-1].bytes >= 4 << 20
+    assert [c.task for c in cal.compute] == ["worker:0", "ps:0"]
+    assert all(m.model == "small_cnn" and m.step_s > 0 and "fc1" in dict(m.layers) for c in cal.compute for m in c.models)
+    assert cal.floor is not None and cal.floor.plain_closure_s > 0 and cal.serving is not None
+    assert cal.shared_cores and cal.budget["transfers"] == 1
+    plan = subprocess.run([RALP_TF, "plan", "--model", "small_cnn", "--workers", "1", "--calibration", str(out),
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    analysis = json.loads(plan.stdout)
+    assert set(analysis["baseline"]["link_s"]) == {t.host for t in cal.tasks}  # the calibrated cluster's hosts
+    timed = {l["name"]: l.get("device_seconds", {}) for l in analysis["profile"]["layers"]}
+    assert set(timed["fc1"]) == {"worker:0", "worker", "ps:0", "ps"} and "measured_seconds" not in timed
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_root
+def test_calibrate_finds_a_100mbit_cap_on_the_testbed(tmp_path: Path) -> None:
+    """Namespace hosts whose links tc caps at 100 Mbit/s: the calibration, not told the cap, finds it
+    within 10% on every link, and leaves no namespace behind."""
+    from ralp_tf.testbed import netns_support
+
+    ok, why = netns_support()
+    if not ok:
+        pytest.skip(why)
+    out = tmp_path / "cal.json"
+    proc = subprocess.run([RALP_TF, "calibrate", "--testbed", "--prefix", "rcaltest", "--workers", "1", "--ps", "1",
+                           "--bandwidth", "100mbit", "--quick", "--models", "small_cnn", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cal = load_calibration(str(out))
+    assert len(cal.links) == 2
+    for link in cal.links:
+        assert link.bandwidth_bps == pytest.approx(1e8, rel=0.10), (link.src, link.dst, link.bandwidth_bps)
+    assert cal.testbed == {"layout": "dedicated", "bandwidth_bps": 1e8, "host_cpu": None, "prefix": "rcaltest"}
+    left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "rcaltest" not in left
