@@ -24,7 +24,7 @@ from ralp_tf.errors import PlanError
 import scheduler
 from ralp_tf import models
 from ralp_tf.place.applier import placement
-from scheduler.base import Solver
+from scheduler.solvers.base import Solver
 from ralp_tf.place.isolation import outside_strategy
 from test_placement import BATCH, PLAN, _base, _loss
 

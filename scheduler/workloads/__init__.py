@@ -2,10 +2,10 @@
 
 :func:`load_workload` resolves a name or a path:
 
-* a built-in name (:data:`BUILTIN_WORKLOADS`) -> a HeterPS :class:`~scheduler.problem.Problem`
-  on a catalog (default :data:`scheduler.catalogs.CLOUD`);
+* a built-in name (:data:`BUILTIN_WORKLOADS`) -> a HeterPS :class:`~scheduler.core.problem.Problem`
+  on a catalog (default :data:`scheduler.core.catalogs.CLOUD`);
 * a shared dnn-partitioning name (``bert24_inference``, ...) or a path to such a JSON ->
-  a :class:`~scheduler.maxload.MaxLoadProblem`;
+  a :class:`~scheduler.core.maxload.MaxLoadProblem`;
 * a path to a ralp_tf ModelProfile JSON -> a Problem;
 * a harder generated workload (:data:`scheduler.workloads.hard.HARD_WORKLOADS`);
 * a HeterPS-scale workload (:data:`scheduler.workloads.large.LARGE_WORKLOADS`: 200-300 layers).
@@ -21,10 +21,10 @@ from typing import Any
 
 from ralp_tf.errors import ValidationError, read_json_file
 from ralp_tf.model import ModelProfile
-from scheduler.errors import WorkloadError
-from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints
+from scheduler.core.errors import WorkloadError
+from scheduler.core.maxload import MaxLoadProblem
+from scheduler.core.problem import Problem
+from scheduler.core.resources import Catalog, Constraints
 from scheduler.workloads import dnn_partitioning
 from scheduler.workloads.builtin import BUILTIN_WORKLOADS, load_profile
 
@@ -48,7 +48,7 @@ def default_throughput(problem: Problem) -> float:
 
 def problem_from_profile(profile: ModelProfile, catalog: Catalog | None = None, throughput: float | None = None,
                          budget: float | None = None, name: str | None = None) -> Problem:
-    from scheduler.catalogs import CLOUD
+    from scheduler.core.catalogs import CLOUD
 
     catalog = catalog or CLOUD
     free = Problem.from_profile(profile, catalog, Constraints(0.0, None), name=name, check=True)

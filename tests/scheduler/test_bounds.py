@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.bounds import heterps_bound
-from scheduler.exact import Exact, solve_heterps_sweep
+from scheduler.solvers.bounds import heterps_bound
+from scheduler.solvers.exact import Exact, solve_heterps_sweep
 
 from sched_helpers import random_problem
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.contraction import contract, expand
-from scheduler.exact import Exact, solve_maxload_dp
-from scheduler.exact_reach import ideals_before_contraction
-from scheduler.maxload import IDEALS_LIMIT
+from scheduler.solvers.contraction import contract, expand
+from scheduler.solvers.exact import Exact, solve_maxload_dp
+from scheduler.evaluation.exact_reach import ideals_before_contraction
+from scheduler.core.maxload import IDEALS_LIMIT
 from scheduler.workloads import dnn_partitioning as dp
 from scheduler.workloads.layer_graphs import leafy_graph
 

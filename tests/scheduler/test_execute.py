@@ -9,11 +9,11 @@ import pytest
 
 from ralp_tf.model.profiles import ModelProfile
 from scheduler import Exact, Greedy
-from scheduler.emulated import builtin_catalogs, catalog_from_dict, load_catalog
-from scheduler.errors import CatalogError
-from scheduler.execute import FASTEST, ExecutionError, execute_schedule, measured_problem
-from scheduler.pss import pss_sync_seconds, restricted
-from scheduler.unitrate import UnitRate, calibrate
+from scheduler.execution.emulated import builtin_catalogs, catalog_from_dict, load_catalog
+from scheduler.core.errors import CatalogError
+from scheduler.execution.execute import FASTEST, ExecutionError, execute_schedule, measured_problem
+from scheduler.core.pss import pss_sync_seconds, restricted
+from scheduler.execution.unitrate import UnitRate, calibrate
 
 
 def _layer(name, kind, params, flops, out, inbound, seconds):
@@ -143,7 +143,7 @@ def test_bad_run_settings_are_refused(kw, match):
 
 
 def test_cli_refuses_zero_budgets(capsys):
-    from scheduler.cli import main
+    from ralp_tf.cli.schedule import main
 
     for argv in (["--rl-iterations", "0"], ["--steps", "0"]):
         with pytest.raises(SystemExit) as e:
@@ -161,7 +161,7 @@ def test_a_one_unit_type_is_not_both_worker_and_ps():
 
 
 def test_steps_are_work_sized_from_the_prediction():
-    from scheduler.execute import MAX_STEPS, steps_for
+    from scheduler.execution.execute import MAX_STEPS, steps_for
 
     cat = catalog_from_dict(CAT, cores=2)
     report = execute_schedule("toy", cat, 60.0, solver=Exact(), run=False, measure=fake_measure)
@@ -176,7 +176,7 @@ def test_stock_pss_on_the_same_types_replaces_a_split_the_cost_model_prices_wors
     solver's split worse than no split on the same two types, the deployment is stock PSS."""
     import dataclasses
 
-    import scheduler.execute as ex
+    import scheduler.execution.execute as ex
 
     cat = catalog_from_dict(CAT, cores=2)
     rates = {t.name: fake_measure("toy", 32, t.cores) for t in cat.types}

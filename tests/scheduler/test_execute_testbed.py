@@ -46,9 +46,9 @@ def test_a_tiny_schedule_runs_on_emulated_types(tmp_path):
     """One deployment of small_cnn (its dense head computed on a PS task) trained with real PSS on
     the testbed: worker and PS each in their own quota and link rate; a measured rate comes back."""
     from ralp_tf.testbed import _cgroups
-    from scheduler.emulated import catalog_from_dict
-    from scheduler.execute import Deployment, ps_plan, run_deployment
-    from scheduler.unitrate import calibrate
+    from scheduler.execution.emulated import catalog_from_dict
+    from scheduler.execution.execute import Deployment, ps_plan, run_deployment
+    from scheduler.execution.unitrate import calibrate
     from test_execute import _profile
 
     cat = catalog_from_dict({"name": "it", "coordinator_cores": 0.4, "types": [

@@ -8,8 +8,8 @@ import pytest
 
 import scheduler
 from ralp_tf.plan import Cluster, analyze, estimate
-from scheduler.errors import ProblemError
-from scheduler.pss import WORKER_CHOICE, PSSProblem, heterps_view
+from scheduler.core.errors import ProblemError
+from scheduler.core.pss import WORKER_CHOICE, PSSProblem, heterps_view
 from scheduler.workloads import load_profile
 
 
@@ -86,7 +86,7 @@ def test_every_policy_is_never_predicted_slower_than_the_analyzer(alexnet, ps: i
 def test_exact_enumerates_small_pss_problems_and_refuses_large_ones(alexnet) -> None:  # type: ignore[no-untyped-def]
     import dataclasses
 
-    from scheduler.errors import SolverNotApplicableError
+    from scheduler.core.errors import SolverNotApplicableError
 
     small = dataclasses.replace(alexnet, layers=tuple(
         dataclasses.replace(l, ps_refusal="" if l.name in ("fc1", "fc2", "logits") else (l.ps_refusal or "kept"))

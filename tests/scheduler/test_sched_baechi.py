@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
-from scheduler.baechi import METF, MSCT, TaskGraph, favourite_children, graph_of, list_schedule
-from scheduler.errors import SolverNotApplicableError
-from scheduler.exact import Exact
+from scheduler.solvers.baechi import METF, MSCT, TaskGraph, favourite_children, graph_of, list_schedule
+from scheduler.core.errors import SolverNotApplicableError
+from scheduler.solvers.exact import Exact
 from scheduler.workloads import dnn_partitioning as dp
 
 from sched_helpers import random_problem
@@ -99,7 +99,7 @@ def test_favourites_are_at_most_one_per_parent_and_child() -> None:
 
 def test_placers_apply_to_heterps_but_not_to_pss() -> None:
     from ralp_tf.plan import Cluster
-    from scheduler.pss import PSSProblem
+    from scheduler.core.pss import PSSProblem
     from scheduler.workloads import load_profile
 
     p = random_problem(1, n=6)

@@ -1,4 +1,4 @@
-"""`schedule` and `compare-schedulers` handlers (called through scheduler.cli.main)."""
+"""`schedule` and `compare-schedulers` handlers (called through ralp_tf.cli.schedule.main)."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scheduler import cli
+from ralp_tf.cli import schedule as cli
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -54,10 +54,10 @@ def test_schedule_bad_input(capsys) -> None:
     exit 2 for bad input and 3 for a valid request no schedule can meet."""
     rc, _, err = run(capsys, "schedule", "--workload", "no_such_model", "--solver", "exact", "--json")
     assert rc == 2 and "unknown workload" in err
-    assert err.startswith("python -m scheduler.cli: error: ") and len(err.strip().splitlines()) == 1
+    assert err.startswith("python -m ralp_tf.cli.schedule: error: ") and len(err.strip().splitlines()) == 1
     rc, _, err = run(capsys, "schedule", "--workload", "ctr_dnn", "--solver", "exact", "--throughput", "1e12")
     assert rc == 3 and "best achievable throughput" in err
-    assert err.startswith("python -m scheduler.cli: error: ")
+    assert err.startswith("python -m ralp_tf.cli.schedule: error: ")
 
 
 def test_ralp_tf_schedule_prints_errors_like_every_command(capsys, monkeypatch) -> None:
@@ -68,7 +68,7 @@ def test_ralp_tf_schedule_prints_errors_like_every_command(capsys, monkeypatch) 
 
 
 def test_compare_quick_subset(tmp_path) -> None:
-    from scheduler.compare import run_comparison
+    from scheduler.evaluation.compare import run_comparison
 
     doc = run_comparison(tmp_path, workloads=["word2vec_nce"], solvers=["exact", "greedy", "random"], quick=True,
                          log=lambda s: None)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.errors import InfeasibleError
-from scheduler.exact import Exact
-from scheduler.resources import Constraints
+from scheduler.core.errors import InfeasibleError
+from scheduler.solvers.exact import Exact
+from scheduler.core.resources import Constraints
 
 from sched_helpers import random_problem, tiny_problem
 

@@ -8,11 +8,11 @@ import pytest
 
 from ralp_tf.model.kinds import LAYER_KINDS
 from ralp_tf.model.profiles import ModelProfile
-from scheduler.errors import ProblemError, WorkloadError
-from scheduler.exact import Exact
-from scheduler.envs import HeterPSEnv
-from scheduler.polish import polish
-from scheduler.rl import RL
+from scheduler.core.errors import ProblemError, WorkloadError
+from scheduler.solvers.exact import Exact
+from scheduler.policy.envs import HeterPSEnv
+from scheduler.solvers.polish import polish
+from scheduler.policy.rl import RL
 from scheduler.workloads.generated import EXTRA_FAMILIES, FAMILIES, generated_problems, random_profile
 
 from sched_helpers import random_problem
@@ -49,7 +49,7 @@ def test_generated_problems_feasible_and_seeded() -> None:
 
 @pytest.mark.slow
 def test_leave_one_out_never_trains_on_held_out() -> None:
-    from scheduler.generalise import generalisation
+    from scheduler.evaluation.generalise import generalisation
 
     names = ["ctr_dnn", "word2vec_nce"]
     logs: list[str] = []
@@ -107,8 +107,8 @@ def test_time_cap_is_a_reported_safety_cap() -> None:
 
 
 def test_zero_budgets_are_refused() -> None:
-    from scheduler.bayesopt import BayesOpt
-    from scheduler.random_search import RandomSearch
+    from scheduler.solvers.bayesopt import BayesOpt
+    from scheduler.solvers.random_search import RandomSearch
 
     with pytest.raises(ProblemError, match="trains nothing"):
         RL(train=True, iterations=0)

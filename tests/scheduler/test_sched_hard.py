@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from scheduler.exact import Exact
-from scheduler.greedy import Greedy
-from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Problem
-from scheduler.random_search import RandomSearch
+from scheduler.solvers.exact import Exact
+from scheduler.solvers.greedy import Greedy
+from scheduler.core.maxload import MaxLoadProblem
+from scheduler.core.problem import Problem
+from scheduler.solvers.random_search import RandomSearch
 from scheduler.workloads import load_workload
 from scheduler.workloads.hard import HARD_WORKLOADS
 
@@ -35,8 +35,8 @@ def test_baselines_fall_short_on_inception_tight() -> None:
 @pytest.mark.parametrize("field,value", [("price_per_hour", 0.0), ("price_per_hour", -1.0), ("flops", 0.0),
                                          ("flops", -5.0), ("bandwidth_bps", 0.0)])
 def test_zero_or_negative_price_or_rate_is_refused(field: str, value: float) -> None:
-    from scheduler.errors import CatalogError
-    from scheduler.resources import ResourceType
+    from scheduler.core.errors import CatalogError
+    from scheduler.core.resources import ResourceType
 
     kw = dict(flops=1e9, memory_bytes=1e9, price_per_hour=1.0, max_units=1, bandwidth_bps=1e9)
     kw[field] = value

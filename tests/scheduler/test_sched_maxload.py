@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from scheduler.errors import WorkloadError
-from scheduler.exact import Exact
+from scheduler.core.errors import WorkloadError
+from scheduler.solvers.exact import Exact
 from scheduler.workloads import dnn_partitioning as dp
 
 

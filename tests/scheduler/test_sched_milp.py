@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from scheduler.errors import ProblemError, SolverNotApplicableError, WorkloadError
-from scheduler.exact import Exact
-from scheduler.milp import MILP
+from scheduler.core.errors import ProblemError, SolverNotApplicableError, WorkloadError
+from scheduler.solvers.exact import Exact
+from scheduler.solvers.milp import MILP
 from scheduler.workloads import dnn_partitioning as dp
 from scheduler.workloads.layer_graphs import branchy_graph
 
@@ -60,7 +60,7 @@ def test_branchy_graph_shape_and_format() -> None:
 
 
 def test_dp_pruning_by_bound_is_exact(monkeypatch) -> None:
-    import scheduler.exact as exact
+    import scheduler.solvers.exact as exact
 
     p = dp.from_dict(branchy_graph(blocks=3, branches=3, branch_len=2, training=True, seed=4))
     a, notes = exact.solve_maxload(p)

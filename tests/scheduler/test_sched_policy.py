@@ -6,11 +6,11 @@ import itertools
 import numpy as np
 import pytest
 
-from scheduler.errors import ProblemError, WorkloadError
-from scheduler.generalise import expert_actions, rule_placement, split_optimum, split_tables, train_dagger
-from scheduler.policy_features import LookaheadHeterPSEnv, LookaheadMaxLoadEnv, exception_hint
-from scheduler.envs import HeterPSEnv, MaxLoadEnv
-from scheduler.rl import RL
+from scheduler.core.errors import ProblemError, WorkloadError
+from scheduler.evaluation.generalise import expert_actions, rule_placement, split_optimum, split_tables, train_dagger
+from scheduler.policy.policy_features import LookaheadHeterPSEnv, LookaheadMaxLoadEnv, exception_hint
+from scheduler.policy.envs import HeterPSEnv, MaxLoadEnv
+from scheduler.policy.rl import RL
 from scheduler.workloads import dnn_partitioning as dp
 from scheduler.workloads.layer_graphs import branchy_graph, training_layer_graphs
 
@@ -126,7 +126,7 @@ def test_dagger_on_maxload_graphs_and_bad_input() -> None:
 @pytest.mark.slow
 @pytest.mark.extended  # twin: test_sched_generalise.py::test_leave_one_out_never_trains_on_held_out
 def test_leave_one_out_with_lookahead_never_trains_on_held_out() -> None:
-    from scheduler.generalise import leave_one_out
+    from scheduler.evaluation.generalise import leave_one_out
 
     names = ["ctr_dnn", "word2vec_nce"]
     rows = leave_one_out(names, generated=2, imitation_steps=20, dagger_steps=5, log=lambda s: None)

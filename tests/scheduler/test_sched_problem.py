@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from ralp_tf.errors import ValidationError
-from scheduler.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints, ResourceType
+from scheduler.core.errors import CatalogError, InfeasibleError, MemoryLimitError, ProblemError
+from scheduler.core.problem import Problem
+from scheduler.core.resources import Catalog, Constraints, ResourceType
 
 from sched_helpers import tiny_catalog, tiny_problem
 
@@ -109,7 +109,7 @@ def test_bad_catalog_fields() -> None:
 
 def test_from_profile_uses_ralp_tf_cost_model() -> None:
     from ralp_tf.plan.costmodel import layer_seconds
-    from scheduler.catalogs import CLOUD
+    from scheduler.core.catalogs import CLOUD
     from scheduler.workloads import load_profile
 
     prof = load_profile("ctr_dnn")

@@ -10,8 +10,8 @@ import contextlib
 import numpy as np
 import pytest
 
-from scheduler.random_search import RandomSearch
-from scheduler.rl import RL, default_iterations
+from scheduler.solvers.random_search import RandomSearch
+from scheduler.policy.rl import RL, default_iterations
 
 from sched_helpers import random_problem
 

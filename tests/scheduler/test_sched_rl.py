@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.exact import Exact
-from scheduler.envs import HeterPSEnv
-from scheduler.rl import RL
+from scheduler.solvers.exact import Exact
+from scheduler.policy.envs import HeterPSEnv
+from scheduler.policy.rl import RL
 from scheduler.workloads import dnn_partitioning as dp
 
 from sched_helpers import random_problem

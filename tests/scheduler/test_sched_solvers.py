@@ -6,9 +6,9 @@ import pytest
 
 from ralp_tf.plan.cluster import Cluster
 from scheduler import RALP, BayesOpt, Exact, Greedy, RandomSearch
-from scheduler.errors import SolverNotApplicableError
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints, ResourceType
+from scheduler.core.errors import SolverNotApplicableError
+from scheduler.core.problem import Problem
+from scheduler.core.resources import Catalog, Constraints, ResourceType
 from scheduler.workloads import dnn_partitioning as dp
 
 from test_sched_maxload import chain3

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import scheduler.rl as rl_module
-from scheduler.errors import PolicyMismatchError
-from scheduler.rl import RL
-from scheduler.shipped import (FILES, QUICK_RECIPES, WEIGHTS_DIR, load_policy, save_policy, shipped_policy,
-                               train_policy, weights_digest)
+import scheduler.policy.rl as rl_module
+from scheduler.core.errors import PolicyMismatchError
+from scheduler.policy.rl import RL
+from scheduler.policy.shipped import (FILES, QUICK_RECIPES, WEIGHTS_DIR, load_policy, save_policy, shipped_policy,
+                                      train_policy, weights_digest)
 from scheduler.workloads import builtin_problem
 
 from sched_helpers import random_problem
@@ -140,7 +140,7 @@ def test_decision_latency_is_the_median_per_decision_of_greedy_decodes_with_feat
 def test_the_shipped_policy_is_loaded_again_once_the_process_connects_to_a_cluster(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Its variables, made before, would live on /job:localhost, which connecting removes (reading
     them failed: "Client for target /job:localhost/replica:0/task:0 not found")."""
-    import scheduler.shipped as shipped
+    import scheduler.policy.shipped as shipped
 
     kind = next(iter(FILES))
     first, features = shipped_policy(kind)

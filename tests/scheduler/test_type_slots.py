@@ -1,19 +1,19 @@
-"""Type slots: one HeterPS policy over catalogs of 2-6 types (scheduler/type_slots.py)."""
+"""Type slots: one HeterPS policy over catalogs of 2-6 types (scheduler/evaluation/type_slots.py)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from ralp_tf.model.kinds import LAYER_KINDS
-from scheduler.catalogs import CLOUD
-from scheduler.errors import CatalogError, ProblemError
-from scheduler.exact import Exact
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints
-from scheduler.envs import HeterPSEnv
-from scheduler.lstm_policy import LSTMPolicy
-from scheduler.type_slots import (MAX_TYPES, PAPER_PER_TYPE, PERTURB, SlotEnv, SlotView, permuted_problem,
-                                  random_catalog, slot_feature_dim, slot_solver)
+from scheduler.core.catalogs import CLOUD
+from scheduler.core.errors import CatalogError, ProblemError
+from scheduler.solvers.exact import Exact
+from scheduler.core.problem import Problem
+from scheduler.core.resources import Catalog, Constraints
+from scheduler.policy.envs import HeterPSEnv
+from scheduler.policy.lstm_policy import LSTMPolicy
+from scheduler.evaluation.type_slots import (MAX_TYPES, PAPER_PER_TYPE, PERTURB, SlotEnv, SlotView, permuted_problem,
+                                             random_catalog, slot_feature_dim, slot_solver)
 
 
 def small_problem(catalog: Catalog, seed: int = 0, n: int = 6) -> Problem:
@@ -82,7 +82,7 @@ def test_padding_and_masking_shapes(T: int) -> None:
 
 
 def _glob_width() -> int:
-    from scheduler.type_slots import _inner_layout
+    from scheduler.evaluation.type_slots import _inner_layout
 
     return len(_inner_layout(2, True)[0])
 
@@ -134,7 +134,7 @@ def test_permuted_catalog_same_exact_optimum() -> None:
 
 def test_tiny_training_places_on_2_and_5_types() -> None:
     """A few DAgger steps give one policy that places problems of 2 and of 5 types on valid types."""
-    from scheduler.generalise import train_dagger
+    from scheduler.evaluation.generalise import train_dagger
 
     rng = np.random.default_rng(3)
     train, optima = [], []
@@ -156,7 +156,7 @@ def test_tiny_training_places_on_2_and_5_types() -> None:
 
 def test_saved_policies_load_with_the_same_weights(tmp_path) -> None:
     """save_policies / load_policies round-trip (JSON metadata, no unsafe deserialiser)."""
-    from scheduler.type_slots import load_policies, save_policies
+    from scheduler.evaluation.type_slots import load_policies, save_policies
 
     pol = LSTMPolicy(7, 3, hidden=8, seed=3)
     path = tmp_path / "p.npz"
