@@ -1,0 +1,12 @@
+"""``python -m scheduler.type_slots``: the documented command, kept at its old path. The module is
+:mod:`scheduler.evaluation.type_slots`; this one re-exports its public names and runs its ``main``."""
+from __future__ import annotations
+
+from scheduler.evaluation.type_slots import *  # noqa: F401,F403 (the re-export)
+from scheduler.evaluation.type_slots import __all__ as _names
+from scheduler.evaluation.type_slots import main
+
+__all__ = list(_names)
+
+if __name__ == "__main__":
+    raise SystemExit(main())
