@@ -13,4 +13,4 @@
 
 #: The modules of this package (import them by their full names).
 __all__ = ["baechi", "base", "bayesopt", "bounds", "cluster_plan", "contraction", "exact", "greedy", "milp", "polish",
-           "random_search", "ralp"]
+           "random_search", "ralp", "segment_dp"]

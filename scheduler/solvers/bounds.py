@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.core.problem import Problem
+from scheduler.solvers.segment_dp import dp_min_price
 
 __all__ = ["HeterPSBound", "heterps_bound"]
 
@@ -59,8 +60,6 @@ class HeterPSBound:
 
 def heterps_bound(problem: Problem, *, grid: float = 1.02, max_dps: int = 4000) -> HeterPSBound:
     """The relaxation bound of the module docstring."""
-    from scheduler.solvers.exact import _dp_min_price
-
     ok = problem.seg_ok
     if not ok.any():
         return HeterPSBound(math.inf, math.inf, None, False, 0, 0)
@@ -74,7 +73,7 @@ def heterps_bound(problem: Problem, *, grid: float = 1.02, max_dps: int = 4000) 
 
     def evaluate(k: int) -> float:
         if k not in D:
-            d, a = _dp_min_price(np.where(ok & (problem.seg_rate >= thetas[k]), problem.seg_price, np.inf))
+            d, a = dp_min_price(np.where(ok & (problem.seg_rate >= thetas[k]), problem.seg_price, np.inf))
             D[k] = d
             if a is not None:
                 ev = problem.evaluate(a)

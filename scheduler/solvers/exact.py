@@ -41,6 +41,7 @@ import numpy as np
 
 from scheduler.solvers.base import Solver
 from scheduler.solvers.contraction import contract, expand
+from scheduler.solvers.segment_dp import dp_min_price
 from scheduler.core.errors import InfeasibleError, ProblemError, SolverNotApplicableError
 from scheduler.core.maxload import MaxLoadProblem
 from scheduler.core.problem import Problem
@@ -57,45 +58,8 @@ INTERVAL_DPS = 20_000
 PSS_EXHAUSTIVE_LIMIT = 16_384
 
 
-def _dp_min_price(price: np.ndarray) -> tuple[float, np.ndarray | None]:
-    """Min sum of segment prices over segmentations with adjacent types different.
-    ``price[i, j, r]`` = inf where the segment is not allowed."""
-    n, _, T = price.shape
-    f = np.full((n + 1, T), np.inf)
-    G = np.full((n + 1, T), np.inf)
-    G[0] = 0.0
-    arg = np.zeros((n, T), dtype=np.int64)
-    cols = np.arange(T)
-    for j in range(n):
-        vals = G[: j + 1] + price[: j + 1, j, :]
-        best_i = np.argmin(vals, axis=0)
-        f[j + 1] = vals[best_i, cols]
-        arg[j] = best_i
-        if T == 1:
-            G[j + 1] = np.inf
-        else:
-            o = np.argsort(f[j + 1])
-            G[j + 1] = np.where(cols == o[0], f[j + 1][o[1]], f[j + 1][o[0]])
-    r = int(np.argmin(f[n]))
-    total = float(f[n, r])
-    if not math.isfinite(total):
-        return math.inf, None
-    a = np.zeros(n, dtype=np.int64)
-    j = n - 1
-    while j >= 0:
-        i = int(arg[j, r])
-        a[i: j + 1] = r
-        if i == 0:
-            break
-        prev = f[i].copy()
-        prev[r] = np.inf
-        r = int(np.argmin(prev))
-        j = i - 1
-    return total, a
-
-
 def _dp_caps(problem: Problem, mask: np.ndarray) -> tuple[float, np.ndarray | None]:
-    """Like :func:`_dp_min_price` but carrying units used per type (Pareto labels), so that the
+    """Like :func:`~scheduler.solvers.segment_dp.dp_min_price` but carrying units used per type (Pareto labels), so that the
     per-type unit caps across stages hold."""
     n, T = problem.num_decisions, problem.num_choices
     caps = np.array([t.max_units for t in problem.catalog.types])
@@ -161,7 +125,7 @@ def solve_heterps_sweep(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
                               f"samples/s; best achievable is {problem.best_throughput():.4g}",
                               best_throughput=problem.best_throughput())
     base = np.where(ok, problem.seg_price, np.inf)
-    d0, a0 = _dp_min_price(base)
+    d0, a0 = dp_min_price(base)
     if a0 is None:
         raise InfeasibleError(f"no placement of {problem.name!r} meets {problem.constraints.min_throughput:g} "
                               f"samples/s; best achievable is {problem.best_throughput():.4g}",
@@ -177,7 +141,7 @@ def solve_heterps_sweep(problem: Problem) -> tuple[np.ndarray, dict[str, Any]]:
             break
         tried += 1
         mask = ok & (problem.seg_rate >= theta)
-        d, a = _dp_min_price(np.where(mask, problem.seg_price, np.inf))
+        d, a = dp_min_price(np.where(mask, problem.seg_price, np.inf))
         if a is None or (budget is not None and d > budget * (1 + 1e-12)):
             continue
         ev = problem.evaluate(a)
