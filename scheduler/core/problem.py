@@ -78,7 +78,8 @@ from scheduler.core.errors import CatalogError, InfeasibleError, MemoryLimitErro
 from scheduler.core.resources import Catalog, Constraints
 from scheduler.core.segments import build_segment_tables
 
-__all__ = ["PARAM_MEMORY_FACTOR", "ACTIVATION_MEMORY_FACTOR", "PENALTY", "Stage", "Evaluation", "Problem"]
+__all__ = ["PARAM_MEMORY_FACTOR", "ACTIVATION_MEMORY_FACTOR", "PENALTY", "Stage", "Evaluation", "Problem",
+           "DEFAULT_THROUGHPUT_FRACTION", "round_down_2sig", "default_throughput"]
 
 #: Bytes of memory per parameter byte: weights, gradient and two optimizer slots (Adam).
 PARAM_MEMORY_FACTOR = 4.0
@@ -559,3 +560,20 @@ class Problem:
                         feasible=ev.feasible, solve_seconds=float(seconds), placement=self.device_placement(ev),
                         units=dict(ev.units), assignment=[int(x) for x in assignment], stages=stages,
                         provisioning=self.provisioning(ev), notes=n)
+
+
+#: The default throughput constraint of a HeterPS workload, as a fraction of its best achievable throughput.
+DEFAULT_THROUGHPUT_FRACTION = 0.25
+
+
+def round_down_2sig(x: float) -> float:
+    """``x`` rounded down to two significant digits (0 for a non-positive or non-finite ``x``)."""
+    if x <= 0 or not math.isfinite(x):
+        return 0.0
+    e = math.floor(math.log10(x)) - 1
+    return math.floor(x / 10 ** e) * 10 ** e
+
+
+def default_throughput(problem: Problem) -> float:
+    """:data:`DEFAULT_THROUGHPUT_FRACTION` of the best achievable throughput, 2 significant digits."""
+    return round_down_2sig(DEFAULT_THROUGHPUT_FRACTION * problem.best_throughput())

@@ -37,7 +37,7 @@ from ralp_tf.model import ModelProfile
 from ralp_tf.plan import Analysis, Cluster, Plan, analyze, estimate, transfer_seconds, with_balanced_storage
 from scheduler.core.encoding import decode_choices, encode_choices
 from scheduler.core.errors import ProblemError
-from scheduler.core.problem import Problem
+from scheduler.core.problem import Problem, default_throughput
 from scheduler.core.resources import Catalog, Constraints
 
 __all__ = ["WORKER_CHOICE", "MEMO_LIMIT", "PSSEvaluation", "PSSProblem", "pss_sync_seconds", "restricted",
@@ -297,9 +297,8 @@ def heterps_view(problem: PSSProblem, catalog: Catalog | None = None, throughput
     """The HeterPS problem of ``problem``'s cluster (module docstring): the cluster's worker type and
     PS type (``catalog`` overrides), with ``pss_traffic`` the PSS variable traffic in the worker
     compute (:func:`restricted`; when the catalog has one worker and one PS type), under
-    ``throughput`` (default: :func:`scheduler.workloads.default_throughput`)."""
+    ``throughput`` (default: :func:`~scheduler.core.problem.default_throughput`)."""
     from scheduler.core.catalogs import catalog_from_cluster
-    from scheduler.workloads import default_throughput
 
     cat = catalog or catalog_from_cluster(problem.cluster)
     free = Problem.from_profile(problem.profile, cat, Constraints(0.0, None), name=problem.name, check=False)

@@ -50,7 +50,7 @@ def _generated_heterps(name: str, family: str, min_decisions: int, seed: int) ->
     def make() -> Problem:
         from scheduler.core.catalogs import CLOUD5
         from scheduler.core.resources import Constraints
-        from scheduler.workloads import default_throughput
+        from scheduler.core.problem import default_throughput
         from scheduler.workloads.generated import random_profile
 
         rng = np.random.default_rng(seed)

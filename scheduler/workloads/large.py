@@ -106,12 +106,12 @@ def large_problem(name: str, catalog: Any = None, throughput: float | None = Non
     from scheduler.core.catalogs import CLOUD
     from scheduler.core.problem import Problem
     from scheduler.core.resources import Constraints
-    from scheduler.workloads import _round_down_2sig
+    from scheduler.core.problem import round_down_2sig
 
     free = Problem.from_profile(large_profile(name), catalog or CLOUD, Constraints(0.0, None), name=name)
     n = free.num_decisions
     single = max(float(free.seg_max_rate[0, n - 1, r]) for r in range(free.num_choices))
-    x = _round_down_2sig(SINGLE_TYPE_FRACTION * single) if throughput is None else float(throughput)
+    x = round_down_2sig(SINGLE_TYPE_FRACTION * single) if throughput is None else float(throughput)
     return free.with_constraints(Constraints(x, None))
 
 
