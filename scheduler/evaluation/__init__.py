@@ -16,4 +16,5 @@ runs it through the thin module kept at the old path).
 """
 
 #: The modules of this package (import them by their full names).
-__all__ = ["compare", "compare_report", "exact_reach", "generalise", "policy_eval", "pss_table", "type_slots"]
+__all__ = ["compare", "compare_report", "exact_reach", "generalise", "policy_eval", "pss_table", "recipes",
+           "type_slots"]

@@ -33,31 +33,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from scheduler.core.errors import SolverNotApplicableError
+from scheduler.evaluation.compare_report import COLORS, SOLVER_ORDER, fmt
 
 __all__ = ["SOLVER_ORDER", "DEFAULT_SOLVERS", "HEURISTICS", "COLORS", "MILP_SECONDS", "BOUND_DPS",
            "LARGE_CATALOGS", "default_workloads", "load_spec", "reference", "run_comparison", "verdict"]
 
-SOLVER_ORDER = ("exact", "milp", "ralp", "metf", "msct", "greedy", "random", "bo", "rl", "rl_polish", "rl_train")
 DEFAULT_SOLVERS = tuple(s for s in SOLVER_ORDER if s != "rl_train")
 #: The fast heuristics the learned policy is measured against (:func:`verdict`).
 HEURISTICS = ("metf", "msct", "greedy", "random", "bo")
-COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "random": "tab:red", "bo": "tab:purple",
-          "rl": "tab:brown", "rl_polish": "tab:pink", "milp": "tab:cyan", "metf": "tab:olive", "msct": "tab:gray",
-          "rl_train": "black"}
 #: Safety cap (s) of the MILP per max-load workload in the comparison (its budget is nodes).
 MILP_SECONDS = 60.0
 #: DP solves the HeterPS reference search may spend on a HeterPS-scale workload.
 BOUND_DPS = 4000
 #: Catalogs of the HeterPS-scale workloads: ``cloud`` and the evaluation catalogs of 2, 3, 5, 6 types.
 LARGE_CATALOGS = ("cloud", "eval0_2types", "eval0_3types", "eval0_5types", "eval0_6types")
-
-
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "—"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return str(x)
 
 
 def default_workloads() -> list[str]:
@@ -198,8 +187,8 @@ def _workload_rows(spec: str, solvers: Sequence[str], seed: int, rl_iterations: 
             row["published_optimum"] = published
             row["ratio_to_published"] = sch.objective / published if math.isfinite(sch.objective) else None
         rows.append(row)
-        log(f"{spec:<28} {sname:<9} {sch.objective_name} {_fmt(sch.objective, 6):>12} ratio "
-            f"{_fmt(row['ratio_to_reference'], 5):>7} ({row['reference']}) met {sch.constraint_met!s:<5} "
+        log(f"{spec:<28} {sname:<9} {sch.objective_name} {fmt(sch.objective, 6):>12} ratio "
+            f"{fmt(row['ratio_to_reference'], 5):>7} ({row['reference']}) met {sch.constraint_met!s:<5} "
             f"{sch.solve_seconds:7.2f} s" + (f"  {row['decision_ms']:.3f} ms/decision" if row["decision_ms"] else ""))
     for r in rows:
         if r.get("applicable") and bound:

@@ -14,12 +14,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GROUP_TITLES", "markdown", "plot"]
+__all__ = ["SOLVER_ORDER", "COLORS", "GROUP_TITLES", "fmt", "markdown", "plot"]
+
+#: The solvers of ``compare-schedulers`` in table order (re-exported by :mod:`scheduler.evaluation.compare`).
+SOLVER_ORDER = ("exact", "milp", "ralp", "metf", "msct", "greedy", "random", "bo", "rl", "rl_polish", "rl_train")
+#: Each solver's colour in the chart.
+COLORS = {"exact": "tab:blue", "ralp": "tab:orange", "greedy": "tab:green", "random": "tab:red", "bo": "tab:purple",
+          "rl": "tab:brown", "rl_polish": "tab:pink", "milp": "tab:cyan", "metf": "tab:olive", "msct": "tab:gray",
+          "rl_train": "black"}
 
 GROUP_TITLES = {"builtin": "Built-in workloads (HeterPS cost, `cloud`)",
                 "shared": "Shared dnn-partitioning workloads (max-load; reference: the exact contiguous optimum)",
                 "hard": "Harder workloads", "large": "HeterPS-scale workloads (200-300 layers, 2-6 types)",
                 "other": "Other workloads"}
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """``x`` in ``digits`` significant digits (floats), ``—`` for None or a non-finite float."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
 
 
 def _f(x: Any, d: int = 3) -> str:
@@ -102,7 +118,6 @@ def plot(doc: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from scheduler.evaluation.compare import COLORS, SOLVER_ORDER
 
     rows = [r for r in doc["rows"] if r.get("applicable")]
     groups = [g for g in ("builtin", "shared", "hard", "large") if any(r["group"] == g for r in rows)]

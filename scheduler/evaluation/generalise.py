@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from scheduler.evaluation.compare import _fmt
+from scheduler.evaluation.compare_report import fmt
 from scheduler.core.errors import InfeasibleError, ProblemError
 from scheduler.core.maxload import MaxLoadProblem
 from scheduler.policy.rl import RL
@@ -288,8 +288,8 @@ def generalisation(names: Sequence[str], *, pretrain_iterations: int = PRETRAIN_
                      "constraint_met": sch.constraint_met, "exact_constraint_met": exact[held].constraint_met,
                      "pretrain_seconds": base_s + train_s, "fold_iterations": info["imitation_iterations"],
                      "apply_seconds": sch.solve_seconds, "decision_ms": sch.notes.get("decision_ms")})
-        log(f"generalisation: {held:<14} policy {_fmt(rows[-1]['policy_ratio_to_exact'], 5)} polished "
-            f"{_fmt(rows[-1]['ratio_to_exact'], 5)} (trained on {len(gen)} generated + {', '.join(others)}; "
+        log(f"generalisation: {held:<14} policy {fmt(rows[-1]['policy_ratio_to_exact'], 5)} polished "
+            f"{fmt(rows[-1]['ratio_to_exact'], 5)} (trained on {len(gen)} generated + {', '.join(others)}; "
             f"applied in {sch.solve_seconds:.2f} s)")
     return rows
 
@@ -304,7 +304,7 @@ def rule_placement(problem: Any) -> np.ndarray:
     """The untrained rule the lookahead features suggest (an ablation, not a solver): at every
     decision take the action whose completion is cheapest (HeterPS: least ``c2(r)``, first on
     ties; max-load: *next* when its completion has the lower max-load)."""
-    from scheduler.policy.policy_features import make_feature_env
+    from scheduler.policy.features import make_feature_env
 
     env = make_feature_env(problem, "lookahead")
     env.reset(1)
@@ -381,9 +381,9 @@ def leave_one_out(names: Sequence[str], *, generated: int = HETERPS_BUDGET["gene
                "generated": len(gen), "train_seconds": info["train_seconds"] + gen_s}
         row.update(_apply_row(solver, problems[held], exact[held].objective, info["trained_on"]))
         rows.append(row)
-        log(f"leave-one-out ({features}) {held:<14} policy {_fmt(row['policy_ratio'], 5)} (greedy decode "
-            f"{_fmt(row['greedy_ratio'], 5)}, rule {_fmt(row['rule_ratio'], 5)}) polished "
-            f"{_fmt(row['polished_ratio'], 5)}; {_fmt(row['decision_ms'], 3)} ms/decision")
+        log(f"leave-one-out ({features}) {held:<14} policy {fmt(row['policy_ratio'], 5)} (greedy decode "
+            f"{fmt(row['greedy_ratio'], 5)}, rule {fmt(row['rule_ratio'], 5)}) polished "
+            f"{fmt(row['polished_ratio'], 5)}; {fmt(row['decision_ms'], 3)} ms/decision")
     return rows
 
 
@@ -431,9 +431,9 @@ def maxload_transfer(*, graphs: int = MAXLOAD_BUDGET["graphs"],
         row.update(_apply_row(solver, problem, published if published else exact, info["trained_on"]))
         row["policy_ratio_to_exact"] = row["policy_objective"] / exact
         rows.append(row)
-        log(f"transfer ({features}) {name:<24} policy {_fmt(row['policy_ratio'], 5)} x {row['reference']} "
-            f"(greedy decode {_fmt(row['greedy_ratio'], 5)}, rule {_fmt(row['rule_ratio'], 5)}); "
-            f"{_fmt(row['decision_ms'], 3)} ms/decision")
+        log(f"transfer ({features}) {name:<24} policy {fmt(row['policy_ratio'], 5)} x {row['reference']} "
+            f"(greedy decode {fmt(row['greedy_ratio'], 5)}, rule {fmt(row['rule_ratio'], 5)}); "
+            f"{fmt(row['decision_ms'], 3)} ms/decision")
     return rows
 
 
@@ -441,7 +441,7 @@ def markdown(doc: dict[str, Any]) -> str:
     """The two tables (leave-one-out on the built-ins; transfer to the shared workloads)."""
 
     def f(x: Any, d: int = 4) -> str:
-        return _fmt(x, d + 1) if isinstance(x, float) else _fmt(x)
+        return fmt(x, d + 1) if isinstance(x, float) else fmt(x)
 
     lines = ["### Leave-one-out on the built-ins (policy alone = greedy decode, beam 64 and 64 samples; no polish)",
              "", "| held out | policy alone | greedy decode only | rule only (no learning) | polished | "

@@ -14,4 +14,4 @@
 """
 
 #: The modules of this package (import them by their full names).
-__all__ = ["completions", "envs", "lstm_policy", "policy_features", "rl", "shipped"]
+__all__ = ["completions", "envs", "features", "lstm_policy", "policy_features", "rl", "shipped", "slots"]

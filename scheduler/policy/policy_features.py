@@ -52,7 +52,7 @@ from scheduler.policy.completions import CompletionPricer, StageFold, Tail
 from scheduler.policy.envs import HeterPSEnv, MaxLoadEnv
 
 __all__ = ["FEATURE_SETS", "FEATURE_VERSIONS", "MEMO_LIMIT", "LookaheadHeterPSEnv", "LookaheadMaxLoadEnv", "HINT_STARTS",
-           "exception_hint", "make_feature_env"]
+           "exception_hint"]
 
 #: Feature sets a policy may read: the paper's (``basic``, :mod:`scheduler.policy.envs`), this module's
 #: (``lookahead``) and the type-slot view of the lookahead features (``slots``,
@@ -314,23 +314,3 @@ def exception_hint(problem: Problem, max_block: int = 3, starts: int = HINT_STAR
     hint = np.asarray(best_key, dtype=np.int64)
     _HINTS[problem] = hint
     return hint
-
-
-def make_feature_env(problem: Any, features: str = "basic") -> Any:
-    """The env of ``problem`` for the feature set ``features`` (:data:`FEATURE_SETS`)."""
-    from scheduler.policy.envs import make_env
-    from scheduler.core.errors import ProblemError
-
-    if features == "basic":
-        return make_env(problem)
-    if features not in FEATURE_SETS:
-        raise ProblemError(f"unknown feature set {features!r}; use one of {', '.join(FEATURE_SETS)}")
-    if isinstance(problem, MaxLoadProblem):
-        return LookaheadMaxLoadEnv(problem)
-    if features == "slots":
-        from scheduler.evaluation.type_slots import SlotEnv, SlotView
-
-        return SlotEnv(problem if isinstance(problem, SlotView) else SlotView(problem), "lookahead")
-    if isinstance(problem, Problem):
-        return LookaheadHeterPSEnv(problem)
-    raise ProblemError(f"RL cannot handle {type(problem).__name__}")

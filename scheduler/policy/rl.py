@@ -215,7 +215,7 @@ class RL(Solver):
 
     def _env(self, problem: Any) -> Any:
         """The decision env of ``problem`` for this solver's feature set."""
-        from scheduler.policy.policy_features import make_feature_env
+        from scheduler.policy.features import make_feature_env
 
         return make_feature_env(problem, self.features or "basic")
 

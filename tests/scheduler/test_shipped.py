@@ -12,8 +12,8 @@ import pytest
 import scheduler.policy.rl as rl_module
 from scheduler.core.errors import PolicyMismatchError
 from scheduler.policy.rl import RL
-from scheduler.policy.shipped import (FILES, QUICK_RECIPES, WEIGHTS_DIR, load_policy, save_policy, shipped_policy,
-                                      train_policy, weights_digest)
+from scheduler.evaluation.recipes import QUICK_RECIPES, train_policy
+from scheduler.policy.shipped import FILES, WEIGHTS_DIR, load_policy, save_policy, shipped_policy, weights_digest
 from scheduler.workloads import builtin_problem
 
 from sched_helpers import random_problem

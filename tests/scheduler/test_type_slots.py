@@ -12,8 +12,8 @@ from scheduler.core.problem import Problem
 from scheduler.core.resources import Catalog, Constraints
 from scheduler.policy.envs import HeterPSEnv
 from scheduler.policy.lstm_policy import LSTMPolicy
-from scheduler.evaluation.type_slots import (MAX_TYPES, PAPER_PER_TYPE, PERTURB, SlotEnv, SlotView, permuted_problem,
-                                             random_catalog, slot_feature_dim, slot_solver)
+from scheduler.evaluation.type_slots import PERTURB, random_catalog, slot_solver
+from scheduler.policy.slots import MAX_TYPES, PAPER_PER_TYPE, SlotEnv, SlotView, permuted_problem, slot_feature_dim
 
 
 def small_problem(catalog: Catalog, seed: int = 0, n: int = 6) -> Problem:
@@ -82,7 +82,7 @@ def test_padding_and_masking_shapes(T: int) -> None:
 
 
 def _glob_width() -> int:
-    from scheduler.evaluation.type_slots import _inner_layout
+    from scheduler.policy.slots import _inner_layout
 
     return len(_inner_layout(2, True)[0])
 
