@@ -27,7 +27,7 @@ with exact experts, never on an evaluated workload:
 
 Budgets are gradient steps (:data:`RECIPES`); TensorFlow's op determinism is switched on while
 training, so the same seed and recipe give the same weights bit for bit
-(``tests/scheduler/test_shipped.py`` trains a small recipe twice and compares the bytes).
+(``tests/scheduler/policy/test_shipped.py`` trains a small recipe twice and compares the bytes).
 
 The files it writes and their format: :mod:`scheduler.policy.shipped`.
 """

@@ -15,7 +15,7 @@ from polling import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXIT_WITHIN_S = 5.0
 
 

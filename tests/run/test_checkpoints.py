@@ -1,6 +1,6 @@
 """Checkpoints written under a temporary name and renamed whole (ralp_tf/run/checkpoints.py): what a
 kill can leave at each point of a write, and what the next start does with it. In-process, a few
-variables, no cluster (the kills of real `ralp-tf run` processes: tests/test_checkpoint_kills.py)."""
+variables, no cluster (the kills of real `ralp-tf run` processes: tests/faults/test_checkpoint_kills.py)."""
 from __future__ import annotations
 
 import json

@@ -13,7 +13,7 @@ from ralp_tf.errors import ClusterConfigError
 from ralp_tf.run.launch import LocalCluster
 from polling import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _alive(pid: int) -> bool:

@@ -21,7 +21,7 @@ import pytest
 from ralp_tf import bench
 from ralp_tf.testbed import _nsops, netns_support
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 REQUIRED = ("samples_per_s", "bytes_per_step", "predicted_step_s", "measured_step_s", "valid")
 
@@ -521,7 +521,7 @@ def test_models_are_built_ins_or_references():
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.extended  # a study; the codecs' training is pinned by tests/test_compression.py
+@pytest.mark.extended  # a study; the codecs' training is pinned by tests/plan/test_compression.py
 def test_compression_accuracy_study_runs_every_setting(tmp_path):
     """In a process of its own: its LocalCluster would otherwise take this process's eager context
     from the in-process cluster the other tests share."""
@@ -612,7 +612,7 @@ def test_floor_sources_name_their_fix(tmp_path):
 
     assert floor_terms("builtin") == MEASURED_FLOOR and floor_terms("none") is None
     assert check_floor_source("measure") == "measure"
-    old = floor_terms(str(Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "floor.json"))
+    old = floor_terms(str(Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "floor.json"))
     assert old.plain_closure_s == pytest.approx(7.7e-3, rel=0.01) and old.closure_s == pytest.approx(3.46e-3, rel=0.01)
     with pytest.raises(BenchConfigError, match="cannot read it .* give builtin, measure, none, or a file written by"):
         check_floor_source(str(tmp_path / "missing.json"))

@@ -1,7 +1,7 @@
 """TensorBoard summaries: event files written by ralp_tf are read back with summary_iterator.
 
 `ralp-tf run --tensorboard-dir --tensorboard-trace` end to end is checked by the multi-host
-integration test (tests/test_multihost.py), which reads its events with :func:`events`."""
+integration test (tests/run/test_multihost.py), which reads its events with :func:`events`."""
 from __future__ import annotations
 
 import glob

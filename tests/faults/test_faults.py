@@ -57,7 +57,7 @@ def test_ps_killed_stops_clearly_and_rerun_resumes_from_the_checkpoint(tmp_path:
     assert out["total_steps"] == 30 and len(out["losses"]) == 15
     assert abs(out["restored_weights_checksum"] - saved_sum) < 1e-6 * max(1.0, abs(saved_sum))
     assert int(tf.train.load_checkpoint(str(ckpt)).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 30
-    third = _run(args)  # nothing left to do: no steps, no bytes made up, no cluster started (tests/test_rerun.py)
+    third = _run(args)  # nothing left to do: no steps, no bytes made up, no cluster started (tests/run/test_rerun.py)
     assert third.returncode == 0, third.stderr[-3000:]
     done = json.loads(third.stdout)["ralp"]
     assert done["total_steps"] == 30 and done["losses"] == [] and done["bytes_per_step"] is None

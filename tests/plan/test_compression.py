@@ -380,8 +380,8 @@ def test_each_worker_keeps_its_own_residual() -> None:
     import sys
     from pathlib import Path
 
-    script = Path(__file__).parent / "scripts" / "feedback_per_worker.py"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    script = Path(__file__).resolve().parents[1] / "scripts" / "feedback_per_worker.py"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     proc = subprocess.run([sys.executable, str(script), "12"], capture_output=True, text=True, timeout=300, env=env)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
