@@ -21,7 +21,7 @@ setup(
         "ml_dtypes>=0.5.1,<0.7",
     ],
     extras_require={
-        "test": ["pytest", "hypothesis", "pytest-xdist>=3.5"],
+        "test": ["pytest", "hypothesis", "pytest-xdist>=3.5", "import-linter>=2.17"],
         "bench": ["matplotlib"],
     },
     entry_points={

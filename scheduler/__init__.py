@@ -12,24 +12,24 @@ policy protocol ``plan(profile, cluster) -> Plan``::
 
 TensorFlow is imported only by the BO and RL solvers (lazily).
 """
-from scheduler.baechi import METF, MSCT
-from scheduler.base import Solver
-from scheduler.bayesopt import BayesOpt
-from scheduler.catalogs import CLOUD, catalog_from_cluster, get_catalog
-from scheduler.errors import (CatalogError, InfeasibleError, MemoryLimitError, PolicyMismatchError, ProblemError,
-                              SchedulerError, SolverNotApplicableError, WorkloadError)
-from scheduler.exact import Exact
-from scheduler.greedy import Greedy
-from scheduler.maxload import MaxLoadProblem
-from scheduler.milp import MILP
-from scheduler.problem import Problem
-from scheduler.pss import PSSProblem
-from scheduler.resources import Catalog, Constraints, ResourceType
-from scheduler.ralp import RALP
-from scheduler.random_search import RandomSearch
-from scheduler.lstm_policy import LSTMPolicy
-from scheduler.rl import RL
-from scheduler.schedule import Schedule
+from scheduler.solvers.baechi import METF, MSCT
+from scheduler.solvers.base import Solver
+from scheduler.solvers.bayesopt import BayesOpt
+from scheduler.core.catalogs import CLOUD, catalog_from_cluster, get_catalog
+from scheduler.core.errors import (CatalogError, InfeasibleError, MemoryLimitError, PolicyMismatchError, ProblemError,
+                                   SchedulerError, SolverNotApplicableError, WorkloadError)
+from scheduler.solvers.exact import Exact
+from scheduler.solvers.greedy import Greedy
+from scheduler.core.maxload import MaxLoadProblem
+from scheduler.solvers.milp import MILP
+from scheduler.core.problem import Problem
+from scheduler.core.pss import PSSProblem
+from scheduler.core.resources import Catalog, Constraints, ResourceType
+from scheduler.solvers.ralp import RALP
+from scheduler.solvers.random_search import RandomSearch
+from scheduler.policy.lstm_policy import LSTMPolicy
+from scheduler.policy.rl import RL
+from scheduler.core.schedule import Schedule
 from scheduler.workloads import load_workload
 
 SOLVERS: dict[str, type[Solver]] = {

@@ -1,17 +1,13 @@
-"""The package layout is the architecture (docs/architecture.md): imports run one way, every
-module states its public names, the scheduler uses only ralp_tf's public API, and modules and
-functions stay short."""
+"""What import-linter cannot state of the architecture (docs/architecture.md): every module states
+its public names, the scheduler uses only names ralp_tf's packages export, and modules and
+functions stay short. The direction of imports and the absence of cycles are contracts in
+``.importlinter`` (tests/test_import_contracts.py)."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
-#: Package -> rank: a module may import ralp_tf modules of its own rank or lower only.
-RANKS = {"errors": 0, "model": 1, "plan": 2, "place": 3, "run": 4, "testbed": 5, "bench": 6, "faults": 6,
-         "zoo": 6, "cli": 7}
 
 
 def _modules(top: str) -> list[Path]:
@@ -27,37 +23,6 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             out.append((node.module, [a.name for a in node.names], node.lineno))
     return out
-
-
-def _package(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if parts[0] == "ralp_tf" and len(parts) > 1 else None
-
-
-def test_imports_run_one_way_and_only_the_command_line_names_the_scheduler() -> None:
-    wrong = []
-    for path in _modules("ralp_tf"):
-        rel = path.relative_to(REPO / "ralp_tf")
-        if len(rel.parts) == 1:
-            continue  # ralp_tf/__init__.py (the public API) and ralp_tf/errors.py
-        own = rel.parts[0]
-        for module, names, line in _imports(path):
-            if module == "scheduler" or module.startswith("scheduler."):
-                if own != "cli":
-                    wrong.append(f"ralp_tf/{rel}:{line} imports {module}")
-                continue
-            target = _package(module)
-            if target is None:
-                continue
-            if module == "ralp_tf":  # from ralp_tf import x: the public API, itself the top
-                wrong.append(f"ralp_tf/{rel}:{line} imports the top-level package; import the module itself")
-                continue
-            if target not in RANKS:
-                wrong.append(f"ralp_tf/{rel}:{line} imports {module}, outside every package")
-            elif RANKS[target] > RANKS[own] or (RANKS[target] == RANKS[own] and target != own):
-                wrong.append(f"ralp_tf/{rel}:{line}: {own} (rank {RANKS[own]}) imports {module} "
-                             f"({target}, rank {RANKS[target]})")
-    assert not wrong, "\n".join(wrong)
 
 
 def _public_names(package: str) -> set[str]:
@@ -82,10 +47,8 @@ def test_the_scheduler_imports_only_public_names_of_ralp_tf() -> None:
                 missing = [n for n in names if n not in _module_all(REPO / "ralp_tf" / "errors.py")]
                 wrong.extend(f"{where} imports {n} from ralp_tf.errors, which does not export it" for n in missing)
                 continue
-            if module.count(".") > 1 or (module.count(".") == 1 and (REPO / Path(*module.split("."))).with_suffix(
-                    ".py").exists()):
-                wrong.append(f"{where} imports module {module}: import from its package instead")
-                continue
+            if module.count(".") > 1 or (REPO / Path(*module.split("."))).with_suffix(".py").exists():
+                continue  # a module inside a package: the forbidden contract in .importlinter refuses it
             missing = [n for n in names if n not in _public_names(module)]
             if missing:
                 wrong.append(f"{where} imports {missing} from {module}, which does not export them (__all__)")

@@ -58,19 +58,19 @@ def _dnn_from_dict(doc: Any) -> Any:
 
 
 def _read_dnn(text: str) -> Any:
-    from scheduler.errors import WorkloadError
+    from scheduler.core.errors import WorkloadError
 
     return _dnn_from_dict(parse_json(text, WorkloadError, "workload"))
 
 
 def _catalog_from_dict(doc: Any) -> Any:
-    from scheduler.catalogs import catalog_from_dict
+    from scheduler.core.catalogs import catalog_from_dict
 
     return catalog_from_dict(doc)
 
 
 def _read_catalog(text: str) -> Any:
-    from scheduler.errors import CatalogError
+    from scheduler.core.errors import CatalogError
 
     return _catalog_from_dict(parse_json(text, CatalogError, "catalog"))
 
@@ -307,7 +307,7 @@ def _via_file(load: Callable[[str], Any], suffix: str = ".json") -> Callable[[st
 
 
 def _catalog_file(path: str) -> Any:
-    from scheduler.catalogs import get_catalog
+    from scheduler.core.catalogs import get_catalog
 
     return get_catalog(path)
 
@@ -319,7 +319,7 @@ def _dnn_file(path: str) -> Any:
 
 
 def _error(name: str) -> type:
-    from scheduler.errors import CatalogError, WorkloadError
+    from scheduler.core.errors import CatalogError, WorkloadError
 
     return {"plan": PlanError, "tf_config": ClusterConfigError, "profile": ValidationError,
             "workload": WorkloadError, "catalog": CatalogError}[name]

@@ -19,7 +19,7 @@ So :func:`measure_quota_profile` runs two child processes, TF thread pools sized
 and :func:`calibrate` scales the shares to the whole step:
 ``t_l = t_l^{measured} x step_s / sum_l t_l^{measured}``. The effective FLOP rate under the quota is
 ``F = 3 b sum_l f_l / step_s``. The bench prices every budgeted cell with this profile, and the
-scheduler's emulated types (:mod:`scheduler.unitrate`) are measured the same way.
+scheduler's emulated types (:mod:`scheduler.execution.unitrate`) are measured the same way.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 exit-code table and the one error path (:func:`run_command`).
 
 Used by ``ralp-tf`` and each of its command modules (:mod:`ralp_tf.cli.main`, :mod:`ralp_tf.cli.soak`,
-:mod:`ralp_tf.cli.bench`, ``scheduler.cli``) and by the testbed's job runners
+:mod:`ralp_tf.cli.bench`, :mod:`ralp_tf.cli.schedule`) and by the testbed's job runners
 (``python -m ralp_tf.run.training``). It imports nothing from those, so any of them may import it.
 
 **Exit codes** (:class:`ExitCode`), the same for every command:

@@ -7,7 +7,7 @@ module                         commands
 :mod:`ralp_tf.cli.explain`     ``explain`` (a plan as a picture: layers, bytes per link, step time)
 :mod:`ralp_tf.cli.server`      ``server``, ``agent`` (a task of a real cluster from TF_CONFIG; its host's byte counts)
 :mod:`ralp_tf.cli.manifest`    ``manifest`` (a Kubernetes Job/TFJob manifest for a cluster shape)
-``scheduler.cli``              ``schedule``, ``compare-schedulers``, ``execute-schedule`` (the HeterPS-style solvers)
+:mod:`ralp_tf.cli.schedule`    ``schedule``, ``compare-schedulers``, ``execute-schedule`` (the HeterPS-style solvers)
 :mod:`ralp_tf.cli.soak`        ``soak`` (a long placed run, task resources sampled)
 :mod:`ralp_tf.cli.bench`       ``bench`` (the emulated-network benchmark; namespaces need root)
 :mod:`ralp_tf.cli.floor`       ``floor`` (PSS's fixed cost per closure and per step, measured here)
@@ -25,8 +25,8 @@ missing subcommand. Shared argparse types, the exit-code table and the one error
 :mod:`ralp_tf.cli.args` (exit 0 ok, 1 unexpected failure, 2 bad input, 3 could not be done,
 130 interrupted).
 
-This is the only module of ``ralp_tf`` that names the ``scheduler`` package: nothing below the
-command line imports it (docs/architecture.md).
+Only modules of this package name the ``scheduler`` package (:mod:`ralp_tf.cli.schedule`): nothing below the
+command line imports it (docs/architecture.md, ``.importlinter``).
 """
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ from typing import NoReturn, Sequence
 # is a tf_keras model, and importing TensorFlow skips Keras 3 (1.4 s here). Set before anything imports TF.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import scheduler.cli as scheduler_cli
 from ralp_tf.cli import bench as bench_cli
 from ralp_tf.cli import calibrate as calibrate_cli
 from ralp_tf.cli import commands, explain, manifest, project, server, soak, zoo
 from ralp_tf.cli import faults as faults_cli
+from ralp_tf.cli import schedule as scheduler_cli
 from ralp_tf.cli import floor as floor_cli
 from ralp_tf.cli.args import run_command
 from ralp_tf.errors import RalpError

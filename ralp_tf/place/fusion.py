@@ -14,7 +14,7 @@ per PS task and per step:
 * **push:** the gradients of its trainable fused variables, concatenated on the worker, one
   tensor, split on the task and applied there by the optimizer.
 
-The math is the unfused step's: the gradients equal it (tests/test_fusion.py). What it gives up is
+The math is the unfused step's: the gradients equal it (tests/place/test_fusion.py). What it gives up is
 the overlap of a variable's transfer with the compute of the layers before it: the whole pull
 ends before the forward starts, and the push starts after the backward ends (the cost model
 prices both, :mod:`ralp_tf.plan.traffic`, *Fused transfers*).

@@ -2,53 +2,39 @@
 
 :func:`load_workload` resolves a name or a path:
 
-* a built-in name (:data:`BUILTIN_WORKLOADS`) -> a HeterPS :class:`~scheduler.problem.Problem`
-  on a catalog (default :data:`scheduler.catalogs.CLOUD`);
+* a built-in name (:data:`BUILTIN_WORKLOADS`) -> a HeterPS :class:`~scheduler.core.problem.Problem`
+  on a catalog (default :data:`scheduler.core.catalogs.CLOUD`);
 * a shared dnn-partitioning name (``bert24_inference``, ...) or a path to such a JSON ->
-  a :class:`~scheduler.maxload.MaxLoadProblem`;
+  a :class:`~scheduler.core.maxload.MaxLoadProblem`;
 * a path to a ralp_tf ModelProfile JSON -> a Problem;
 * a harder generated workload (:data:`scheduler.workloads.hard.HARD_WORKLOADS`);
 * a HeterPS-scale workload (:data:`scheduler.workloads.large.LARGE_WORKLOADS`: 200-300 layers).
 
 The default throughput constraint of a HeterPS workload is :data:`DEFAULT_THROUGHPUT_FRACTION`
-of its best achievable throughput on the catalog, rounded down to two significant digits.
+of its best achievable throughput on the catalog, rounded down to two significant digits
+(:func:`~scheduler.core.problem.default_throughput`, re-exported here).
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from ralp_tf.errors import ValidationError, read_json_file
 from ralp_tf.model import ModelProfile
-from scheduler.errors import WorkloadError
-from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints
+from scheduler.core.errors import WorkloadError
+from scheduler.core.maxload import MaxLoadProblem
+from scheduler.core.problem import DEFAULT_THROUGHPUT_FRACTION, Problem, default_throughput
+from scheduler.core.resources import Catalog, Constraints
 from scheduler.workloads import dnn_partitioning
 from scheduler.workloads.builtin import BUILTIN_WORKLOADS, load_profile
-
-DEFAULT_THROUGHPUT_FRACTION = 0.25
 
 __all__ = ["BUILTIN_WORKLOADS", "DEFAULT_THROUGHPUT_FRACTION", "builtin_problem", "default_throughput",
            "load_workload", "load_profile", "dnn_partitioning", "workload_names"]
 
 
-def _round_down_2sig(x: float) -> float:
-    if x <= 0 or not math.isfinite(x):
-        return 0.0
-    e = math.floor(math.log10(x)) - 1
-    return math.floor(x / 10 ** e) * 10 ** e
-
-
-def default_throughput(problem: Problem) -> float:
-    """:data:`DEFAULT_THROUGHPUT_FRACTION` of the best achievable throughput, 2 significant digits."""
-    return _round_down_2sig(DEFAULT_THROUGHPUT_FRACTION * problem.best_throughput())
-
-
 def problem_from_profile(profile: ModelProfile, catalog: Catalog | None = None, throughput: float | None = None,
                          budget: float | None = None, name: str | None = None) -> Problem:
-    from scheduler.catalogs import CLOUD
+    from scheduler.core.catalogs import CLOUD
 
     catalog = catalog or CLOUD
     free = Problem.from_profile(profile, catalog, Constraints(0.0, None), name=name, check=True)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from ralp_tf.errors import read_json_file
 from ralp_tf.model import ModelProfile
-from scheduler.errors import WorkloadError
+from scheduler.core.errors import WorkloadError
 
 __all__ = ["PROFILE_DIR", "BATCH_SIZE", "matchnet", "word2vec_nce", "BUILTIN_WORKLOADS", "profile_workload",
            "read_cached_profile", "load_profile", "main"]

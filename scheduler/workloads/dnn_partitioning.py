@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ralp_tf.errors import read_json_file
-from scheduler.errors import WorkloadError
-from scheduler.maxload import MaxLoadProblem
+from scheduler.core.errors import WorkloadError
+from scheduler.core.maxload import MaxLoadProblem
 
 __all__ = ["PUBLISHED_OPTIMUM", "shared_dir", "shared_workloads", "from_dict", "load"]
 

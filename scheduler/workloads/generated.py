@@ -19,7 +19,7 @@ Families (:data:`FAMILIES`), each with random depth, widths and sizes:
 * ``transformer`` (:data:`EXTRA_FAMILIES`, not in the default cycle): BERT-like encoder blocks.
 
 :func:`random_profile` draws one profile; :func:`generated_problems` turns ``count`` of them into
-HeterPS :class:`~scheduler.problem.Problem` s with a throughput constraint of a random fraction
+HeterPS :class:`~scheduler.core.problem.Problem` s with a throughput constraint of a random fraction
 (default 15-35%) of the best achievable, skipping draws that no catalog unit can hold.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ralp_tf.model import LayerProfile, ModelProfile
-from scheduler.errors import SchedulerError, WorkloadError
+from scheduler.core.errors import SchedulerError, WorkloadError
 from scheduler.workloads.builtin import BATCH_SIZE
 
 __all__ = ["FAMILIES", "EXTRA_FAMILIES", "random_profile", "generated_problems"]
@@ -217,7 +217,7 @@ def _transformer(b: _Builder, rng: np.random.Generator, blocks: int | None = Non
 _BUILD = {"cnn": _cnn, "resnet": _resnet, "ctr": _ctr, "two_tower": _two_tower, "embedding": _embedding_model,
           "transformer": _transformer}
 #: Families beyond :data:`FAMILIES` (not in the default cycle, so the paper-LSTM baseline's
-#: training set stays as it was); :mod:`scheduler.generalise` trains on both.
+#: training set stays as it was); :mod:`scheduler.evaluation.generalise` trains on both.
 EXTRA_FAMILIES: tuple[str, ...] = ("transformer",)
 
 
@@ -247,9 +247,9 @@ def generated_problems(count: int, seed: int = 0, *, families: Sequence[str] | N
     Draws that no unit can hold (memory) or with more than ``max_layers`` decisions (keeps the
     exact solver, used for imitation targets, fast) are redrawn, at most 20 times per problem.
     """
-    from scheduler.catalogs import CLOUD
-    from scheduler.problem import Problem
-    from scheduler.resources import Constraints
+    from scheduler.core.catalogs import CLOUD
+    from scheduler.core.problem import Problem
+    from scheduler.core.resources import Constraints
 
     if count < 0:
         raise WorkloadError(f"count must be >= 0, got {count}")

@@ -11,7 +11,7 @@ its recipe below (never picked by its result):
   (forward and backward nodes, 190 in all), 8 accelerators, ``size_slack=1.4``, seed 2.
 * ``ctr_cloud5`` (HeterPS): the first ``ctr``-family profile of
   :func:`~scheduler.workloads.generated.random_profile` (``default_rng(14)``) with at least 25
-  decisions, on the five-type catalog :data:`scheduler.catalogs.CLOUD5`, at 25% of its best
+  decisions, on the five-type catalog :data:`scheduler.core.catalogs.CLOUD5`, at 25% of its best
   achievable throughput.
 
 The exact references: the contiguous DP and the MILP's proven bound (max-load), the θ-sweep DP
@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from scheduler.maxload import MaxLoadProblem
-from scheduler.problem import Problem
+from scheduler.core.maxload import MaxLoadProblem
+from scheduler.core.problem import Problem
 
 __all__ = ["MAXLOAD_RECIPES", "HARD_WORKLOADS", "hard_workload"]
 
@@ -48,9 +48,9 @@ def _maxload(name: str) -> Callable[[], MaxLoadProblem]:
 
 def _generated_heterps(name: str, family: str, min_decisions: int, seed: int) -> Callable[[], Problem]:
     def make() -> Problem:
-        from scheduler.catalogs import CLOUD5
-        from scheduler.resources import Constraints
-        from scheduler.workloads import default_throughput
+        from scheduler.core.catalogs import CLOUD5
+        from scheduler.core.resources import Constraints
+        from scheduler.core.problem import default_throughput
         from scheduler.workloads.generated import random_profile
 
         rng = np.random.default_rng(seed)

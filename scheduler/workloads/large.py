@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ralp_tf.model import ModelProfile
-from scheduler.errors import WorkloadError
+from scheduler.core.errors import WorkloadError
 from scheduler.workloads.builtin import BATCH_SIZE, PROFILE_DIR, read_cached_profile
 
 __all__ = ["GENERATED", "PROFILED", "LARGE_WORKLOADS", "SINGLE_TYPE_FRACTION", "transformer_encoder",
@@ -103,15 +103,15 @@ def large_problem(name: str, catalog: Any = None, throughput: float | None = Non
     the unit caps; 25% of the bottleneck bound, the built-ins' default, assumes a pipeline of
     many stages each at its most units, which the caps shared by a type's stages rule out on
     200-300 layers."""
-    from scheduler.catalogs import CLOUD
-    from scheduler.problem import Problem
-    from scheduler.resources import Constraints
-    from scheduler.workloads import _round_down_2sig
+    from scheduler.core.catalogs import CLOUD
+    from scheduler.core.problem import Problem
+    from scheduler.core.resources import Constraints
+    from scheduler.core.problem import round_down_2sig
 
     free = Problem.from_profile(large_profile(name), catalog or CLOUD, Constraints(0.0, None), name=name)
     n = free.num_decisions
     single = max(float(free.seg_max_rate[0, n - 1, r]) for r in range(free.num_choices))
-    x = _round_down_2sig(SINGLE_TYPE_FRACTION * single) if throughput is None else float(throughput)
+    x = round_down_2sig(SINGLE_TYPE_FRACTION * single) if throughput is None else float(throughput)
     return free.with_constraints(Constraints(x, None))
 
 

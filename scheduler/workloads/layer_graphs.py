@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.errors import WorkloadError
+from scheduler.core.errors import WorkloadError
 
 __all__ = ["branchy_graph", "leafy_graph", "training_layer_graphs"]
 

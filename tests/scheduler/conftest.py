@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sched_helpers import SHARED_DATA, tiny_problem
-from scheduler.problem import Problem
+from scheduler.core.problem import Problem
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.problem import Problem
-from scheduler.resources import Catalog, Constraints, ResourceType
+from scheduler.core.problem import Problem
+from scheduler.core.resources import Catalog, Constraints, ResourceType
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "dnn-partitioning"
