@@ -194,7 +194,7 @@ def _calibration(loopback: bool) -> dict[str, Any]:
     import socket
 
     from ralp_tf.cli.calibrate import tensorflow_version
-    from tests.calibration_docs import calibration_doc
+    from calibration_docs import calibration_doc
 
     layers = {l["name"]: 0.001 for l in VALID_PROFILE["layers"] if l["kind"] != "input"}
     timed = {"worker:0": {VALID_PROFILE["model_name"]: layers}, "ps:0": {VALID_PROFILE["model_name"]: layers}}

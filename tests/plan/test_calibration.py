@@ -15,7 +15,7 @@ from ralp_tf.plan.calibration import CALIBRATION_FORMAT, Calibration, calibrated
 from ralp_tf.plan.cluster import Cluster
 from ralp_tf.plan.costmodel import estimate, layer_seconds, serving_core_seconds
 from ralp_tf.plan.profiles import cached_profile
-from tests.calibration_docs import TF_VERSION, calibration_doc, layer_times
+from calibration_docs import TF_VERSION, calibration_doc, layer_times
 
 
 def cal_of(**kw):
