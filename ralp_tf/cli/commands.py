@@ -93,6 +93,9 @@ def register(subparsers: Any) -> None:
                    help="with --cluster: seconds to wait for every task to answer (default 30)")
     add_calibration_arg(r, default_note="; with --cluster FILE, FILE's <name>.calibration.json is read when it "
                                         "exists (--calibration none: not)")
+    from ralp_tf.cli.strategies import add_strategy_args
+
+    add_strategy_args(r)
     r.add_argument("--inject-fault", type=fault_spec, default=None, metavar="JOB:INDEX:STEP",
                    help="testing: kill task JOB:INDEX after scheduling step STEP (e.g. ps:0:17)")
     from ralp_tf.cli.faults import add_run_args
@@ -114,6 +117,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     the plan (``--json``: one object) and write it to ``--out``."""
     from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.costmodel import estimate
+    from ralp_tf.plan.strategies import rank_strategies
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.place.applier import prepare
@@ -124,6 +128,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     prof, cluster = planning_inputs(args, prof.with_optimizer(args.optimizer))
     cluster = cluster.with_closures(1, cluster.floor or MEASURED_FLOOR)
     plan, analysis = plan_with_policy(policy, prof, cluster, compression=args.compression)
+    strategies = rank_strategies(prof, cluster, plan, horovod=True)
     if args.out:
         plan.save(args.out)
     if analysis is not None:
@@ -136,6 +141,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         report = (f"Policy {args.policy}: {len(plan.ps_layers())} layer(s) on the PS; predicted "
                   f"{chosen.step_s * 1e3:.1f} ms and {chosen.bytes_per_step / 1e6:.2f} MB per worker step "
                   f"(stock PS: {baseline.step_s * 1e3:.1f} ms, {baseline.bytes_per_step / 1e6:.2f} MB)")
+    out["strategies"] = strategies.to_dict()
     if args.json:
         out["profile"] = prof.to_dict()
         print(json.dumps(out, indent=2))
@@ -143,6 +149,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(prof.summary())
         print()
         print(report)
+        print()
+        print(strategies.report())
+        print("  (ralp-tf run --strategy auto trains with the fastest, checked by a short measured probe)")
         print()
         print(plan.to_json())
     return 0
@@ -154,12 +163,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ralp_tf.cli.faults import run_supervised, supervised_requested
     from ralp_tf.cli.finished import finished_runs, nothing_was_left, report_finished
     from ralp_tf.cli.progress import StepProgress
+    from ralp_tf.cli.strategies import check_strategy_args, run_with_strategy
     from ralp_tf.errors import ValidationError
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.policies import policy_from_spec
     from ralp_tf.run.training import warmup_steps_for
 
     resolve_model(args.model)  # a bad --model is refused before any task starts or is reached
+    check_strategy_args(args, supervised_requested(args))
     if supervised_requested(args):
         if args.check_gradients:
             raise ValidationError("--check-gradients is not supported by the supervised runs (--restart-failed, "
@@ -174,15 +185,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
     config = _cluster_config(args) if args.cluster else None  # --workers/--ps are the cluster's
+    if args.strategy != "pss" and args.calibration not in (None, "none"):
+        raise ValidationError(f"--calibration prices ParameterServerStrategy runs; --strategy {args.strategy} does "
+                              "not read it yet: drop one of them")
     args.calibrated = run_calibration(args, config)  # refused here, before a cluster starts or is reached
-    finished = finished_runs(args, policies)
+    finished = finished_runs(args, policies if args.strategy == "pss" else [args.strategy])
     if finished is not None:  # every checkpoint at the last step already: no cluster, nothing to train
         return report_finished(args, finished)
     progress = StepProgress("run", warmup_steps_for(args.warmup_steps, args.workers) + args.steps,
                             enabled=None if not args.json else False)
     args.step_callback = progress.update
+    decision = None
     try:
-        results = _run_on_cluster(args, policies, config) if config else _run_local(args, policies)
+        if args.strategy != "pss":
+            results, decision = run_with_strategy(args, policies[0])
+        else:
+            results = _run_on_cluster(args, policies, config) if config else _run_local(args, policies)
     finally:
         progress.close()
     if args.tensorboard_dir:
@@ -206,9 +224,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "final_weights_checksum": r.final_weights_checksum, "steps_per_closure": r.steps_per_closure,
                  "optimizer": r.optimizer, "fuse_transfers": r.fuse_transfers,
                  "gradients_checked": r.gradients_checked, "losses": r.losses}
-        if name != "ps":
+        entry["strategy"] = r.strategy
+        if name != "ps" and r.plan is not None:
             entry["plan"] = r.plan.to_dict()
         out[key] = entry
+    if decision is not None:
+        out["auto"] = decision.to_dict()
     if args.json:
         print(json.dumps(out, indent=2))
     else:

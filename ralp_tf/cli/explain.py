@@ -81,6 +81,7 @@ def explain_data(model: Any, workers: int = 2, ps: int = 1, *, policy: Any = "ra
     from ralp_tf.place.policies import plan_with_policy
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.plan.costmodel import estimate, estimate_allreduce, resolve_placements, variable_homes
+    from ralp_tf.plan.strategies import rank_strategies
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.place.applier import prepare
 
@@ -113,7 +114,9 @@ def explain_data(model: Any, workers: int = 2, ps: int = 1, *, policy: Any = "ra
         if "baseline" in entries:
             links["stock PSS (measured)"] = measured_links(entries["baseline"])
     n = cluster.num_workers
+    strategies = rank_strategies(prof, cluster, plan, horovod=True)
     return {"model": prof.model_name, "batch_size": batch_size, "cluster": cluster.describe(),
+            "strategies": strategies.to_dict(), "strategies_report": strategies.report(),
             "policy": policy if isinstance(policy, str) else type(policy).__name__, "plan": plan.to_dict(),
             "decision": analysis.report() if analysis else None, "layers": layers, "links": links,
             "step": {"stock PSS": _step_entry(stock, n), "plan": _step_entry(chosen, n),
@@ -280,5 +283,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=float))
     else:
+        print(data["strategies_report"])
         print(f"wrote {', '.join(data['files'])}")
     return 0

@@ -45,6 +45,7 @@ from ralp_tf.plan.analyzer import analyze
 from ralp_tf.plan.cluster import Cluster, format_bandwidth
 from ralp_tf.plan.costmodel import StepEstimate, estimate, estimate_allreduce
 from ralp_tf.plan.profiles import bert_base_profile, cached_profile, resnet50_profile
+from ralp_tf.plan.strategies import rank_strategies
 
 __all__ = ["GPU_FLOPS", "HOST_CPU_FLOPS", "HOSTS", "BANDWIDTHS_BPS", "STRATEGIES", "PS_HOST_RATIO",
            "BUILTIN_MODELS", "MODELS", "OPTIMIZER", "COMMAND", "ProjectionRow", "projection_cluster", "ps_hosts_for", "project",
@@ -55,7 +56,7 @@ GPU_FLOPS = 100e12
 HOST_CPU_FLOPS = 1e12
 HOSTS = (2, 4, 8, 16, 32, 64)
 BANDWIDTHS_BPS = (10e9, 25e9, 100e9)
-STRATEGIES = ("stock PSS", "colocated RALP", "RALP without head splits", "ring all-reduce")
+STRATEGIES = ("stock PSS", "colocated RALP", "RALP without head splits", "ring all-reduce", "auto")
 #: CPU-only PS hosts per worker host in the second row set (N/4 of them, at least 1).
 PS_HOST_RATIO = 0.25
 BUILTIN_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
@@ -137,6 +138,9 @@ def project(profiles: Iterable[ModelProfile], hosts: Sequence[int] = HOSTS,
                     ("colocated RALP", analysis.chosen.label, analysis.chosen.estimate),
                     ("RALP without head splits", built.label, built.estimate),
                     ("ring all-reduce", "dense all-reduce", ring)]
+                best = rank_strategies(prof, cluster, analysis.plan, horovod=True).best
+                picks.append(("auto", f"{best.name}: " + (analysis.chosen.label if best.name == "pss" else
+                                                           best.label), best.estimate))
                 for strategy, plan, e in picks:
                     rows.append(ProjectionRow(model=prof.model_name, hosts=n, bandwidth_bps=bw, gpu_flops=gpu_flops,
                                               host_cpu_flops=host_cpu_flops, batch_size=prof.batch_size,
@@ -168,14 +172,15 @@ def _table(rows: Sequence[ProjectionRow], heading: str) -> list[str]:
             batch = next(iter(point.values())).batch_size
             out += ["", f"## {name} (batch {batch} per worker){heading}", "",
                     "| hosts | link | CPU-only PS hosts | predicted samples/s: stock PSS | ralp_tf's plan | "
-                    "without head splits | ring | ralp_tf / ring | without head splits / ring | predicted MB/link: stock PSS | "
-                    "ralp_tf's plan | ring | ralp_tf's plan |",
-                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        stock, plan, built, ring = (point[s] for s in STRATEGIES)
+                    "without head splits | ring | auto | ralp_tf / ring | without head splits / ring | auto / ring | "
+                    "predicted MB/link: stock PSS | ralp_tf's plan | ring | ralp_tf's plan | auto trains with |",
+                    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        stock, plan, built, ring, auto = (point[s] for s in STRATEGIES)
         out.append(f"| {n} | {format_bandwidth(bw)} | {extra} | "
-                   + " | ".join(f"{r.samples_per_s:,.0f}" for r in (stock, plan, built, ring))
-                   + f" | {plan.vs_ring:.2f}x | {built.vs_ring:.2f}x | "
-                   + " | ".join(f"{r.max_link_bytes / 1e6:,.1f}" for r in (stock, plan, ring)) + f" | {plan.plan} |")
+                   + " | ".join(f"{r.samples_per_s:,.0f}" for r in (stock, plan, built, ring, auto))
+                   + f" | {plan.vs_ring:.2f}x | {built.vs_ring:.2f}x | {auto.vs_ring:.2f}x | "
+                   + " | ".join(f"{r.max_link_bytes / 1e6:,.1f}" for r in (stock, plan, ring))
+                   + f" | {plan.plan} | {auto.plan.split(':')[0]} |")
     return out
 
 
@@ -183,18 +188,22 @@ def _summary(rows: Sequence[ProjectionRow]) -> list[str]:
     """Per model and row set: the lowest ralp_tf / ring ratio and where it is, for the analyzer's
     plan and for the plan without head splits."""
     out = ["| model | CPU-only PS hosts | lowest ralp_tf / ring (predicted) | at | highest | "
-           "lowest without head splits | at |", "|---|---|---|---|---|---|---|"]
+           "lowest without head splits | at | lowest auto / ring | lowest auto / ring at 16-64 hosts |",
+           "|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple[str, bool], dict[str, list[ProjectionRow]]] = {}
     for r in rows:
-        if r.strategy in ("colocated RALP", "RALP without head splits"):
+        if r.strategy in ("colocated RALP", "RALP without head splits", "auto"):
             groups.setdefault((r.model, r.ps_hosts > 0), {}).setdefault(r.strategy, []).append(r)
     for (model, extra), by in groups.items():
-        rs, built = by["colocated RALP"], by["RALP without head splits"]
+        rs, built, auto = by["colocated RALP"], by["RALP without head splits"], by["auto"]
         low, high = min(rs, key=lambda r: r.vs_ring), max(rs, key=lambda r: r.vs_ring)
         low_built = min(built, key=lambda r: r.vs_ring)
+        low_auto = min(auto, key=lambda r: r.vs_ring)
+        large = [r.vs_ring for r in auto if r.hosts >= 16]
         out.append(f"| {model} | {'N/4' if extra else 'none'} | {low.vs_ring:.2f}x | {low.hosts} hosts, "
                    f"{format_bandwidth(low.bandwidth_bps)} | {high.vs_ring:.2f}x | {low_built.vs_ring:.2f}x | "
-                   f"{low_built.hosts} hosts, {format_bandwidth(low_built.bandwidth_bps)} |")
+                   f"{low_built.hosts} hosts, {format_bandwidth(low_built.bandwidth_bps)} | {low_auto.vs_ring:.2f}x | "
+                   + (f"{min(large):.2f}x |" if large else "- |"))
     return out
 
 
@@ -217,7 +226,9 @@ def to_markdown(rows: Sequence[ProjectionRow], command: str) -> str:
            "\"ralp_tf's plan\" is the analyzer's choice (`ralp_tf.analyze`), head splits over PS tasks included; "
            "\"without head splits\" is its choice with `split=False` (every PS-side layer whole on one PS task); "
            "the ring is "
-           "`ralp_tf.plan.costmodel.estimate_allreduce` on the worker hosts.", "", "## Summary (predicted)", "",
+           "`ralp_tf.plan.costmodel.estimate_allreduce` on the worker hosts; \"auto\" is what `--strategy auto` "
+           "ranks first (`ralp_tf.plan.strategies.rank_strategies`: the plan, stock PSS or a ring), before its "
+           "measured probe.", "", "## Summary (predicted)", "",
            *_summary(rows)]
     out += _table(main, "")
     if extra:

@@ -236,8 +236,11 @@ class CheckpointStore:
     :meth:`restore` at start, :meth:`save` at each checkpoint step; ``latest`` is the newest complete
     one (None before any), ``restored`` the one :meth:`restore` used."""
 
-    def __init__(self, checkpoint: Any, directory: str, max_to_keep: int = MAX_TO_KEEP) -> None:
+    def __init__(self, checkpoint: Any, directory: str, max_to_keep: int = MAX_TO_KEEP, *,
+                 read_only: bool = False) -> None:
         self.checkpoint, self.directory, self.max_to_keep = checkpoint, directory, max_to_keep
+        #: restore only: leave torn checkpoints and leftovers to the store that writes the folder
+        self.read_only = read_only
         self.complete: list[Found] = []
         self.restored: Found | None = None
 
@@ -249,17 +252,19 @@ class CheckpointStore:
         """Remove the leftovers of interrupted writes, then restore the newest complete checkpoint,
         skipping (and removing, with a one-line warning each) torn ones and ones TensorFlow cannot
         read. Returns the one restored (None: none to restore, a fresh start). Errors of an
-        unreachable cluster propagate."""
+        unreachable cluster propagate. A ``read_only`` store (a ring worker's view of the chief's
+        folder) restores the same way but removes nothing and warns about nothing."""
         import tensorflow as tf
 
         found = scan(self.directory)
-        for path in found.leftovers:
+        remove = (lambda path: None) if self.read_only else _remove
+        for path in [] if self.read_only else found.leftovers:
             log.warning("checkpoint: removed %s, the unfinished write of a run that was stopped during it", path)
-            _remove(path)
+            remove(path)
         skipped = [(t.name, t.why) for t in found.torn]
         for t in found.torn:
             for path in t.paths:
-                _remove(path)
+                remove(path)
         self.complete = list(found.complete)
         while self.complete:
             candidate = self.complete[0]
@@ -270,14 +275,14 @@ class CheckpointStore:
                 skipped.append((os.path.join(self.directory, candidate.name),
                                 f"TensorFlow cannot read it ({type(exc).__name__}: {first})"))
                 for path in candidate.paths:
-                    _remove(path)
+                    remove(path)
                 self.complete.pop(0)
                 continue
             self.restored = candidate
             break
         instead = f"resuming from {self.restored.name} (step {self.restored.step})" if self.restored else \
             "starting from step 0"
-        for path, why in skipped:
+        for path, why in [] if self.read_only else skipped:
             log.warning("checkpoint: skipped torn checkpoint %s (%s) and removed it; %s", path, why, instead)
         return self.restored
 
@@ -289,6 +294,8 @@ class CheckpointStore:
         the last checkpoint)."""
         import tensorflow as tf
 
+        if self.read_only:
+            raise ValueError(f"checkpoint store of {self.directory} is read-only")
         same = [f for f in self.complete if f.step == step and f.verified]
         if same:
             return same[0]

@@ -52,14 +52,14 @@ __all__ = ["NATIVE_SHIM", "UNAUTHENTICATED_WARNING", "Launcher", "LoopbackLaunch
            "loopback_shim", "machine_cores", "free_port", "loopback_env", "TASK_MEMORY_GIB", "HEADROOM_GIB",
            "available_memory_bytes", "max_tasks_for_memory", "check_tasks_fit_in_memory",
            "bind_loopback_in_this_process", "release_cluster_in_this_process", "TaskProcess", "LocalCluster",
-           "stopped_by_signal", "exit_promptly_on_signals"]
+           "kill_and_wait", "stopped_by_signal", "exit_promptly_on_signals", "track"]
 
 NATIVE_SHIM = Path(__file__).resolve().parent / "_native" / "libloopback_bind.so"
 _NATIVE_SRC = NATIVE_SHIM.with_name("loopback_bind.c")
 UNAUTHENTICATED_WARNING = (
     "TensorFlow's gRPC server is unauthenticated: anyone who can reach {addr} can run ops in this "
     "process. Bind to a non-loopback address only on a network reachable from trusted hosts alone.")
-_LIVE: "weakref.WeakSet[LocalCluster]" = weakref.WeakSet()
+_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()  # LocalClusters and tracked jobs
 log = logging.getLogger(__name__)
 
 
@@ -417,17 +417,7 @@ class LocalCluster:
                 release_cluster_in_this_process({t.address for t in tasks})
             except Exception as exc:  # a failing release must not keep the tasks alive
                 log.debug("could not release the cluster in this process: %s", exc)
-        for t in tasks:
-            if t.alive():
-                try:
-                    t.proc.kill()
-                except ProcessLookupError:
-                    pass
-        for t in tasks:
-            try:
-                t.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
+        kill_and_wait(tasks)
         _LIVE.discard(self)
 
     # ----------------------------------------------------------------- queries
@@ -487,6 +477,21 @@ class LocalCluster:
             if not t.alive():
                 raise ClusterRuntimeError(f"task {t.job}:{t.index} died with code {t.proc.returncode}; its log "
                                           f"({t.log_path}) ends:\n{t.log_tail()}")
+
+
+def kill_and_wait(tasks: list[TaskProcess], timeout_s: float = 30.0) -> None:
+    """SIGKILL every task process still running, then wait up to ``timeout_s`` for each."""
+    for t in tasks:
+        if t.alive():
+            try:
+                t.proc.kill()
+            except ProcessLookupError:
+                pass
+    for t in tasks:
+        try:
+            t.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _accepts(address: str) -> bool:
@@ -559,6 +564,13 @@ def exit_promptly_on_signals(grace_s: float = 4.0) -> bool:
 
     threading.Thread(target=watch, name="ralp-signal-watchdog", daemon=True).start()
     return True
+
+
+def track(job: Any) -> None:
+    """Stop ``job`` (anything with ``stop(release=...)``, such as a ring job's worker processes) when
+    the local clusters are stopped: at exit, on SIGTERM and from :func:`exit_promptly_on_signals`."""
+    _install_exit_handlers()
+    _LIVE.add(job)
 
 
 def _install_exit_handlers() -> None:

@@ -38,6 +38,7 @@ from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR
 from ralp_tf.plan.costmodel import best_steps_per_closure, estimate
 from ralp_tf.plan.plans import Plan
+from ralp_tf.plan.strategies import is_stock_plan
 from ralp_tf.run.checkpoints import CheckpointStore, model_digest
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step, suspect_bytes_warning
 
@@ -86,7 +87,8 @@ class RunResult:
     predicted_bytes_per_step: float
     predicted_step_s: float
     measured_step_s: float
-    plan: Plan
+    #: the placement plan of a PSS run (stock PSS: the plan that places nothing); None for a ring run
+    plan: Plan | None
     analysis: Analysis | None = None
     total_steps: int = 0
     resumed_from_step: int | None = None
@@ -109,6 +111,9 @@ class RunResult:
     #: model's own evaluations disagree (it samples, or is ill-conditioned: nothing to compare); None
     #: when not asked
     gradients_checked: bool | None = None
+    #: the distributed strategy that trained (:data:`ralp_tf.plan.strategies.STRATEGIES`): ``ps`` or
+    #: ``pss`` (ParameterServerStrategy, stock or with a plan), ``mwms`` (the ring)
+    strategy: str = "pss"
 
     @property
     def report(self) -> str | None:
@@ -117,7 +122,7 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["plan"] = self.plan.to_dict()
+        d["plan"] = self.plan.to_dict() if self.plan is not None else None
         d["analysis"] = self.report
         return d
 
@@ -458,7 +463,8 @@ def summarise(job: Job, outcome: StepsOutcome, meter: Any = None) -> RunResult:
         total_steps=outcome.done, resumed_from_step=job.resumed_from, restored_weights_checksum=job.restored_checksum,
         restored_weights_digest=job.restored_digest,
         final_weights_checksum=weights_checksum(job.model)[1], steps_per_closure=config.steps_per_closure,
-        optimizer=config.optimizer, gradients_checked=job.gradients_checked, fuse_transfers=config.fuse_transfers)
+        optimizer=config.optimizer, gradients_checked=job.gradients_checked, fuse_transfers=config.fuse_transfers,
+        strategy="ps" if is_stock_plan(job.plan) else "pss")
 
 
 def train(strategy: Any, build_model: Callable[[], Any] | str, *, policy: Any = "ralp", steps: int = 30,

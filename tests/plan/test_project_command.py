@@ -12,7 +12,12 @@ def test_project_prints_json_rows_and_markdown(capsys: pytest.CaptureFixture[str
     assert main(["project", "--json", "--models", "resnet50_size", "--hosts", "2", "--bandwidths", "10gbit",
                  "--ps-host-ratio", "0.5"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 8 and {r["ps_hosts"] for r in rows} == {0, 1}  # 4 strategies x 2 row sets
+    assert len(rows) == 10 and {r["ps_hosts"] for r in rows} == {0, 1}  # 5 strategies x 2 row sets
+    for extra in (0, 1):  # auto trains with the fastest predicted: never slower than the ring or the plan
+        point = {r["strategy"]: r for r in rows if r["ps_hosts"] == extra}
+        ranked = ("stock PSS", "colocated RALP", "ring all-reduce")
+        assert point["auto"]["samples_per_s"] == max(point[s]["samples_per_s"] for s in ranked)
+        assert point["auto"]["vs_ring"] >= 1.0
     assert {"model", "hosts", "link_bps", "strategy", "samples_per_s", "max_link_bytes", "plan"} <= set(rows[0])
     out = f"{tmp_path}/p.md"
     assert main(["project", "--markdown", "--models", "resnet50_size", "--hosts", "2", "--bandwidths", "10gbit",

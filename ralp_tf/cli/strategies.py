@@ -1,0 +1,104 @@
+"""``ralp-tf run --strategy pss|mwms|auto``: which distributed strategy a local run trains with.
+
+* ``pss`` (default): ParameterServerStrategy with ``--policy``'s plan (``--policy ps``: stock PSS), as
+  ``ralp-tf run`` always did;
+* ``mwms`` (alias ``ring``): MultiWorkerMirroredStrategy's ring all-reduce on ``--workers`` local
+  processes (:func:`ralp_tf.run.ring.train_ring`; ``--ps`` is not used);
+* ``auto``: the cost model ranks the PSS plan, stock PSS and the ring; a probe of ``--probe-steps``
+  measured steps of the top two decides; the job trains with the winner and records it in
+  ``--checkpoint-dir`` so a rerun resumes under the same strategy (:mod:`ralp_tf.run.auto`).
+
+Options only one strategy has are refused with the others (one line naming both).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ralp_tf.errors import ValidationError
+
+__all__ = ["STRATEGY_CHOICES", "add_strategy_args", "strategy_arg", "check_strategy_args", "run_with_strategy"]
+
+STRATEGY_CHOICES = ("pss", "mwms", "auto")
+_ALIASES = {"ring": "mwms", "ps": "pss", "allreduce": "mwms"}
+
+
+def strategy_arg(text: str) -> str:
+    """``--strategy``'s value: ``pss``, ``mwms`` (``ring``) or ``auto``; horovod is refused with why."""
+    from ralp_tf.run.auto import HOROVOD_IN_RUN
+
+    key = _ALIASES.get(text.strip().lower(), text.strip().lower())
+    if key == "horovod":
+        raise argparse.ArgumentTypeError(HOROVOD_IN_RUN + "; use --strategy mwms for the ring here")
+    if key not in STRATEGY_CHOICES:
+        raise argparse.ArgumentTypeError(f"unknown strategy {text!r}; use pss (ParameterServerStrategy with "
+                                         "--policy), mwms (the ring; also: ring) or auto")
+    return key
+
+
+def add_strategy_args(parser: argparse.ArgumentParser) -> None:
+    from ralp_tf.cli.args import non_negative_int
+    from ralp_tf.run.auto import PROBE_STEPS
+
+    parser.add_argument("--strategy", type=strategy_arg, default="pss",
+                        help="pss: ParameterServerStrategy with --policy's plan (default); mwms (or ring): "
+                             "MultiWorkerMirroredStrategy's ring all-reduce on --workers processes; auto: the cost "
+                             "model ranks both (and stock PSS), a short measured probe of the top two decides, the "
+                             "job trains with the winner (recorded in --checkpoint-dir for reruns)")
+    parser.add_argument("--probe-steps", type=non_negative_int, default=PROBE_STEPS,
+                        help=f"with --strategy auto: measured steps per probed strategy (default {PROBE_STEPS}; 0 "
+                             "trusts the cost model's ranking)")
+
+
+def check_strategy_args(args: argparse.Namespace, supervised: bool) -> None:
+    """Refuse the options ``args.strategy`` cannot take (ValidationError, one line)."""
+    strategy = getattr(args, "strategy", "pss")
+    if strategy == "pss":
+        return
+    flags = [("--compare", args.compare), ("--check-gradients", args.check_gradients),
+             ("--inject-fault", args.inject_fault),
+             ("--restart-failed/--add-worker-at/--fault/--fault-plan/--host-cpu", supervised),
+             ("--tensorboard-trace", getattr(args, "tensorboard_trace", False))]
+    if strategy == "mwms":
+        flags += [("--compression", args.compression), ("--fuse-transfers", args.fuse_transfers),
+                  ("--policy " + str(args.policy), args.policy not in ("ralp",) or args.policy_options)]
+    given = [name for name, value in flags if value]
+    if given:
+        raise ValidationError(f"--strategy {strategy} cannot be used with {given[0]} (ParameterServerStrategy runs "
+                              "only); drop it, or train with --strategy pss")
+    if args.cluster:
+        raise ValidationError(f"--strategy {strategy} with --cluster: the ring runs a training program on every "
+                              "worker host, and `ralp-tf server` hosts run ParameterServerStrategy tasks; train "
+                              "there with --strategy pss, or run the ring locally (--workers N)")
+
+
+def run_with_strategy(args: argparse.Namespace, policy: Any) -> tuple[dict[str, Any], Any]:
+    """Train a local run with ``args.strategy`` (``mwms`` or ``auto``): ``({strategy: RunResult},
+    AutoDecision or None)``."""
+    from ralp_tf.cli.args import cluster_rates
+    from ralp_tf.run.auto import train_auto
+    from ralp_tf.run.ring import train_ring
+
+    common = dict(workers=args.workers, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                  log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                  warmup_steps=args.warmup_steps, sequence_length=args.sequence_length, optimizer=args.optimizer,
+                  **cluster_rates(args))
+    if args.strategy == "mwms":
+        from ralp_tf.run.training import TrainConfig, prepare_model
+        from ralp_tf.model.builtin import resolve_model
+
+        prepared = prepare_model(resolve_model(args.model), TrainConfig(batch_size=args.batch_size, seed=args.seed,
+                                                                        sequence_length=args.sequence_length,
+                                                                        optimizer=args.optimizer))
+        step = args.step_callback
+        result = train_ring(args.model, profile=prepared.profile, on_step=(lambda i: step("mwms", i)) if step else None,
+                            **common)
+        return {"mwms": result}, None
+
+    def announce(decision: Any) -> None:
+        if not args.json:
+            print(decision.report(), flush=True)
+
+    return train_auto(args.model, ps=args.ps, policy=policy, compression=args.compression,
+                      steps_per_closure=args.steps_per_closure, fuse_transfers=args.fuse_transfers,
+                      probe_steps=args.probe_steps, step_callback=args.step_callback, on_decision=announce, **common)

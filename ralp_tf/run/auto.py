@@ -1,0 +1,196 @@
+"""``--strategy auto``: train with whichever strategy is fastest on this cluster, ranked then measured.
+
+:func:`train_auto` (``ralp-tf run --strategy auto``, :func:`ralp_tf.fit`):
+
+1. builds and profiles the model once (:func:`ralp_tf.run.training.prepare_model`), plans it with the
+   job's policy (default ``ralp``) and ranks every strategy by the cost model
+   (:func:`ralp_tf.plan.strategies.rank_strategies`: the PSS plan, stock PSS, the ring);
+2. **probes** the top ``probe_count`` strategies that can run: ``probe_steps`` measured worker steps
+   each (after the usual warm-up), each on its own fresh cluster, nothing checkpointed; the probe's
+   samples/s decide (:meth:`~ralp_tf.plan.strategies.StrategyRanking.decide`). ``probe_steps=0``
+   trusts the ranking;
+3. writes the decision to ``<checkpoint_dir>/strategy.json`` (atomically) before training, so a rerun
+   of the same job (after a crash, a kill -9) resumes from the checkpoint **under the strategy it
+   chose**, without probing again, as long as the worker count is the one decided for; a rerun on
+   another cluster decides again and still resumes (checkpoints hold the unplaced model's
+   variables, whatever the strategy);
+4. trains with the winner: a PSS strategy on a :class:`~ralp_tf.run.launch.LocalCluster`
+   (:func:`ralp_tf.run.training.compare`, with the plan that was ranked), the ring on local
+   MultiWorkerMirroredStrategy processes (:func:`ralp_tf.run.ring.train_ring`), with the same
+   checkpoints, progress and result record.
+
+:class:`AutoDecision` is what was decided and why (the ranking, the probe's figures, whether it came
+from a rerun's file); ``ralp-tf run --json`` prints it under ``"auto"``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Callable, Mapping, Sequence
+
+from ralp_tf.errors import ValidationError, check_int
+from ralp_tf.place.policies import plan_with_policy
+from ralp_tf.plan.cluster import Cluster, Rates
+from ralp_tf.plan.closures import MEASURED_FLOOR
+from ralp_tf.plan.strategies import RING_STRATEGIES, StrategyRanking, rank_strategies
+from ralp_tf.place.applier import Prepared
+from ralp_tf.run.training import LOOP_OPTIMIZER, RunResult, TrainConfig, compare, prepare_model
+
+__all__ = ["PROBE_STEPS", "PROBE_COUNT", "DECISION_FILE", "HOROVOD_IN_RUN", "AutoDecision", "rank_for_job",
+           "read_decision", "train_auto"]
+
+log = logging.getLogger(__name__)
+#: Measured worker steps per probed strategy (after its warm-up): enough for a steady rate on the
+#: built-in models, small beside a job's steps.
+PROBE_STEPS = 6
+#: Strategies probed: the top two that can run.
+PROBE_COUNT = 2
+DECISION_FILE = "strategy.json"
+DECISION_FORMAT = "ralp_tf.strategy/1"
+#: Why ``ralp-tf run`` does not train with Horovod (the ring runs as MultiWorkerMirroredStrategy).
+HOROVOD_IN_RUN = ("ralp-tf run trains the ring with MultiWorkerMirroredStrategy (no mpirun); Horovod runs in "
+                  "ralp-tf bench")
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoDecision:
+    """The strategy ``auto`` trains with, and why: the ranking, the probe's measured samples/s by
+    strategy (empty when none ran), and ``source``: ``"probe"``, ``"ranking"`` (no probe) or
+    ``"checkpoint"`` (a rerun read :data:`DECISION_FILE`)."""
+
+    strategy: str
+    ranking: StrategyRanking
+    measured: Mapping[str, float]
+    source: str
+    workers: int
+
+    def report(self) -> str:
+        why = {"probe": "the faster in the measured probe", "ranking": "the fastest predicted (no probe)",
+               "checkpoint": f"chosen before, read from {DECISION_FILE}"}[self.source]
+        return self.ranking.report(self.measured) + f"\n  Training with {self.strategy}: {why}."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": DECISION_FORMAT, "strategy": self.strategy, "source": self.source, "workers": self.workers,
+                **self.ranking.to_dict(self.measured)}
+
+
+def rank_for_job(prepared: Prepared, cluster: Cluster, policy: Any = "ralp", *, compression: Any = None,
+                 unavailable: Mapping[str, str] | None = None) -> StrategyRanking:
+    """Plan ``prepared``'s model with ``policy`` on ``cluster`` (the loop's closure floor priced, as a
+    job prices it) and rank the strategies; Horovod is marked unavailable (:data:`HOROVOD_IN_RUN`)."""
+    if cluster.floor is None:
+        cluster = cluster.with_closures(1, MEASURED_FLOOR)
+    plan = plan_with_policy(policy, prepared.profile, cluster, compression=compression)[0] if cluster.num_ps else None
+    return rank_strategies(prepared.profile, cluster, plan, horovod=HOROVOD_IN_RUN, unavailable=unavailable)
+
+
+def read_decision(checkpoint_dir: str | None) -> dict[str, Any] | None:
+    """The decision a job recorded in ``checkpoint_dir`` (None: no folder, no file, or not one of ours)."""
+    if not checkpoint_dir:
+        return None
+    try:
+        with open(os.path.join(checkpoint_dir, DECISION_FILE)) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == DECISION_FORMAT else None
+
+
+def _write_decision(checkpoint_dir: str, decision: AutoDecision) -> None:
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{DECISION_FILE}.", dir=checkpoint_dir)
+    with os.fdopen(fd, "w") as f:
+        json.dump(decision.to_dict(), f, indent=1, default=str)
+    os.replace(tmp, os.path.join(checkpoint_dir, DECISION_FILE))
+
+
+def _run_one(name: str, model: str, ranking: StrategyRanking, prepared: Prepared, job: Mapping[str, Any],
+             *, steps: int, checkpoint_dir: str | None, step_callback: Callable[[str, int], None] | None,
+             warmup_steps: int) -> RunResult:
+    """Train ``name`` (a strategy of ``ranking``) for ``steps``: a PSS one with its ranked plan on a
+    LocalCluster, the ring on local processes."""
+    from ralp_tf.run.ring import train_ring
+
+    on_step = (lambda i: step_callback(name, i)) if step_callback else None
+    if name in RING_STRATEGIES:
+        return train_ring(model, workers=job["workers"], steps=steps, warmup_steps=warmup_steps,
+                          batch_size=job["batch_size"], seed=job["seed"], checkpoint_dir=checkpoint_dir,
+                          checkpoint_every=job["checkpoint_every"], log_dir=job.get("log_dir"), on_step=on_step,
+                          optimizer=job["optimizer"], sequence_length=job.get("sequence_length"),
+                          profile=prepared.profile, bandwidth=job.get("bandwidth"), flops=job.get("flops"))
+    plan = ranking.choice(name).plan if name == "pss" else "ps"
+    results = compare(model, workers=job["workers"], ps=job["ps"], steps=steps, batch_size=job["batch_size"],
+                      bandwidth=job.get("bandwidth"), flops=job.get("flops"), policies=[plan], seed=job["seed"],
+                      log_dir=job.get("log_dir"), checkpoint_dir=checkpoint_dir, checkpoint_every=job["checkpoint_every"],
+                      warmup_steps=warmup_steps, compression=job.get("compression"),
+                      step_callback=(lambda _n, i: step_callback(name, i)) if step_callback else None,
+                      sequence_length=job.get("sequence_length"), prepared=prepared,
+                      steps_per_closure=job.get("steps_per_closure", 1), optimizer=job["optimizer"],
+                      fuse_transfers=job.get("fuse_transfers", False))
+    return next(iter(results.values()))
+
+
+def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, batch_size: int = 32,
+               bandwidth: Any = None, flops: Any = None, policy: Any = "ralp", seed: int = 0,
+               log_dir: str | None = None, checkpoint_dir: str | None = None, checkpoint_every: int = 10,
+               warmup_steps: int = 3, compression: Any = None, sequence_length: int | None = None,
+               steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, fuse_transfers: bool = False,
+               probe_steps: int = PROBE_STEPS, probe_count: int = PROBE_COUNT,
+               step_callback: Callable[[str, int], None] | None = None,
+               on_decision: Callable[[AutoDecision], None] | None = None) -> tuple[dict[str, RunResult], AutoDecision]:
+    """Rank, probe, record and train (module docstring) ``model`` (a built-in name or
+    ``module:function``: the ring's processes build it too) on a local cluster of ``workers`` workers
+    and ``ps`` PS tasks. Returns ``({strategy: RunResult}, decision)``; ``on_decision`` sees the
+    decision before the training run starts. ``step_callback(strategy, step)`` reports progress of the
+    probes and of the run."""
+    from ralp_tf.model.builtin import resolve_model
+
+    if not isinstance(model, str):
+        raise ValidationError("--strategy auto may train the ring, whose processes each build the model: pass a "
+                              "built-in name or 'module:function', not a Python object")
+    check_int(probe_steps, "probe_steps", minimum=0)
+    check_int(probe_count, "probe_count")
+    builder = resolve_model(model)
+    job = {"workers": workers, "ps": ps, "batch_size": batch_size, "seed": seed, "checkpoint_every": checkpoint_every,
+           "log_dir": log_dir, "optimizer": optimizer, "sequence_length": sequence_length, "bandwidth": bandwidth,
+           "flops": flops, "compression": compression, "steps_per_closure": steps_per_closure,
+           "fuse_transfers": fuse_transfers}
+    prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length,
+                                                  optimizer=optimizer))
+    cluster = Cluster.local(workers, ps, **Rates(bandwidth, flops).kwargs())
+    ranking = rank_for_job(prepared, cluster, policy, compression=compression)
+    log.info("%s", ranking.report())
+    decision = _decide(model, ranking, prepared, job, checkpoint_dir, probe_steps, probe_count, step_callback,
+                       warmup_steps)
+    if on_decision:
+        on_decision(decision)
+    if checkpoint_dir:
+        _write_decision(checkpoint_dir, decision)
+    result = _run_one(decision.strategy, model, ranking, prepared, job, steps=steps, checkpoint_dir=checkpoint_dir,
+                      step_callback=step_callback, warmup_steps=warmup_steps)
+    return {decision.strategy: result}, decision
+
+
+def _decide(model: str, ranking: StrategyRanking, prepared: Prepared, job: Mapping[str, Any],
+            checkpoint_dir: str | None, probe_steps: int, probe_count: int,
+            step_callback: Callable[[str, int], None] | None, warmup_steps: int) -> AutoDecision:
+    """The recorded decision of a rerun on the same worker count, else the probe's, else the ranking's."""
+    recorded = read_decision(checkpoint_dir)
+    names = {c.name for c in ranking.available}
+    if recorded and recorded.get("strategy") in names and recorded.get("workers") == job["workers"]:
+        measured = {k: float(v) for k, v in (recorded.get("probe_samples_per_s") or {}).items()}
+        return AutoDecision(recorded["strategy"], ranking, measured, "checkpoint", job["workers"])
+    order: Sequence[str] = ranking.probe_order(probe_count) if probe_steps else ()
+    if len(order) < 2:
+        return AutoDecision(ranking.best.name, ranking, {}, "ranking", job["workers"])
+    measured: dict[str, float] = {}
+    for name in order:
+        log.info("probe: %s for %d steps", name, probe_steps)
+        result = _run_one(name, model, ranking, prepared, job, steps=probe_steps, checkpoint_dir=None,
+                          step_callback=(lambda n, i: step_callback(f"probe {n}", i)) if step_callback else None,
+                          warmup_steps=warmup_steps)
+        measured[name] = result.samples_per_s
+    return AutoDecision(ranking.decide(measured), ranking, measured, "probe", job["workers"])
