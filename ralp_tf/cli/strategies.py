@@ -77,23 +77,16 @@ def run_with_strategy(args: argparse.Namespace, policy: Any) -> tuple[dict[str, 
     AutoDecision or None)``."""
     from ralp_tf.cli.args import cluster_rates
     from ralp_tf.run.auto import train_auto
-    from ralp_tf.run.ring import train_ring
 
     common = dict(workers=args.workers, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                   log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                   warmup_steps=args.warmup_steps, sequence_length=args.sequence_length, optimizer=args.optimizer,
                   **cluster_rates(args))
     if args.strategy == "mwms":
-        from ralp_tf.run.training import TrainConfig, prepare_model
-        from ralp_tf.model.builtin import resolve_model
+        from ralp_tf.run.fit import fit
 
-        prepared = prepare_model(resolve_model(args.model), TrainConfig(batch_size=args.batch_size, seed=args.seed,
-                                                                        sequence_length=args.sequence_length,
-                                                                        optimizer=args.optimizer))
-        step = args.step_callback
-        result = train_ring(args.model, profile=prepared.profile, on_step=(lambda i: step("mwms", i)) if step else None,
-                            **common)
-        return {"mwms": result}, None
+        fitted = fit(args.model, strategy="mwms", on_step=args.step_callback, **common)
+        return {"mwms": fitted.result}, None
 
     def announce(decision: Any) -> None:
         if not args.json:
