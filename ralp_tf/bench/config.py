@@ -23,7 +23,7 @@ from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.run.launch import TASK_MEMORY_GIB
 from ralp_tf.run.training import LOOP_OPTIMIZER
 
-__all__ = ["COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
+__all__ = ["AUTO_STRATEGY", "AUTO_CANDIDATES", "AUTO_PROBE_STEPS", "COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
            "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "RING_IMPLEMENTATION", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
            "BenchError", "BenchConfigError", "Cell", "BenchConfig", "parse_strategies", "strategy_base",
            "with_compression", "parse_models", "parse_bandwidths", "max_workers", "parse_workers", "parse_cell",
@@ -37,7 +37,15 @@ COMPRESSED_STRATEGIES = {"ralp_fp16": ("ralp", "fp16"), "ralp_bf16": ("ralp", "b
                          "horovod_fp16": ("horovod", "fp16")}
 #: The analyzer's plan without head splits over PS tasks among its candidates (``split=False``).
 NO_SPLIT_STRATEGY = "ralp_nosplit"
-STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", NO_SPLIT_STRATEGY, *COMPRESSED_STRATEGIES)
+#: ``--strategy auto`` as a job runs it (:mod:`ralp_tf.run.auto`): the cell's strategies ranked by the
+#: bench's predictions, the top two probed on the cell's hosts, the faster measured run as this column.
+AUTO_STRATEGY = "auto"
+#: Which bench strategy ``auto`` runs for each strategy of the ranking (:mod:`ralp_tf.plan.strategies`).
+AUTO_CANDIDATES = {"pss": "ralp", "ps": "ps", "mwms": "allreduce", "horovod": "horovod"}
+#: The fewest global steps a probed strategy measures (after the cell's warm-up; its column's schedule if longer).
+AUTO_PROBE_STEPS = 3
+STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", NO_SPLIT_STRATEGY, *COMPRESSED_STRATEGIES,
+              AUTO_STRATEGY)
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
 DEFAULT_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
 DEFAULT_WORKERS = (1, 2, 3)

@@ -25,12 +25,13 @@ __all__ = ["STRATEGY_COLORS", "STRATEGY_LABELS", "plot_speedup_vs_bandwidth", "p
 STRATEGY_COLORS = {"ps": "#7f7f7f", "ralp": "#d62728", "scheduler": "#9467bd", "allreduce": "#1f77b4",
                    "horovod": "#2ca02c", "rejected": "#ff7f0e", "ralp_fp16": "#e377c2", "ralp_bf16": "#8c564b",
                    "ralp_nosplit": "#17becf",
-                   "horovod_fp16": "#bcbd22"}
+                   "horovod_fp16": "#bcbd22", "auto": "#000000"}
 STRATEGY_LABELS = {"ps": "stock PSS", "ralp": "RALP (analyzer plan)", "scheduler": "scheduler plan",
                    "allreduce": "MWMS ring all-reduce", "horovod": "Horovod (gloo ring)",
                    "rejected": "analyzer's rejected alternative", "ralp_fp16": "RALP + fp16 on the wire",
                    "ralp_bf16": "RALP + bf16 on the wire",
-                   "ralp_nosplit": "RALP without head splits", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
+                   "ralp_nosplit": "RALP without head splits", "horovod_fp16": "Horovod + hvd.Compression.fp16",
+                   "auto": "--strategy auto (probed, then the faster)"}
 
 
 def _bw_value(text: str) -> float:

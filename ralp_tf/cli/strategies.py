@@ -38,7 +38,7 @@ def strategy_arg(text: str) -> str:
 
 def add_strategy_args(parser: argparse.ArgumentParser) -> None:
     from ralp_tf.cli.args import non_negative_int
-    from ralp_tf.run.auto import PROBE_STEPS
+    from ralp_tf.run.auto import PROBE_MAX_STEPS, PROBE_PREDICTED_S, PROBE_STEPS
 
     parser.add_argument("--strategy", type=strategy_arg, default="pss",
                         help="pss: ParameterServerStrategy with --policy's plan (default); mwms (or ring): "
@@ -46,8 +46,9 @@ def add_strategy_args(parser: argparse.ArgumentParser) -> None:
                              "model ranks both (and stock PSS), a short measured probe of the top two decides, the "
                              "job trains with the winner (recorded in --checkpoint-dir for reruns)")
     parser.add_argument("--probe-steps", type=non_negative_int, default=PROBE_STEPS,
-                        help=f"with --strategy auto: measured steps per probed strategy (default {PROBE_STEPS}; 0 "
-                             "trusts the cost model's ranking)")
+                        help=f"with --strategy auto: the fewest measured steps per probed strategy (default "
+                             f"{PROBE_STEPS}; more where the cost model predicts the probe under {PROBE_PREDICTED_S:g} s, "
+                             f"at most {PROBE_MAX_STEPS}); 0 trusts the cost model's ranking")
 
 
 def check_strategy_args(args: argparse.Namespace, supervised: bool) -> None:
