@@ -14,6 +14,8 @@ per-worker batch ``b`` (rings: one rank per worker, i.e. on each worker's host):
                plan file), so load during one run cannot change another run's plan
 ``ralp_nosplit`` (opt-in) ``ralp`` without head splits over PS tasks among the analyzer's
                candidates (``RalpPolicy(split=False)``, the ``ralp`` policy before splits were built)
+``ralp_x2``    (opt-in, colocated) the analyzer's plan for two workers per host, run on 2H workers
+               (host i: workers i and H + i); ``ralp_fused``, ``ralp_x2_fused``: with fused transfers
 ``ralp_fp16``  ``ralp`` with that compression on the wire; ``horovod_fp16``: Horovod with
 ``ralp_bf16``  ``hvd.Compression.fp16`` (``--compression CODEC`` adds them)
 ``scheduler``  the plan of placement policy ``scheduler.<--scheduler-solver>`` (registered by the
@@ -63,7 +65,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ralp_tf.bench.config import AUTO_STRATEGY, MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, \
-    BenchConfig, BenchConfigError, BenchError, Cell, floor_terms, strategy_base
+    BenchConfig, BenchConfigError, BenchError, Cell, floor_terms, fused_strategy, strategy_base, workers_per_host
 from ralp_tf.bench import auto
 from ralp_tf.bench import quota_profile
 from ralp_tf.bench.predictions import compute_scale, measure_profile, predictions, scheduler_plan
@@ -249,7 +251,8 @@ class Bench:
                 prof = self._profile(cell.model)
                 pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu,
                                    steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                                   fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
+                                   fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration,
+                                   strategies=cell.strategies or self.cfg.strategies)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -430,7 +433,8 @@ class Bench:
         if prof is not None:
             pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu,
                                steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                               fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
+                               fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration,
+                               strategies=strategies)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
             for s in [*strategies, *(["ralp"] if AUTO_STRATEGY in strategies else [])]:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
@@ -515,18 +519,20 @@ class Bench:
 
         expected = (warmup + steps) * (pred_step_s if pred_step_s and math.isfinite(pred_step_s) else 5.0)
         timeout = min(240.0 + 4.0 * expected, 3600.0)
-        workers = [f"worker{i}" for i in range(cell.workers)]
+        workers = [f"worker{i}" for i in range(cell.workers)]  # the rings: the first on each host
         base, codec = strategy_base(strategy)
+        n = cell.workers * workers_per_host(strategy)
         try:
             if strategy in PS_STRATEGIES:
                 # A plan file carries its compression; without one (no profile) the coordinator plans.
                 policy = "ps" if base == "ps" else (plan_path or base)
-                launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
+                launched = run_ps(tb, cell.model, policy, workers=n, ps=cell.num_ps, batch=self.cfg.batch,
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
-                                  compute_scale=compute_scale(cell.workers, self.host_cpu),
+                                  compute_scale=compute_scale(n, self.host_cpu),
                                   steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
-                                  fuse_transfers=self.cfg.fuse_transfers, profile_path=self._profile_file(cell.model),
+                                  fuse_transfers=self.cfg.fuse_transfers or fused_strategy(strategy),
+                                  profile_path=self._profile_file(cell.model),
                                   calibration_path=self.cfg.calibration)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,
