@@ -81,7 +81,7 @@ class RunResult:
     steps_per_s: float
     samples_per_s: float
     final_loss: float
-    losses: list[float]  # step order within a closure, closures in schedule order (README, `run --json`)
+    losses: list[float]  # step order within a closure, closures in schedule order (docs/cli.md, `run --json`)
     bytes_per_step: float | None
     bytes_between: dict[str, float]
     predicted_bytes_per_step: float
