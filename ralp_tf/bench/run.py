@@ -268,6 +268,8 @@ class Bench:
         if model not in self.profiles:
             budget = (f", layer shares calibrated to whole passes under a {self.host_cpu:g}-core budget"
                       if self.host_cpu is not None else "")
+            if self.calibration is not None:
+                budget = f"; priced with the layer times of {self.cfg.calibration}"
             self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times{budget})")
             out, group = str(self.profile_path(model)), f"{self.cfg.prefix}-profile"
             try:

@@ -71,6 +71,8 @@ class Budget:
     max_variables: int = 16
     loop_steps: tuple[int, ...] = (1, 8)
     all_hosts: bool = True
+    #: a whole step's timing loop lasts at least this long (a CPU quota's periods average out)
+    min_loop_s: float = 2.0
     max_seconds: float = 1800.0
 
     def __post_init__(self) -> None:
@@ -87,7 +89,7 @@ class Budget:
 STANDARD = Budget()
 #: ``--quick``: under a minute on a 2-core machine (TensorFlow's start included), a cluster of a few tasks
 QUICK = Budget(transfers=2, steps=3, closures=12, min_transfer_s=0.2, max_bytes=64 * _MB, max_variables=8,
-               loop_steps=(1, 4), all_hosts=False, max_seconds=50.0)
+               loop_steps=(1, 4), all_hosts=False, min_loop_s=0.5, max_seconds=50.0)
 
 
 def device_string(key: str, kind: str = "CPU") -> str:
@@ -359,7 +361,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                 skipped.append(f"{m} on {t.key}")
                 tick("compute", f"{m} on {t.key} skipped (time cap)")
                 continue
-            entries.append(time_model(m, batch_size, t.device, steps=budget.steps))
+            entries.append(time_model(m, batch_size, t.device, steps=budget.steps, min_loop_s=budget.min_loop_s))
             tick("compute", f"{m} on {t.key}: {entries[-1].step_s * 1e3:.1f} ms a step")
         if entries:
             rate = sum(e.flops for e in entries) / sum(e.step_s for e in entries)

@@ -126,3 +126,16 @@ def test_calibrate_finds_a_100mbit_cap_on_the_testbed(tmp_path: Path) -> None:
     assert cal.testbed == {"layout": "dedicated", "bandwidth_bps": 1e8, "host_cpu": None, "prefix": "rcaltest"}
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "rcaltest" not in left
+
+
+def test_the_agent_reports_its_tasks_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ralp-tf agent``'s ``GET /cpu``: each task of its host by the process listening on its port."""
+    import os
+
+    import ralp_tf.run.remote as remote
+    from ralp_tf.run.tfconfig import load_cluster_config
+
+    config = load_cluster_config('{"worker": ["10.0.0.1:2222"], "ps": ["10.0.0.1:2223", "10.0.0.2:2222"]}')
+    monkeypatch.setattr(remote, "listening_ports", lambda: {os.getpid(): {2222}, 999999: {2223}})
+    cpu = remote.host_cpu(config, "10.0.0.1")
+    assert set(cpu) == {"worker:0", "ps:0"} and cpu["worker:0"] > 0  # ps:0's process is gone: NaN, still named
