@@ -31,6 +31,7 @@ from ralp_tf.plan.cluster import Cluster, parse_bandwidth
 from ralp_tf.plan.plans import Plan
 from ralp_tf.run import traffic
 from ralp_tf.run import training as train
+from ralp_tf.run.fit import Fitted, fit
 from ralp_tf.run.launch import LocalCluster
 from ralp_tf.run.tfconfig import ClusterConfig, load_cluster_config
 
@@ -45,5 +46,5 @@ __all__ = [
     "ClusterRuntimeError", "KerasVersionError", "ModelError", "PlacementMismatchError", "PlanError", "RalpError",
     "ValidationError", "LocalCluster", "Plan", "LayerProfile", "ModelProfile", "TensorProfile", "profile",
     "register_layer_kind", "verify_placement", "costmodel", "models", "policies", "traffic", "train",
-    "ClusterConfig", "load_cluster_config",
+    "ClusterConfig", "load_cluster_config", "fit", "Fitted",
 ]

@@ -7,7 +7,10 @@ cells), with 1 PS task in the ``dedicated`` layout (every task on a host of its 
 or one PS per worker in the ``colocated`` layout (``--layout colocated``: host *i* runs worker *i*
 and PS *i*, the chief on host 0; :mod:`ralp_tf.testbed.layout`). ``--host-cpu CORES`` gives every
 emulated host that CPU budget (a cgroup v1 quota; every strategy of a cell runs on the same hosts,
-links and budgets).
+links and budgets). The colocated PSS variants ``ralp_x2`` and ``ralp_x2_fused`` run two workers per
+host (:data:`PSS_VARIANTS`): their cell's testbed then holds ``2 x workers`` workers, host *i*
+running workers *i* and *H + i*, and every other strategy of the cell runs on the first H, one per
+host, so all compare on the same hosts and budgets.
 """
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ from ralp_tf.errors import RalpError, ValidationError, check_int
 from ralp_tf.run.launch import TASK_MEMORY_GIB
 from ralp_tf.run.training import LOOP_OPTIMIZER
 
-__all__ = ["COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
+__all__ = ["AUTO_STRATEGY", "AUTO_CANDIDATES", "AUTO_PROBE_STEPS", "COMPRESSED_STRATEGIES", "NO_SPLIT_STRATEGY",
+           "PSS_VARIANTS", "workers_per_host", "fused_strategy", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_MODELS", "DEFAULT_WORKERS",
            "DEFAULT_BANDWIDTHS", "PS_STRATEGIES", "RING_STRATEGIES", "RING_IMPLEMENTATION", "NUM_PS", "MEM_PER_TASK_GIB", "QUICK",
            "BenchError", "BenchConfigError", "Cell", "BenchConfig", "parse_strategies", "strategy_base",
            "with_compression", "parse_models", "parse_bandwidths", "max_workers", "parse_workers", "parse_cell",
@@ -37,12 +41,26 @@ COMPRESSED_STRATEGIES = {"ralp_fp16": ("ralp", "fp16"), "ralp_bf16": ("ralp", "b
                          "horovod_fp16": ("horovod", "fp16")}
 #: The analyzer's plan without head splits over PS tasks among its candidates (``split=False``).
 NO_SPLIT_STRATEGY = "ralp_nosplit"
-STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", NO_SPLIT_STRATEGY, *COMPRESSED_STRATEGIES)
+#: The analyzer's plan with two closures in flight per host and/or fused transfers: strategy -> (base,
+#: workers per host, fused). ``_x2``: two worker tasks on each colocated host (stock TF's coordinator runs
+#: one closure at a time per worker, so a second worker is how one step's pulls overlap another's compute
+#: and pushes), planned and priced for that cluster; ``_fused``: ``--fuse-transfers`` for this strategy only,
+#: so fused and unfused runs interleave in one cell.
+PSS_VARIANTS = {"ralp_fused": ("ralp", 1, True), "ralp_x2": ("ralp", 2, False), "ralp_x2_fused": ("ralp", 2, True)}
+#: ``--strategy auto`` as a job runs it (:mod:`ralp_tf.run.auto`): the cell's strategies ranked by the
+#: bench's predictions, the top two probed on the cell's hosts, the faster measured run as this column.
+AUTO_STRATEGY = "auto"
+#: Which bench strategy ``auto`` runs for each strategy of the ranking (:mod:`ralp_tf.plan.strategies`).
+AUTO_CANDIDATES = {"pss": "ralp", "ps": "ps", "mwms": "allreduce", "horovod": "horovod"}
+#: The fewest global steps a probed strategy measures (after the cell's warm-up; its column's schedule if longer).
+AUTO_PROBE_STEPS = 3
+STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod", "rejected", NO_SPLIT_STRATEGY, *COMPRESSED_STRATEGIES,
+              AUTO_STRATEGY, *PSS_VARIANTS)
 DEFAULT_STRATEGIES = ("ps", "ralp", "scheduler", "allreduce", "horovod")
 DEFAULT_MODELS = ("alexnet_cifar", "vgg16_cifar", "resnet_cifar", "ctr_dnn")
 DEFAULT_WORKERS = (1, 2, 3)
 DEFAULT_BANDWIDTHS = ("100mbit", "1gbit", "uncapped")
-PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", NO_SPLIT_STRATEGY, "ralp_fp16", "ralp_bf16")
+PS_STRATEGIES = ("ps", "ralp", "scheduler", "rejected", NO_SPLIT_STRATEGY, "ralp_fp16", "ralp_bf16", *PSS_VARIANTS)
 RING_STRATEGIES = ("allreduce", "horovod", "horovod_fp16")
 #: The ring implementation each ring strategy runs, as the cost model prices its CPU
 #: (:func:`ralp_tf.plan.costmodel.estimate_allreduce`): MWMS for ``allreduce``.
@@ -74,6 +92,8 @@ class Cell:
     strategies: tuple[str, ...] | None = None
     #: ``dedicated`` (a host per task, 1 PS) or ``colocated`` (host i: worker i + PS i, chief on host 0)
     layout: str = "dedicated"
+    #: worker tasks per host on the testbed: 2 when a strategy of the cell runs two (:data:`PSS_VARIANTS`)
+    workers_per_host: int = 1
 
     @property
     def num_ps(self) -> int:
@@ -85,7 +105,8 @@ class Cell:
         """The testbed's host map (host name -> tasks), :func:`ralp_tf.testbed.layout.layout_hosts`."""
         from ralp_tf.testbed.layout import layout_hosts
 
-        return layout_hosts(self.workers, self.num_ps, self.layout)
+        return layout_hosts(self.workers * self.workers_per_host, self.num_ps, self.layout,
+                            workers_per_host=self.workers_per_host)
 
     @property
     def key(self) -> str:
@@ -95,7 +116,8 @@ class Cell:
     @property
     def tasks(self) -> list[str]:
         """The testbed's tasks: ``chief``, ``worker0..``, ``ps0..``."""
-        return ["chief"] + [f"worker{i}" for i in range(self.workers)] + [f"ps{i}" for i in range(self.num_ps)]
+        return (["chief"] + [f"worker{i}" for i in range(self.workers * self.workers_per_host)]
+                + [f"ps{i}" for i in range(self.num_ps)])
 
     @property
     def bandwidth_bps(self) -> float:
@@ -158,10 +180,22 @@ def parse_strategies(text: str | Sequence[str] | None) -> tuple[str, ...]:
 
 def strategy_base(name: str) -> tuple[str, str | None]:
     """``(strategy, codec)`` of a strategy name: ``("ralp", "fp16")`` for ``ralp_fp16``,
-    ``("ralp", None)`` for ``ralp_nosplit``, ``("ps", None)`` for ``ps``."""
+    ``("ralp", None)`` for ``ralp_nosplit`` and the :data:`PSS_VARIANTS`, ``("ps", None)`` for ``ps``."""
     if name == NO_SPLIT_STRATEGY:
         return "ralp", None
+    if name in PSS_VARIANTS:
+        return PSS_VARIANTS[name][0], None
     return COMPRESSED_STRATEGIES.get(name, (name, None))
+
+
+def workers_per_host(name: str) -> int:
+    """Worker tasks per host strategy ``name`` runs (2 for the ``_x2`` :data:`PSS_VARIANTS`, else 1)."""
+    return PSS_VARIANTS[name][1] if name in PSS_VARIANTS else 1
+
+
+def fused_strategy(name: str) -> bool:
+    """Whether strategy ``name`` fuses its transfers whatever ``--fuse-transfers`` says (``_fused``)."""
+    return name in PSS_VARIANTS and PSS_VARIANTS[name][2]
 
 
 def with_compression(strategies: Sequence[str], codec: str | None) -> tuple[str, ...]:
@@ -306,7 +340,8 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
             cells[same[0]] = c
         else:
             cells.append(c)
-    cells = [dataclasses.replace(c, layout=layout) for c in cells]
+    cells = [dataclasses.replace(c, layout=layout, workers_per_host=check_workers_per_host(
+        c.strategies or strategies, layout, getattr(args, "calibration", None))) for c in cells]
     check_layout(cells, host_cpu)
     steps_per_closure = getattr(args, "steps_per_closure", 1)
     for value, flag in ((repeats, "--repeats"), (args.batch, "--batch"), (args.max_steps, "--max-steps")):
@@ -339,6 +374,21 @@ def config_from_args(args: argparse.Namespace, argv: Sequence[str] | None = None
                        floor=check_floor_source(getattr(args, "floor", "builtin")),
                        fuse_transfers=bool(getattr(args, "fuse_transfers", False)),
                        calibration=check_calibration(getattr(args, "calibration", None), cells, host_cpu))
+
+
+def check_workers_per_host(strategies: Sequence[str], layout: str, calibration: str | None) -> int:
+    """The most worker tasks per host among ``strategies`` (a cell's testbed holds that many); a
+    two-per-host variant needs the colocated layout and no ``--calibration`` (BenchConfigError)."""
+    most = max([workers_per_host(s) for s in strategies] or [1])
+    if most > 1:
+        name = next(s for s in strategies if workers_per_host(s) == most)
+        if layout != "colocated":
+            raise BenchConfigError(f"strategy {name} runs {most} workers per host: add --layout colocated (the "
+                                   f"{layout} layout puts every task on a host of its own)")
+        if calibration:
+            raise BenchConfigError(f"strategy {name} runs {most} workers per host, which --calibration's hosts do not "
+                                   "hold; drop --calibration or the strategy")
+    return most
 
 
 def check_calibration(path: str | None, cells: Sequence[Cell], host_cpu: float | None) -> str | None:

@@ -19,18 +19,24 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ralp_tf.bench.config import workers_per_host
+
 __all__ = ["STRATEGY_COLORS", "STRATEGY_LABELS", "plot_speedup_vs_bandwidth", "plot_scaling_vs_workers",
            "plot_bytes_per_step", "plot_predicted_vs_measured", "plot_all"]
 
 STRATEGY_COLORS = {"ps": "#7f7f7f", "ralp": "#d62728", "scheduler": "#9467bd", "allreduce": "#1f77b4",
                    "horovod": "#2ca02c", "rejected": "#ff7f0e", "ralp_fp16": "#e377c2", "ralp_bf16": "#8c564b",
                    "ralp_nosplit": "#17becf",
-                   "horovod_fp16": "#bcbd22"}
+                   "horovod_fp16": "#bcbd22", "auto": "#000000", "ralp_x2": "#ff9896", "ralp_fused": "#c49c94",
+                   "ralp_x2_fused": "#f7b6d2"}
 STRATEGY_LABELS = {"ps": "stock PSS", "ralp": "RALP (analyzer plan)", "scheduler": "scheduler plan",
                    "allreduce": "MWMS ring all-reduce", "horovod": "Horovod (gloo ring)",
                    "rejected": "analyzer's rejected alternative", "ralp_fp16": "RALP + fp16 on the wire",
                    "ralp_bf16": "RALP + bf16 on the wire",
-                   "ralp_nosplit": "RALP without head splits", "horovod_fp16": "Horovod + hvd.Compression.fp16"}
+                   "ralp_nosplit": "RALP without head splits", "horovod_fp16": "Horovod + hvd.Compression.fp16",
+                   "auto": "--strategy auto (probed, then the faster)",
+                   "ralp_x2": "RALP, two workers per host", "ralp_fused": "RALP, fused transfers",
+                   "ralp_x2_fused": "RALP, two workers per host, fused"}
 
 
 def _bw_value(text: str) -> float:
@@ -126,7 +132,8 @@ def plot_scaling_vs_workers(doc: dict[str, Any], path: Path) -> bool:
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=STRATEGY_COLORS[s],
                         label=STRATEGY_LABELS[s])
-            predicted = [(c["workers"], c["workers"] * batch / c["strategies"][s]["predicted_step_s"]) for c in cs
+            predicted = [(c["workers"], workers_per_host(s) * c["workers"] * batch / c["strategies"][s]["predicted_step_s"])
+                         for c in cs
                          if batch and s in c["strategies"] and _ok(c["strategies"][s])
                          and (c["strategies"][s].get("predicted_step_s") or 0) > 0]
             if predicted:

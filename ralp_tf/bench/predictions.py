@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ralp_tf.run._procutil import die_with_parent
-from ralp_tf.bench.config import RING_IMPLEMENTATION, BenchError, Cell
+from ralp_tf.bench.config import PSS_VARIANTS, RING_IMPLEMENTATION, BenchError, Cell
 from ralp_tf.plan.closures import AUTO_STEPS_PER_CLOSURE, MEASURED_FLOOR, FloorTerms
 
 __all__ = ["SCHEDULER_POLICY_PREFIX", "measure_profile", "profile_main", "compute_scale", "cell_cluster",
@@ -103,17 +103,20 @@ def compute_scale(workers: int, host_cpu: float | None = None) -> float:
     return max(1.0, workers / (os.cpu_count() or 1))
 
 
-def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None, calibration: Any = None) -> Cluster:
+def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None, calibration: Any = None,
+                 workers_per_host: int = 1) -> Cluster:
     """The cluster of ``cell``: its workers and PS tasks on the hosts of its layout (one link of
     ``bandwidth_bps`` per host, shared by the host's tasks), as the testbed runs them, with
     ``host_cpu`` cores per host when the testbed budgets them, else sharing this machine's cores;
     with ``calibration`` (``ralp-tf calibrate --testbed``'s, ``bench --calibration``) at the rates,
-    serving CPU and floor it measured on those hosts instead."""
+    serving CPU and floor it measured on those hosts instead. ``workers_per_host`` worker tasks on
+    each host (a two-per-host variant, :data:`~ralp_tf.bench.config.PSS_VARIANTS`)."""
     from ralp_tf.plan.calibration import calibrated_cluster
     from ralp_tf.plan.cluster import Cluster
     from ralp_tf.run.launch import machine_cores
 
-    cluster = Cluster.local(cell.workers, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout)
+    cluster = Cluster.local(cell.workers * workers_per_host, cell.num_ps, bandwidth=bandwidth_bps, layout=cell.layout,
+                            workers_per_host=workers_per_host)
     cluster = cluster.with_host_cores(host_cpu) if host_cpu else cluster.with_shared_cores(machine_cores())
     return calibrated_cluster(calibration, cluster, match_hosts=False) if calibration is not None else cluster
 
@@ -121,7 +124,8 @@ def cell_cluster(cell: Cell, bandwidth_bps: float, host_cpu: float | None = None
 def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
                 scheduler_plan: Plan | None = None, host_cpu: float | None = None, *,
                 steps_per_closure: int = 1, floor: FloorTerms | None = MEASURED_FLOOR,
-                fuse_transfers: bool = False, calibration: Any = None) -> dict[str, Any]:
+                fuse_transfers: bool = False, calibration: Any = None, strategies: Sequence[str] = ()
+                ) -> dict[str, Any]:
     """Bench-side cost-model predictions for a cell (used for steps, ETA and the ring strategies):
     ``{strategy: {"step_s", "payload_bytes_per_step"}}`` per global step (payload bytes crossing
     host links, ``StepEstimate.link_bytes_per_step``, as the testbed's link counters see them;
@@ -133,7 +137,9 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
     :func:`~ralp_tf.plan.costmodel.best_steps_per_closure`; every PSS entry names its
     ``"steps_per_closure"``. ``fuse_transfers`` prices the PSS strategies' fused transfers.
     ``calibration`` prices the cell's hosts as it measured them (:func:`cell_cluster`; its floor
-    wins over ``floor``); ``prof`` is then its calibrated profile."""
+    wins over ``floor``); ``prof`` is then its calibrated profile. Each of
+    :data:`~ralp_tf.bench.config.PSS_VARIANTS` among ``strategies`` is the analyzer's plan for its
+    own cluster (two workers per host, fused transfers), priced there."""
     from ralp_tf.place.policies import RalpPolicy
     from ralp_tf.plan.costmodel import best_steps_per_closure, estimate, estimate_allreduce
 
@@ -166,13 +172,22 @@ def predictions(prof: ModelProfile, cell: Cell, bandwidth_bps: float,
         out["rejected"] = {**_pss(a.best_split.estimate), "plan": a.best_split.plan, "label": a.best_split.label}
     if scheduler_plan is not None:
         out["scheduler"] = _pss(estimate(p, cluster, scheduler_plan))
-    for key in ("ps", "ralp", "ralp_nosplit", "ralp_fp16", "ralp_bf16", "rejected", "scheduler"):
+    clusters, profiles = {}, {}
+    for name in [s for s in strategies if s in PSS_VARIANTS]:
+        _, per_host, fused = PSS_VARIANTS[name]
+        clusters[name] = cell_cluster(cell, bandwidth_bps, host_cpu, calibration, per_host).with_closures(
+            1 if auto else steps_per_closure, floor).with_fused_transfers(fuse_transfers or fused)
+        profiles[name] = prof.scaled_compute(compute_scale(cell.workers * per_host, host_cpu))
+        av = ralp.analyze(profiles[name], clusters[name])
+        out[name] = {**_pss(av.chosen.estimate), "label": av.chosen.label, "plan": av.plan}
+    for key in ("ps", "ralp", "ralp_nosplit", "ralp_fp16", "ralp_bf16", "rejected", "scheduler", *clusters):
         if key not in out:
             continue
         plan = None if key == "ps" else (scheduler_plan if key == "scheduler" else out[key]["plan"])
-        k = best_steps_per_closure(p, cluster, plan) if auto else cluster.steps_per_closure
-        if k != cluster.steps_per_closure:
-            out[key].update(_pss(estimate(p, cluster.with_closures(k, floor), plan)))
+        c, pk = clusters.get(key, cluster), profiles.get(key, p)
+        k = best_steps_per_closure(pk, c, plan) if auto else c.steps_per_closure
+        if k != c.steps_per_closure:
+            out[key].update(_pss(estimate(pk, c.with_closures(k, floor), plan)))
         out[key]["steps_per_closure"] = k
     return out
 

@@ -14,6 +14,8 @@ per-worker batch ``b`` (rings: one rank per worker, i.e. on each worker's host):
                plan file), so load during one run cannot change another run's plan
 ``ralp_nosplit`` (opt-in) ``ralp`` without head splits over PS tasks among the analyzer's
                candidates (``RalpPolicy(split=False)``, the ``ralp`` policy before splits were built)
+``ralp_x2``    (opt-in, colocated) the analyzer's plan for two workers per host, run on 2H workers
+               (host i: workers i and H + i); ``ralp_fused``, ``ralp_x2_fused``: with fused transfers
 ``ralp_fp16``  ``ralp`` with that compression on the wire; ``horovod_fp16``: Horovod with
 ``ralp_bf16``  ``hvd.Compression.fp16`` (``--compression CODEC`` adds them)
 ``scheduler``  the plan of placement policy ``scheduler.<--scheduler-solver>`` (registered by the
@@ -62,8 +64,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ralp_tf.bench.config import MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, BenchConfig, \
-    BenchConfigError, BenchError, Cell, floor_terms, strategy_base
+from ralp_tf.bench.config import AUTO_STRATEGY, MEM_PER_TASK_GIB, NUM_PS, PS_STRATEGIES, RING_STRATEGIES, \
+    BenchConfig, BenchConfigError, BenchError, Cell, floor_terms, fused_strategy, strategy_base, workers_per_host
+from ralp_tf.bench import auto
 from ralp_tf.bench import quota_profile
 from ralp_tf.bench.predictions import compute_scale, measure_profile, predictions, scheduler_plan
 from ralp_tf.bench.progress import Progress
@@ -147,6 +150,8 @@ class Bench:
     def __init__(self, cfg: BenchConfig, progress: Progress | None = None) -> None:
         self.cfg = cfg
         self.progress = progress or Progress(quiet=False)
+        self._pred: dict[str, Any] = {}  # the current cell's predictions and plan files (auto runs any of them)
+        self._plans: dict[str, str] = {}
         self.results_path = cfg.out_dir / "results" / f"{cfg.name}.json"
         self.work = Path(tempfile.mkdtemp(prefix="ralp_bench_"))
         self.profiles: dict[str, Any] = {}
@@ -246,7 +251,8 @@ class Bench:
                 prof = self._profile(cell.model)
                 pred = predictions(prof, cell, cell.bandwidth_bps if emulated else math.inf, host_cpu=self.host_cpu,
                                    steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                                   fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
+                                   fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration,
+                                   strategies=cell.strategies or self.cfg.strategies)
             except (BenchError, RalpError):
                 pred = {}
             for s in cell.strategies or self.cfg.strategies:
@@ -384,6 +390,7 @@ class Bench:
         to_kind: Callable[[float | None], float | None] = (
             (lambda b: wire_bytes(b) if b is not None else None) if wire else (lambda b: b))
         pred, plans, skipped = self._plan_strategies(cell, entry, prof, eff_bps, strategies)
+        self._pred, self._plans = pred, plans  # auto's repetitions run any of them
         active = [s for s in strategies if s not in skipped]
         for s in strategies:  # the configured order, in the document and in --json
             entry.strategies[s] = StrategySummary()
@@ -428,9 +435,10 @@ class Bench:
         if prof is not None:
             pred = predictions(prof, cell, eff_bps, sched_plan, host_cpu=self.host_cpu,
                                steps_per_closure=self.cfg.steps_per_closure, floor=self.floor,
-                               fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration)
+                               fuse_transfers=self.cfg.fuse_transfers, calibration=self.calibration,
+                               strategies=strategies)
             entry.bench_predictions = {k: {kk: vv for kk, vv in v.items() if kk != "plan"} for k, v in pred.items()}
-            for s in strategies:
+            for s in [*strategies, *(["ralp"] if AUTO_STRATEGY in strategies else [])]:
                 if strategy_base(s)[0] == "ralp" and "plan" in pred.get(s, {}):
                     path = self._plan_file(cell, s)
                     pred[s]["plan"].save(str(path))
@@ -440,12 +448,20 @@ class Bench:
             if why is not None:
                 skipped["rejected"] = why
         hvd_strategies = [s for s in strategies if strategy_base(s)[0] == "horovod"]
-        if hvd_strategies:
+        hvd_ok = True
+        if hvd_strategies or AUTO_STRATEGY in strategies:
             from ralp_tf.testbed.horovod_job import horovod_available
 
-            ok, why = horovod_available()
-            if not ok:
+            hvd_ok, why = horovod_available()
+            if not hvd_ok:
                 skipped.update({s: why for s in hvd_strategies})
+        if AUTO_STRATEGY in strategies:
+            order = auto.auto_order(pred, () if hvd_ok else ("horovod",))
+            if order:
+                pred[AUTO_STRATEGY] = {**pred[order[0]], "order": order}
+                entry.bench_predictions[AUTO_STRATEGY] = {"order": order, "step_s": pred[order[0]]["step_s"]}
+            else:
+                skipped[AUTO_STRATEGY] = f"no prediction to rank the strategies with ({entry.profile_error})"
         return pred, plans, skipped
 
     def _repetition(self, s: str, rep: int, tb: Any, cell: Cell, schedule: tuple[int, int], pred: dict[str, Any] | None,
@@ -459,7 +475,14 @@ class Bench:
         k = (pred or {}).get("steps_per_closure") or max(self.cfg.steps_per_closure, 1)  # auto: the prediction's K
         if self.cfg.steps_per_closure == AUTO_STEPS_PER_CLOSURE:
             k = min(k, max(steps, 1))  # a global step is one step per worker: every worker gets a closure
-        rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s, k)
+        run, chose = s, None
+        if s == AUTO_STRATEGY:  # a job's auto: probe the top two, run the faster (ralp_tf.bench.auto)
+            run, chose = auto.choose(self, tb, cell, pred["order"], self._pred, self._plans, k,
+                                     lambda step_s: choose_steps(self.cfg, step_s))
+            self.progress.say(f"{head} | auto rep {rep + 1}: probed {chose['probe_samples_per_s']}, running {run}")
+            pred, plan_path = self._pred.get(run), self._plans.get(run)
+            pred_step_s = (pred or {}).get("step_s")
+        rec = self._run_one(run, tb, cell, steps, warmup, plan_path, pred_step_s, k)
         crash = rec.launcher.get("crash_signal")
         if not rec.valid and crash:
             self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
@@ -469,7 +492,9 @@ class Bench:
             rec.launcher["crashed_attempt"] = first
         rec.wall_s = time.monotonic() - t_run
         rec.repetition = rep + 1
-        if s in RING_STRATEGIES:
+        if chose is not None:
+            rec.strategy, rec.launcher["auto"] = s, chose
+        if run in RING_STRATEGIES:
             rec.predicted_step_s = pred["step_s"] if pred else None
             rec.predicted_payload_bytes_per_step = pred["payload_bytes_per_step"] if pred else None
         else:
@@ -496,18 +521,20 @@ class Bench:
 
         expected = (warmup + steps) * (pred_step_s if pred_step_s and math.isfinite(pred_step_s) else 5.0)
         timeout = min(240.0 + 4.0 * expected, 3600.0)
-        workers = [f"worker{i}" for i in range(cell.workers)]
+        workers = [f"worker{i}" for i in range(cell.workers)]  # the rings: the first on each host
         base, codec = strategy_base(strategy)
+        n = cell.workers * workers_per_host(strategy)
         try:
             if strategy in PS_STRATEGIES:
                 # A plan file carries its compression; without one (no profile) the coordinator plans.
                 policy = "ps" if base == "ps" else (plan_path or base)
-                launched = run_ps(tb, cell.model, policy, workers=cell.workers, ps=cell.num_ps, batch=self.cfg.batch,
+                launched = run_ps(tb, cell.model, policy, workers=n, ps=cell.num_ps, batch=self.cfg.batch,
                                   steps=steps, warmup=warmup, timeout=timeout,
                                   compression=None if plan_path else codec,
-                                  compute_scale=compute_scale(cell.workers, self.host_cpu),
+                                  compute_scale=compute_scale(n, self.host_cpu),
                                   steps_per_closure=steps_per_closure, optimizer=self.cfg.optimizer,
-                                  fuse_transfers=self.cfg.fuse_transfers, profile_path=self._profile_file(cell.model),
+                                  fuse_transfers=self.cfg.fuse_transfers or fused_strategy(strategy),
+                                  profile_path=self._profile_file(cell.model),
                                   calibration_path=self.cfg.calibration)
             elif strategy == "allreduce":
                 launched = run_mwms(tb, cell.model, workers, batch=self.cfg.batch, steps=steps, warmup=warmup,

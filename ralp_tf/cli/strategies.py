@@ -38,7 +38,7 @@ def strategy_arg(text: str) -> str:
 
 def add_strategy_args(parser: argparse.ArgumentParser) -> None:
     from ralp_tf.cli.args import non_negative_int
-    from ralp_tf.run.auto import PROBE_STEPS
+    from ralp_tf.run.auto import PROBE_MAX_STEPS, PROBE_PREDICTED_S, PROBE_STEPS
 
     parser.add_argument("--strategy", type=strategy_arg, default="pss",
                         help="pss: ParameterServerStrategy with --policy's plan (default); mwms (or ring): "
@@ -46,8 +46,9 @@ def add_strategy_args(parser: argparse.ArgumentParser) -> None:
                              "model ranks both (and stock PSS), a short measured probe of the top two decides, the "
                              "job trains with the winner (recorded in --checkpoint-dir for reruns)")
     parser.add_argument("--probe-steps", type=non_negative_int, default=PROBE_STEPS,
-                        help=f"with --strategy auto: measured steps per probed strategy (default {PROBE_STEPS}; 0 "
-                             "trusts the cost model's ranking)")
+                        help=f"with --strategy auto: the fewest measured steps per probed strategy (default "
+                             f"{PROBE_STEPS}; more where the cost model predicts the probe under {PROBE_PREDICTED_S:g} s, "
+                             f"at most {PROBE_MAX_STEPS}); 0 trusts the cost model's ranking")
 
 
 def check_strategy_args(args: argparse.Namespace, supervised: bool) -> None:
@@ -77,23 +78,16 @@ def run_with_strategy(args: argparse.Namespace, policy: Any) -> tuple[dict[str, 
     AutoDecision or None)``."""
     from ralp_tf.cli.args import cluster_rates
     from ralp_tf.run.auto import train_auto
-    from ralp_tf.run.ring import train_ring
 
     common = dict(workers=args.workers, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                   log_dir=args.log_dir, checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                   warmup_steps=args.warmup_steps, sequence_length=args.sequence_length, optimizer=args.optimizer,
                   **cluster_rates(args))
     if args.strategy == "mwms":
-        from ralp_tf.run.training import TrainConfig, prepare_model
-        from ralp_tf.model.builtin import resolve_model
+        from ralp_tf.run.fit import fit
 
-        prepared = prepare_model(resolve_model(args.model), TrainConfig(batch_size=args.batch_size, seed=args.seed,
-                                                                        sequence_length=args.sequence_length,
-                                                                        optimizer=args.optimizer))
-        step = args.step_callback
-        result = train_ring(args.model, profile=prepared.profile, on_step=(lambda i: step("mwms", i)) if step else None,
-                            **common)
-        return {"mwms": result}, None
+        fitted = fit(args.model, strategy="mwms", on_step=args.step_callback, **common)
+        return {"mwms": fitted.result}, None
 
     def announce(decision: Any) -> None:
         if not args.json:

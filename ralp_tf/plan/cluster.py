@@ -311,7 +311,7 @@ class Cluster:
 
     @classmethod
     def local(cls, workers: int = 2, ps: int = 1, *, chief: bool = False, base_port: int = 0,
-              layout: str = "dedicated", ps_hosts: int = 0, **kwargs: Any) -> "Cluster":
+              layout: str = "dedicated", ps_hosts: int = 0, workers_per_host: int = 1, **kwargs: Any) -> "Cluster":
         """A loopback cluster shape of any size (``workers >= 1``, ``ps >= 0``), its tasks on
         emulated hosts by ``layout``:
 
@@ -322,7 +322,11 @@ class Cluster:
           of their own. The chief runs on ``host0``: it only dispatches step functions (a few
           KB per step, which the cost model counts as per-step control traffic of the
           workers), so a host of its own would add a machine that no strategy it is compared
-          with (ring all-reduce on the worker hosts) gets.
+          with (ring all-reduce on the worker hosts) gets. With ``workers_per_host`` W > 1, host
+          ``host{i}`` of H = ceil(workers / W) runs the workers ``j`` with ``j % H == i`` (``i,
+          i + H, ...``): two closures in flight per host on stock TensorFlow, whose coordinator runs
+          one closure at a time per worker; strided, so the first H workers are one per host, as
+          the testbed lays them out (:func:`ralp_tf.testbed.layout.layout_hosts`).
 
         ``ps_hosts`` adds that many CPU-only PS hosts to either layout: PS tasks ``ps .. ps +
         ps_hosts - 1``, each alone on host ``pshost{j}`` (its own link and CPU, no worker).
@@ -331,7 +335,8 @@ class Cluster:
         ones: ``127.0.0.1`` with consecutive ports from ``base_port`` (default 20000), moving on
         to the next loopback host (``127.0.0.2``, ...) when the port range ends at 65535, so
         every address is a valid ``host:port`` however many tasks there are."""
-        for name, n, low in (("workers", workers, 1), ("ps", ps, 0), ("ps_hosts", ps_hosts, 0)):
+        for name, n, low in (("workers", workers, 1), ("ps", ps, 0), ("ps_hosts", ps_hosts, 0),
+                             ("workers_per_host", workers_per_host, 1)):
             if isinstance(n, bool) or not isinstance(n, int) or n < low:
                 raise ClusterConfigError(f"{name} must be an integer >= {low}, got {n!r}")
         if isinstance(base_port, bool) or not isinstance(base_port, int) or not 0 <= base_port <= 65535:
@@ -339,6 +344,9 @@ class Cluster:
                                      f"got {base_port!r}")
         if layout not in LAYOUTS:
             raise ClusterConfigError(f"unknown layout {layout!r}; use one of {', '.join(LAYOUTS)}")
+        if workers_per_host > 1 and layout != "colocated":
+            raise ClusterConfigError(f"workers_per_host={workers_per_host} needs layout='colocated'; the "
+                                     f"{layout} layout puts every task on a host of its own")
         if "hosts" in kwargs:
             raise ClusterConfigError("Cluster.local places tasks on hosts by 'layout'; use Cluster.from_dict(..., "
                                      "hosts=...) for any other assignment")
@@ -353,6 +361,8 @@ class Cluster:
             hosts = {job: [f"{job}{i}" for i in range(len(addrs))] for job, addrs in jobs.items()}
         else:
             hosts = {job: [f"host{i}" for i in range(len(addrs))] for job, addrs in jobs.items()}
+            worker_hosts = -(-workers // workers_per_host)
+            hosts["worker"] = [f"host{j % worker_hosts}" for j in range(workers)]
         if ps_hosts:
             hosts["ps"] = hosts["ps"][:ps] + [f"{PS_HOST_PREFIX}{j}" for j in range(ps_hosts)]
         return cls.from_dict(jobs, hosts=hosts, **kwargs)

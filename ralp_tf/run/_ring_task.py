@@ -20,8 +20,10 @@ again under the strategy with those weights, and trains with the loop's optimize
 
 Protocol (chief's stdout, one line each, flushed): ``RALP_RING step <done> <loss>`` after every
 synchronous step, ``RALP_RING measure start|end`` around the measured window (the chief then waits
-for a line on stdin, the parent's answer once it has read its byte counters, before the next
-collective), ``RALP_RING result <json>`` at the end. Every worker exits with ``os._exit``.
+for a line on stdin, the parent's answer once it has read its byte counters, and every worker waits
+for the chief in a barrier: none sends the window's first bytes, or exits and closes its sockets,
+before the parent has read them), ``RALP_RING result <json>`` at the end. Every worker exits with
+``os._exit``.
 """
 from __future__ import annotations
 
@@ -169,6 +171,7 @@ def _train(tf: Any, strategy: Any, args: argparse.Namespace, rank: int, workers:
     barrier()
     if rank == 0 and measuring:
         _say("measure", "end", wait=args.ack)
+    barrier()  # no worker exits (closing its sockets) before the parent has read the counters
     _remove_private(stores, rank)
     return {"losses": losses, "elapsed": elapsed, "sync_steps": sync_measured,
             "measured_worker_steps": sync_measured * workers, "done": done, "workers": workers,

@@ -5,8 +5,10 @@
 1. builds and profiles the model once (:func:`ralp_tf.run.training.prepare_model`), plans it with the
    job's policy (default ``ralp``) and ranks every strategy by the cost model
    (:func:`ralp_tf.plan.strategies.rank_strategies`: the PSS plan, stock PSS, the ring);
-2. **probes** the top ``probe_count`` strategies that can run: ``probe_steps`` measured worker steps
-   each (after the usual warm-up), each on its own fresh cluster, nothing checkpointed; the probe's
+2. **probes** the top ``probe_count`` strategies that can run, each on its own fresh cluster after the
+   usual warm-up, nothing checkpointed: at least ``probe_steps`` measured worker steps, more where the
+   cost model predicts them shorter than :data:`PROBE_PREDICTED_S` in all (:func:`probe_steps_for`,
+   at most :data:`PROBE_MAX_STEPS`: a budget in steps, the same for the same prediction); the probe's
    samples/s decide (:meth:`~ralp_tf.plan.strategies.StrategyRanking.decide`). ``probe_steps=0``
    trusts the ranking;
 3. writes the decision to ``<checkpoint_dir>/strategy.json`` (atomically) before training, so a rerun
@@ -27,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import tempfile
 from typing import Any, Callable, Mapping, Sequence
@@ -39,13 +42,16 @@ from ralp_tf.plan.strategies import RING_STRATEGIES, StrategyRanking, rank_strat
 from ralp_tf.place.applier import Prepared
 from ralp_tf.run.training import LOOP_OPTIMIZER, RunResult, TrainConfig, compare, prepare_model
 
-__all__ = ["PROBE_STEPS", "PROBE_COUNT", "DECISION_FILE", "HOROVOD_IN_RUN", "AutoDecision", "rank_for_job",
+__all__ = ["PROBE_STEPS", "PROBE_PREDICTED_S", "PROBE_MAX_STEPS", "probe_steps_for", "PROBE_COUNT", "DECISION_FILE", "HOROVOD_IN_RUN", "AutoDecision", "rank_for_job",
            "read_decision", "train_auto"]
 
 log = logging.getLogger(__name__)
-#: Measured worker steps per probed strategy (after its warm-up): enough for a steady rate on the
-#: built-in models, small beside a job's steps.
+#: The fewest measured worker steps per probed strategy (after its warm-up).
 PROBE_STEPS = 6
+#: Predicted seconds a probe measures at least (:func:`probe_steps_for`): 10 ms steps are noise for 6 steps.
+PROBE_PREDICTED_S = 5.0
+#: The most measured worker steps per probe.
+PROBE_MAX_STEPS = 200
 #: Strategies probed: the top two that can run.
 PROBE_COUNT = 2
 DECISION_FILE = "strategy.json"
@@ -75,6 +81,16 @@ class AutoDecision:
     def to_dict(self) -> dict[str, Any]:
         return {"format": DECISION_FORMAT, "strategy": self.strategy, "source": self.source, "workers": self.workers,
                 **self.ranking.to_dict(self.measured)}
+
+
+def probe_steps_for(choice: Any, minimum: int = PROBE_STEPS) -> int:
+    """Measured worker steps a probe of ``choice`` (a :class:`~ralp_tf.plan.strategies.StrategyChoice`)
+    runs: enough for :data:`PROBE_PREDICTED_S` predicted seconds (a worker step takes ``step_s / N`` of
+    the whole cluster's time, PSS or ring), at least ``minimum``, at most :data:`PROBE_MAX_STEPS`."""
+    e = choice.estimate
+    per_step = e.step_s / max(e.num_workers, 1)
+    wanted = math.ceil(PROBE_PREDICTED_S / per_step) if per_step > 0 and math.isfinite(per_step) else minimum
+    return max(minimum, min(wanted, PROBE_MAX_STEPS))
 
 
 def rank_for_job(prepared: Prepared, cluster: Cluster, policy: Any = "ralp", *, compression: Any = None,
@@ -188,8 +204,9 @@ def _decide(model: str, ranking: StrategyRanking, prepared: Prepared, job: Mappi
         return AutoDecision(ranking.best.name, ranking, {}, "ranking", job["workers"])
     measured: dict[str, float] = {}
     for name in order:
-        log.info("probe: %s for %d steps", name, probe_steps)
-        result = _run_one(name, model, ranking, prepared, job, steps=probe_steps, checkpoint_dir=None,
+        steps = probe_steps_for(ranking.choice(name), probe_steps)
+        log.info("probe: %s for %d steps", name, steps)
+        result = _run_one(name, model, ranking, prepared, job, steps=steps, checkpoint_dir=None,
                           step_callback=(lambda n, i: step_callback(f"probe {n}", i)) if step_callback else None,
                           warmup_steps=warmup_steps)
         measured[name] = result.samples_per_s

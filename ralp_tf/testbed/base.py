@@ -270,16 +270,19 @@ class BaseTestbed:
     @property
     def layout(self) -> str:
         """``dedicated`` (a host per task), ``colocated`` (as :func:`~ralp_tf.testbed.layout.layout_hosts`
-        builds it for this testbed's workers and PS tasks) or ``custom``."""
+        builds it for this testbed's workers and PS tasks, at one worker per host or at the workers per
+        PS task) or ``custom``."""
         if all(members == [h] for h, members in self.hosts.items()):
             return "dedicated"
         workers = sum(t.startswith("worker") for t in self.tasks)
         ps = sum(t.startswith("ps") for t in self.tasks)
-        try:
-            if self.hosts == layout_hosts(workers, ps, COLOCATED, chief="chief" in self.tasks):
-                return COLOCATED
-        except TestbedConfigError:
-            pass
+        for per_host in sorted({1, max(workers // max(ps, 1), 1)}):
+            try:
+                if self.hosts == layout_hosts(workers, ps, COLOCATED, chief="chief" in self.tasks,
+                                              workers_per_host=per_host):
+                    return COLOCATED
+            except TestbedConfigError:
+                pass
         return "custom"
 
     def host_of(self, task: str) -> str:

@@ -11,6 +11,12 @@ a host share its namespace, its address, its one capped link and its CPU budget.
   would be an extra machine only the PS strategies get), and the coordinator's traffic
   (closures and small results) is negligible next to the variables'. Its CPU use counts against
   host 0's budget, as it would on a real cluster.
+
+  With ``workers_per_host`` W > 1 (two closures in flight per host on stock TensorFlow, whose
+  coordinator runs one closure at a time per worker), host *i* of H = ceil(workers / W) runs
+  workers ``i, i + H, ..., i + (W-1) H`` beside ``ps<i>``: strided, so the first H workers are
+  one per host, and a job on them alone (a ring, or PSS at one worker per host) runs on the
+  one-worker layout of the same hosts.
 """
 from __future__ import annotations
 
@@ -50,28 +56,37 @@ def validate_tasks(task_names: Sequence[str]) -> list[str]:
     return names
 
 
-def layout_hosts(workers: int, ps: int, layout: str = DEDICATED, *, chief: bool = True) -> dict[str, list[str]]:
+def layout_hosts(workers: int, ps: int, layout: str = DEDICATED, *, chief: bool = True,
+                 workers_per_host: int = 1) -> dict[str, list[str]]:
     """The host map of ``workers`` workers (``worker0..``), ``ps`` PS tasks (``ps0..``) and, with
     ``chief``, a ``chief`` task, in ``layout`` (see the module docstring). Colocated with
-    ``workers != ps``: host *i* runs ``worker<i>`` if ``i < workers`` and ``ps<i>`` if ``i < ps``.
+    ``workers != ps``: host *i* runs ``worker<i>`` if ``i < workers`` and ``ps<i>`` if ``i < ps``;
+    with ``workers_per_host`` W, host *i* of H = ceil(workers / W) runs the workers ``j`` with
+    ``j % H == i`` (colocated only).
 
     Example: ``layout_hosts(2, 2, "colocated")`` ->
-    ``{"host0": ["chief", "worker0", "ps0"], "host1": ["worker1", "ps1"]}``.
+    ``{"host0": ["chief", "worker0", "ps0"], "host1": ["worker1", "ps1"]}``;
+    ``layout_hosts(4, 2, "colocated", workers_per_host=2)`` ->
+    ``{"host0": ["chief", "worker0", "worker2", "ps0"], "host1": ["worker1", "worker3", "ps1"]}``.
     """
     if layout not in LAYOUTS:
         raise TestbedConfigError(f"unknown layout {layout!r}; use one of {', '.join(LAYOUTS)}")
-    for value, what in ((workers, "workers"), (ps, "ps")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise TestbedConfigError(f"{what} must be a non-negative integer, got {value!r}")
+    for value, what, low in ((workers, "workers", 0), (ps, "ps", 0), (workers_per_host, "workers_per_host", 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise TestbedConfigError(f"{what} must be a {'positive' if low else 'non-negative'} integer, got {value!r}")
     if workers + ps == 0:
         raise TestbedConfigError("a layout needs at least one worker or PS task")
     if layout == DEDICATED:
+        if workers_per_host != 1:
+            raise TestbedConfigError(f"workers_per_host={workers_per_host} needs the colocated layout; the dedicated "
+                                     "layout puts every task on a host of its own")
         tasks = ([CHIEF] if chief else []) + [f"worker{i}" for i in range(workers)] + [f"ps{i}" for i in range(ps)]
         return {t: [t] for t in tasks}
+    worker_hosts = -(-workers // workers_per_host)
     hosts: dict[str, list[str]] = {}
-    for i in range(max(workers, ps)):
-        hosts[f"host{i}"] = ([CHIEF] if chief and i == 0 else []) + ([f"worker{i}"] if i < workers else []) + \
-                            ([f"ps{i}"] if i < ps else [])
+    for i in range(max(worker_hosts, ps)):
+        hosts[f"host{i}"] = ([CHIEF] if chief and i == 0 else []) + \
+            [f"worker{j}" for j in range(i, workers, worker_hosts) if i < worker_hosts] + ([f"ps{i}"] if i < ps else [])
     return hosts
 
 

@@ -398,6 +398,19 @@ def test_layout_and_host_cpu_config(monkeypatch):
         _config(["--quick", "--host-cpu", "0"])
 
 
+def test_two_workers_per_host_variants_widen_the_cells_testbed(monkeypatch):
+    """``ralp_x2`` (two workers per colocated host) puts 2H workers on the cell's H hosts, strided, so the
+    other strategies run on the first H, one per host; it needs the colocated layout, one line otherwise."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    cfg = _config(["--layout", "colocated", "--host-cpu", "0.3", "--cell", "resnet_cifar:2:100mbit:ralp+ralp_x2+horovod"])
+    (cell,) = cfg.cells
+    assert cell.workers_per_host == 2 and cell.key == "resnet_cifar/w2/100mbit" and cell.num_ps == 2
+    assert cell.hosts == {"host0": ["chief", "worker0", "worker2", "ps0"], "host1": ["worker1", "worker3", "ps1"]}
+    assert _config(["--layout", "colocated", "--cell", "resnet_cifar:2:100mbit:ralp+ralp_fused"]).cells[0].workers_per_host == 1
+    with pytest.raises(bench.BenchConfigError, match="strategy ralp_x2_fused runs 2 workers per host: add --layout colocated"):
+        _config(["--cell", "resnet_cifar:2:100mbit:ralp+ralp_x2_fused"])
+
+
 def test_the_optimizer_reaches_every_strategy_s_job():
     """``--optimizer`` (default the loop's, sgd) is in the config and in the flags of the PSS and
     the ring jobs, always named."""

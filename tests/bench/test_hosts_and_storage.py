@@ -68,3 +68,25 @@ def test_ralp_weighs_head_splits_and_ralp_nosplit_does_not() -> None:
     assert not pred["ralp_nosplit"]["plan"].splits
     assert pred["ralp"]["plan"].splits, pred["ralp"]["label"]
     assert pred["ralp"]["step_s"] <= pred["ralp_nosplit"]["step_s"]
+
+
+def test_two_per_host_and_fused_variants_are_planned_for_their_own_cluster() -> None:
+    """``ralp_x2`` is the analyzer's plan for the cell's hosts with two workers each (2H workers, H PS
+    tasks), priced there: twice the link bytes per global step of twice the samples; ``ralp_fused`` and
+    ``ralp_x2_fused`` as ``--fuse-transfers`` prices ``ralp`` and ``ralp_x2``."""
+    from ralp_tf.bench.config import Cell, fused_strategy, strategy_base, workers_per_host
+    from ralp_tf.bench.predictions import cell_cluster, predictions
+
+    assert [strategy_base(s) for s in ("ralp_x2", "ralp_fused")] == [("ralp", None)] * 2
+    assert [workers_per_host(s) for s in ("ralp", "ralp_x2", "ralp_x2_fused")] == [1, 2, 2]
+    assert [fused_strategy(s) for s in ("ralp", "ralp_x2", "ralp_fused")] == [False, False, True]
+    prof, cell = cnn_with_head(), Cell("cnn", 2, "100mbit", layout="colocated", workers_per_host=2)
+    pred = predictions(prof, cell, 100e6, host_cpu=0.3, strategies=("ralp", "ralp_x2", "ralp_fused", "ralp_x2_fused"))
+    assert "ralp_x2" not in predictions(prof, cell, 100e6, host_cpu=0.3)
+    assert cell_cluster(cell, 100e6, 0.3, workers_per_host=2).num_workers == 4
+    one, two = pred["ralp"], pred["ralp_x2"]
+    assert two["payload_bytes_per_step"] == pytest.approx(2 * one["payload_bytes_per_step"], rel=0.01)
+    assert two["step_s"] == pytest.approx(2 * one["step_s"], rel=0.01)  # hosts' links and CPU bound: no gain
+    fused = predictions(prof, cell, 100e6, host_cpu=0.3, fuse_transfers=True, strategies=("ralp_x2",))
+    for name, same in (("ralp_fused", "ralp"), ("ralp_x2_fused", "ralp_x2")):  # as --fuse-transfers prices them
+        assert {k: v for k, v in pred[name].items() if k != "plan"} == {k: v for k, v in fused[same].items() if k != "plan"}

@@ -181,3 +181,16 @@ def test_cpu_only_ps_hosts_take_the_split_head_first(profiles: dict[str, ModelPr
     first = a.plan.splits[next(iter(a.plan.splits))].devices[0]
     assert first == "/job:ps/replica:0/task:16/device:CPU:0"  # the first CPU-only PS host's task
     assert a.chosen.estimate.samples_per_s >= 1.3 * a.allreduce.samples_per_s
+
+
+def test_a_splittable_head_is_varied_even_when_its_whole_form_ranks_below_cuts_through_convs() -> None:
+    """vgg16_cifar on 32 GPU hosts at 10 Gbit/s: the FC head whole on PS tasks round-robin prices
+    below six cuts through the convs, split over PS tasks with its conv weights partitioned it is
+    the fastest plan (issue 40: before, the analyzer kept stock PSS, level with the ring)."""
+    from ralp_tf.plan.projection import MODELS
+
+    profile = MODELS["vgg16_cifar"]()
+    cluster = projection_cluster(32, 10e9)
+    a = analyze(profile, cluster)
+    assert "cut before fc1" in a.chosen.label and "head split" in a.chosen.label
+    assert a.chosen.estimate.samples_per_s >= 1.5 * a.allreduce.samples_per_s

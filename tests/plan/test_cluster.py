@@ -128,6 +128,19 @@ def test_local_layouts() -> None:
         Cluster.local(2, 2, layout="shared")
 
 
+def test_local_two_workers_per_host_are_strided() -> None:
+    """Host i runs workers i and H + i: the first H workers are one per host, as the testbed lays them out."""
+    c = Cluster.local(4, 2, chief=True, layout="colocated", workers_per_host=2)
+    assert [(h.name, h.tasks) for h in c.hosts] == [("host0", ("chief:0", "worker:0", "worker:2", "ps:0")),
+                                                   ("host1", ("worker:1", "worker:3", "ps:1"))]
+    assert [h.tasks for h in Cluster.local(3, 2, layout="colocated", workers_per_host=2).hosts] == [
+        ("worker:0", "worker:2", "ps:0"), ("worker:1", "ps:1")]
+    with pytest.raises(ClusterConfigError, match="workers_per_host=2 needs layout='colocated'"):
+        Cluster.local(4, 2, workers_per_host=2)
+    with pytest.raises(ClusterConfigError, match="workers_per_host must be an integer >= 1, got 0"):
+        Cluster.local(4, 2, layout="colocated", workers_per_host=0)
+
+
 def test_host_link_rate_and_cpu_budget() -> None:
     c = Cluster.local(2, 2, layout="colocated", bandwidth={"worker": "1gbit", "ps": "100mbit"})
     assert all(h.bandwidth_bps == 100e6 for h in c.hosts)  # one link per host: the slowest task's rate

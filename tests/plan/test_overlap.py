@@ -83,3 +83,52 @@ def test_the_overlap_needs_a_core_free_while_the_worker_computes(monkeypatch: py
     monkeypatch.setattr(costmodel, "PULL_PUSH_OVERLAP", 1.0)
     assert costmodel.estimate(p, one_core).step_s == pytest.approx(before[1.0], rel=1e-12)
     assert costmodel.estimate(p, colocated).step_s < before[None]
+
+
+# ------------------------------------------------- two workers per host (issue 40, "Overlap on the PSS path")
+def _one_dense(flops: float) -> ModelProfile:
+    """One Dense layer (one stage: no pipeline saving of its own) of ``flops`` per sample."""
+    return ModelProfile.from_dict({"model_name": "d", "batch_size": 8, "outputs": ["fc"], "layers": [
+        {"name": "x", "kind": "input", "param_bytes": 0, "flops": 0, "output_bytes": 64, "inbound": []},
+        {"name": "fc", "kind": "dense", "param_bytes": 4040, "flops": flops, "output_bytes": 40, "inbound": ["x"],
+         "var_bytes": [4000, 40], "output_shape": [10]}]})
+
+
+@pytest.mark.parametrize("c, d", [(0.1, 0.1), (0.1, 0.02), (0.1, 0.0), (0.02, 0.1)])
+def test_a_second_worker_on_a_host_fills_the_others_wait_by_processor_sharing(c: float, d: float) -> None:
+    """Two workers on one host (stock TF runs one closure at a time per worker, so a second worker is
+    a second closure in flight) share its CPU: each one's compute ``c`` is slowed by the other's
+    (*Contention*: rho = c / T) while the other waits out its closure (``d``, the floor: no CPU, no
+    link). So the host completes 2 / T worker steps a second, T = ((2c + d) + sqrt(4c^2 + d^2)) / 2,
+    against one worker's 1 / (c + d): more, never twice, and nothing where there is no wait (d = 0)."""
+    from ralp_tf.plan.closures import FloorTerms
+
+    floor = FloorTerms(closure_s=d, closure_per_ps_s=0.0, step_per_ps_s=0.0, step_per_variable_s=0.0,
+                       control_bytes_per_closure_per_ps=0.0, control_bytes_per_step_per_ps=0.0, plain_closure_s=d,
+                       plain_step_per_variable_s=0.0)
+    p = _one_dense(c * 5e10 / 3 / 8)  # c seconds forward+backward at the default CPU rate, batch 8
+    one = costmodel.estimate(p, Cluster.local(1, 1, layout="colocated").with_closures(1, floor))
+    two = costmodel.estimate(p, Cluster.local(2, 1, layout="colocated", workers_per_host=2).with_closures(1, floor))
+    assert one.worker_compute_s == pytest.approx(c) and one.step_s == pytest.approx(c + d)
+    sync = ((2 * c + d) + ((2 * c) ** 2 + d ** 2) ** 0.5) / 2
+    assert two.step_s == pytest.approx(sync, rel=1e-6) and two.bottleneck == "workers"
+    assert two.samples_per_s / one.samples_per_s == pytest.approx(2 * (c + d) / sync, rel=1e-6)
+    assert 1.0 - 1e-9 <= two.samples_per_s / one.samples_per_s < 2.0
+
+
+def test_two_workers_per_host_move_the_same_bytes_and_cpu_per_sample() -> None:
+    """Colocated hosts at 0.3 core: the second worker of each host doubles every host's link bytes and CPU
+    per synchronous step (twice the samples), so where the hosts' CPU bounds the step (the 0.3-core
+    scaling slices) the existing terms price no gain; each worker step's traffic is unchanged."""
+    p = cnn_with_head()
+    for hosts in (2, 4):
+        one = Cluster.local(hosts, hosts, layout="colocated", bandwidth="10gbit").with_host_cores(0.3)
+        two = Cluster.local(2 * hosts, hosts, layout="colocated", bandwidth="10gbit",
+                            workers_per_host=2).with_host_cores(0.3)
+        assert [len(h.tasks) for h in two.hosts] == [3] * hosts
+        e1, e2 = costmodel.estimate(p, one), costmodel.estimate(p, two)
+        assert dict(e2.bytes_between) == pytest.approx(dict(e1.bytes_between))
+        assert e2.link_bytes_per_step - e2.dispatch_bytes == pytest.approx(2 * (e1.link_bytes_per_step - e1.dispatch_bytes))
+        assert e2.host_cpu_s == pytest.approx({h: 2 * s for h, s in e1.host_cpu_s.items()})
+        assert " cpu " in e1.bottleneck and " cpu " in e2.bottleneck
+        assert e2.samples_per_s == pytest.approx(e1.samples_per_s, rel=1e-9)

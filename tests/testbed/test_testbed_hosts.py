@@ -12,7 +12,7 @@ import pytest
 
 from ralp_tf.run.launch import LocalCluster
 from ralp_tf.testbed import (LoopbackTestbed, Testbed, TestbedConfigError, TestbedError, _cgroups, cleanup_stale,
-                             layout_hosts, tf_thread_env)
+                             layout_hosts, tasks_of, tf_thread_env)
 from ralp_tf.testbed.netperf import measure, measure_concurrent
 from polling import wait_until
 from tbhelpers import (CLIENT, PY, SERVER, needs_cgroup, needs_netns, pid_alive, start_owner, tbt_cpu_groups,
@@ -32,6 +32,13 @@ def test_layout_hosts():
     tb = LoopbackTestbed(["chief", "worker0", "ps0", "worker1", "ps1"], hosts=layout_hosts(2, 2, "colocated"))
     assert tb.layout == "colocated" and tb.host_of("ps1") == "host1" and tb.host_of("chief") == "host0"
     assert LoopbackTestbed(["worker0", "ps0"]).layout == "dedicated"
+    two = layout_hosts(4, 2, "colocated", workers_per_host=2)  # strided: the first 2 workers one per host
+    assert two == {"host0": ["chief", "worker0", "worker2", "ps0"], "host1": ["worker1", "worker3", "ps1"]}
+    assert LoopbackTestbed(tasks_of(two), hosts=two).layout == "colocated"
+    with pytest.raises(TestbedConfigError, match="workers_per_host=2 needs the colocated layout"):
+        layout_hosts(4, 2, workers_per_host=2)
+    with pytest.raises(TestbedConfigError, match="workers_per_host must be a positive integer, got 0"):
+        layout_hosts(4, 2, "colocated", workers_per_host=0)
     assert LoopbackTestbed(["worker0", "ps0"], hosts={"a": ["worker0", "ps0"]}).layout == "custom"
 
 
