@@ -25,7 +25,10 @@ from typing import Any, Callable, Sequence
 
 from ralp_tf.plan.calibration import ModelTimes
 
-__all__ = ["loop_seconds", "time_model"]
+__all__ = ["loop_seconds", "time_model", "TABLE_BYTES", "time_table_pass"]
+
+#: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
+TABLE_BYTES = 32 << 20
 
 
 def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2, min_loop_s: float = 0.0) -> float:
@@ -103,3 +106,22 @@ def time_model(model: str, batch_size: int, device: str, *, steps: int = 10, min
     scale = step_s / layer_sum if layer_sum > 0 else 1.0
     return ModelTimes(model=prof.model_name, batch_size=batch_size, step_s=step_s, layer_sum_s=layer_sum,
                       flops=flops, layers=tuple((name, seconds * scale) for name, seconds in raw.items()))
+
+
+def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nbytes: int = TABLE_BYTES) -> float:
+    """Seconds per byte of one whole-table pass of a sparse update on ``device`` (the cost model's
+    ``DENSE_PASS_S_PER_BYTE``, :mod:`ralp_tf.model.optimizers`): ``tf_keras.optimizers.SGD``'s two,
+    ``m.assign(m * momentum)`` and ``v.assign_add(m)``, over a float32 table of ``nbytes`` made there,
+    timed as :func:`loop_seconds` does, over twice the bytes."""
+    import tensorflow as tf
+
+    with tf.device(device):
+        table = tf.Variable(tf.zeros([nbytes // 4]), trainable=False)
+        slot = tf.Variable(tf.ones([nbytes // 4]), trainable=False)
+
+        def passes() -> list[Any]:
+            slot.assign(slot * 0.5)
+            table.assign_add(slot)
+            return [table.sparse_read([0])]  # one element, read after the passes (automatic control deps)
+
+        return loop_seconds(passes, steps, min_loop_s=min_loop_s) / (2 * nbytes)

@@ -60,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit("mwms_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1)")
         model.compile(optimizer=sgd_optimizer(args.optimizer, args.lr), loss=output_losses(model))
     x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
+    # a model of several inputs (ctr_dnn's) takes a list of arrays of different shapes: one nested structure
+    x, y = (tuple(x) if isinstance(x, list) else x), (tuple(y) if isinstance(y, list) else y)
 
     def dataset_fn(ctx: Any) -> Any:
         # DatasetCreator datasets are per replica: every worker feeds its own batch of args.batch
