@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     decision = None
     try:
         if args.strategy != "pss":
-            results, decision = run_with_strategy(args, policies[0])
+            results, decision = run_with_strategy(args, policies[0], config)
         else:
             results = _run_on_cluster(args, policies, config) if config else _run_local(args, policies)
     finally:

@@ -6,7 +6,9 @@ Two kinds (``--kind``):
   (stable DNS name ``<name>-<job>-<index>``) and a ``batch/v1`` ``Job`` whose pod runs ``ralp-tf
   server`` (workers and PS tasks, with ``ralp-tf agent`` beside it so bytes per step can be
   counted) or ``ralp-tf run --cluster TF_CONFIG`` (the chief). Every pod gets its own
-  ``TF_CONFIG`` environment variable: the one cluster spec, and its own task.
+  ``TF_CONFIG`` environment variable: the one cluster spec, and its own task. Workers run
+  ``ralp-tf server --roles`` and declare its control port (:data:`CONTROL_PORT`, the task's port +
+  1000), so the chief's ``--strategy mwms|auto`` can run the ring there (docs/multihost.md).
 * ``tfjob`` (Kubeflow training operator): one ``kubeflow.org/v1`` ``TFJob`` with ``Chief``,
   ``Worker`` and ``PS`` replica specs; the operator sets ``TF_CONFIG`` per replica itself (and its
   services are ``<name>-<replica type>-<index>``), so the containers only name the command.
@@ -32,10 +34,15 @@ from typing import Any
 from ralp_tf.cli.args import add_output_arg, positive_int
 from ralp_tf.errors import ValidationError
 from ralp_tf.run.remote import AGENT_PORT
+from ralp_tf.run.roles import CONTROL_PORT_OFFSET
 
-__all__ = ["PORT", "cluster_spec", "network_policy", "job_manifest", "tfjob_manifest", "register", "cmd_manifest"]
+__all__ = ["PORT", "CONTROL_PORT", "cluster_spec", "network_policy", "job_manifest", "tfjob_manifest", "register", "cmd_manifest"]
 
 PORT = 2222
+#: The control port of a worker's ``ralp-tf server --roles`` (its task port + the default offset).
+CONTROL_PORT = PORT + CONTROL_PORT_OFFSET
+#: What a worker's and a PS task's server run (``--bind 0.0.0.0``: a service name is not the pod's address).
+_WORKER_SERVER, _PS_SERVER = ["server", "--bind", "0.0.0.0", "--roles"], ["server", "--bind", "0.0.0.0"]
 _NAME_FIX = "use 1-40 lowercase letters, digits or '-', starting with a letter (a Kubernetes name)"
 
 
@@ -87,20 +94,24 @@ def job_manifest(name: str, workers: int, ps: int, *, image: str, model: str, st
                                                  str(steps), "--agent-port", str(AGENT_PORT), "--json",
                                                  *(run_args or [])], env, [PORT])]
             else:
-                containers = [_container(image, ["server", "--bind", "0.0.0.0"], env, [PORT]),
+                worker = job == "worker"
+                containers = [_container(image, _WORKER_SERVER if worker else _PS_SERVER, env,
+                                         [PORT, CONTROL_PORT] if worker else [PORT]),
                               dict(_container(image, ["agent", "--bind", "0.0.0.0"], env, [AGENT_PORT]),
                                    name="ralp-tf-agent")]
+            ports = [{"name": "grpc", "port": PORT}, {"name": "agent", "port": AGENT_PORT}]
+            if job == "worker":
+                ports.append({"name": "control", "port": CONTROL_PORT})
             items.append({"apiVersion": "v1", "kind": "Service",
                           "metadata": {"name": task, "namespace": namespace, "labels": labels},
-                          "spec": {"clusterIP": "None", "selector": labels,
-                                   "ports": [{"name": "grpc", "port": PORT}, {"name": "agent", "port": AGENT_PORT}]}})
+                          "spec": {"clusterIP": "None", "selector": labels, "ports": ports}})
             items.append({"apiVersion": "batch/v1", "kind": "Job",
                           "metadata": {"name": task, "namespace": namespace, "labels": labels},
                           "spec": {"backoffLimit": 0 if job == "chief" else 3,
                                    "template": {"metadata": {"labels": labels},
                                                 "spec": {"restartPolicy": "Never" if job == "chief" else "OnFailure",
                                                          "containers": containers}}}})
-    items.append(network_policy(name, namespace, {"app": name}, [PORT, AGENT_PORT]))
+    items.append(network_policy(name, namespace, {"app": name}, [PORT, AGENT_PORT, CONTROL_PORT]))
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
@@ -110,20 +121,22 @@ def tfjob_manifest(name: str, workers: int, ps: int, *, image: str, model: str, 
     NetworkPolicy (see the module docstring)."""
     labels = {"app": name}
 
-    def replica(count: int, args: list[str], policy: str) -> dict[str, Any]:
+    def replica(count: int, args: list[str], policy: str, control: bool = False) -> dict[str, Any]:
+        ports = [{"name": "tfjob-port", "containerPort": PORT}]
+        if control:
+            ports.append({"name": "control", "containerPort": CONTROL_PORT})
         return {"replicas": count, "restartPolicy": policy,
                 "template": {"metadata": {"labels": dict(labels)}, "spec": {"containers": [
-                    {"name": "tensorflow", "image": image, "command": ["ralp-tf"], "args": args,
-                     "ports": [{"name": "tfjob-port", "containerPort": PORT}]}]}}}
+                    {"name": "tensorflow", "image": image, "command": ["ralp-tf"], "args": args, "ports": ports}]}}}
 
-    server = ["server", "--bind", "0.0.0.0"]
     tfjob = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": namespace},
              "spec": {"tfReplicaSpecs": {
                  "Chief": replica(1, ["run", "--cluster", "TF_CONFIG", "--model", model, "--steps", str(steps),
                                       "--json", *(run_args or [])], "Never"),
-                 "Worker": replica(workers, server, "OnFailure"),
-                 "PS": replica(ps, server, "OnFailure")}}}
-    return {"apiVersion": "v1", "kind": "List", "items": [tfjob, network_policy(name, namespace, labels, [PORT])]}
+                 "Worker": replica(workers, _WORKER_SERVER, "OnFailure", control=True),
+                 "PS": replica(ps, _PS_SERVER, "OnFailure")}}}
+    return {"apiVersion": "v1", "kind": "List",
+            "items": [tfjob, network_policy(name, namespace, labels, [PORT, CONTROL_PORT])]}
 
 
 def register(subparsers: Any) -> None:

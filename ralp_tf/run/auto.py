@@ -21,6 +21,13 @@
    MultiWorkerMirroredStrategy processes (:func:`ralp_tf.run.ring.train_ring`), with the same
    checkpoints, progress and result record.
 
+:func:`train_auto_on_cluster` does the same on a running cluster (``ralp-tf run --cluster
+--strategy auto``): it ranks on the cluster file's hosts, runs a PSS strategy with
+:func:`ralp_tf.run.remote.train_on_cluster` (one coordinator in this process per run) and the ring on
+the workers' ``ralp-tf server --roles`` (:func:`ralp_tf.run.ring.train_ring_on_cluster`); the ring is
+ranked but marked unavailable, with the reason, when a worker's control port does not answer. The
+decision file lives in the checkpoint folder, which the chief and every worker/PS host share.
+
 :class:`AutoDecision` is what was decided and why (the ranking, the probe's figures, whether it came
 from a rerun's file); ``ralp-tf run --json`` prints it under ``"auto"``.
 """
@@ -40,10 +47,14 @@ from ralp_tf.plan.cluster import Cluster, Rates
 from ralp_tf.plan.closures import MEASURED_FLOOR
 from ralp_tf.plan.strategies import RING_STRATEGIES, StrategyRanking, rank_strategies
 from ralp_tf.place.applier import Prepared
+from ralp_tf.run.remote import CONNECT_TIMEOUT_S, train_on_cluster
+from ralp_tf.run.ring import train_ring, train_ring_on_cluster
+from ralp_tf.run.roles import CONTROL_PORT_OFFSET, ring_unavailable_reason
+from ralp_tf.run.tfconfig import ClusterConfig
 from ralp_tf.run.training import LOOP_OPTIMIZER, RunResult, TrainConfig, compare, prepare_model
 
 __all__ = ["PROBE_STEPS", "PROBE_PREDICTED_S", "PROBE_MAX_STEPS", "probe_steps_for", "PROBE_COUNT", "DECISION_FILE", "HOROVOD_IN_RUN", "AutoDecision", "rank_for_job",
-           "read_decision", "train_auto"]
+           "read_decision", "train_auto", "train_auto_on_cluster"]
 
 log = logging.getLogger(__name__)
 #: The fewest measured worker steps per probed strategy (after its warm-up).
@@ -94,13 +105,14 @@ def probe_steps_for(choice: Any, minimum: int = PROBE_STEPS) -> int:
 
 
 def rank_for_job(prepared: Prepared, cluster: Cluster, policy: Any = "ralp", *, compression: Any = None,
-                 unavailable: Mapping[str, str] | None = None) -> StrategyRanking:
+                 unavailable: Mapping[str, str] | None = None, horovod: str = HOROVOD_IN_RUN) -> StrategyRanking:
     """Plan ``prepared``'s model with ``policy`` on ``cluster`` (the loop's closure floor priced, as a
-    job prices it) and rank the strategies; Horovod is marked unavailable (:data:`HOROVOD_IN_RUN`)."""
+    job prices it) and rank the strategies; Horovod is marked unavailable with ``horovod``, the reason
+    (default :data:`HOROVOD_IN_RUN`; the command line says when Horovod is not installed at all)."""
     if cluster.floor is None:
         cluster = cluster.with_closures(1, MEASURED_FLOOR)
     plan = plan_with_policy(policy, prepared.profile, cluster, compression=compression)[0] if cluster.num_ps else None
-    return rank_strategies(prepared.profile, cluster, plan, horovod=HOROVOD_IN_RUN, unavailable=unavailable)
+    return rank_strategies(prepared.profile, cluster, plan, horovod=horovod or HOROVOD_IN_RUN, unavailable=unavailable)
 
 
 def read_decision(checkpoint_dir: str | None) -> dict[str, Any] | None:
@@ -127,9 +139,11 @@ def _run_one(name: str, model: str, ranking: StrategyRanking, prepared: Prepared
              *, steps: int, checkpoint_dir: str | None, step_callback: Callable[[str, int], None] | None,
              warmup_steps: int) -> RunResult:
     """Train ``name`` (a strategy of ``ranking``) for ``steps``: a PSS one with its ranked plan on a
-    LocalCluster, the ring on local processes."""
-    from ralp_tf.run.ring import train_ring
-
+    LocalCluster (or on ``job["config"]``'s running cluster), the ring on local processes (or on the
+    cluster's role servers)."""
+    if job.get("config") is not None:
+        return _run_one_on_cluster(name, model, ranking, prepared, job, steps=steps, checkpoint_dir=checkpoint_dir,
+                                   step_callback=step_callback, warmup_steps=warmup_steps)
     on_step = (lambda i: step_callback(name, i)) if step_callback else None
     if name in RING_STRATEGIES:
         return train_ring(model, workers=job["workers"], steps=steps, warmup_steps=warmup_steps,
@@ -149,19 +163,28 @@ def _run_one(name: str, model: str, ranking: StrategyRanking, prepared: Prepared
     return next(iter(results.values()))
 
 
-def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, batch_size: int = 32,
-               bandwidth: Any = None, flops: Any = None, policy: Any = "ralp", seed: int = 0,
-               log_dir: str | None = None, checkpoint_dir: str | None = None, checkpoint_every: int = 10,
-               warmup_steps: int = 3, compression: Any = None, sequence_length: int | None = None,
-               steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, fuse_transfers: bool = False,
-               probe_steps: int = PROBE_STEPS, probe_count: int = PROBE_COUNT,
-               step_callback: Callable[[str, int], None] | None = None,
-               on_decision: Callable[[AutoDecision], None] | None = None) -> tuple[dict[str, RunResult], AutoDecision]:
-    """Rank, probe, record and train (module docstring) ``model`` (a built-in name or
-    ``module:function``: the ring's processes build it too) on a local cluster of ``workers`` workers
-    and ``ps`` PS tasks. Returns ``({strategy: RunResult}, decision)``; ``on_decision`` sees the
-    decision before the training run starts. ``step_callback(strategy, step)`` reports progress of the
-    probes and of the run."""
+def _run_one_on_cluster(name: str, model: str, ranking: StrategyRanking, prepared: Prepared, job: Mapping[str, Any],
+                        *, steps: int, checkpoint_dir: str | None, step_callback: Callable[[str, int], None] | None,
+                        warmup_steps: int) -> RunResult:
+    """:func:`_run_one` on the running cluster ``job["config"]``."""
+    common = dict(agent_port=job.get("agent_port"), connect_timeout=job["connect_timeout"], rates=job["rates"],
+                  checkpoint_dir=checkpoint_dir, steps=steps, warmup_steps=warmup_steps, batch_size=job["batch_size"],
+                  seed=job["seed"], checkpoint_every=job["checkpoint_every"], optimizer=job["optimizer"],
+                  sequence_length=job.get("sequence_length"), prepared=prepared)
+    if name in RING_STRATEGIES:
+        return train_ring_on_cluster(job["config"], model, control_offset=job["control_offset"],
+                                     on_step=(lambda i: step_callback(name, i)) if step_callback else None, **common)
+    plan = ranking.choice(name).plan if name == "pss" else "ps"
+    results = train_on_cluster(job["config"], model, policies=[plan], compression=job.get("compression"),
+                               steps_per_closure=job.get("steps_per_closure", 1),
+                               fuse_transfers=job.get("fuse_transfers", False),
+                               step_callback=(lambda _n, i: step_callback(name, i)) if step_callback else None,
+                               **common)
+    return next(iter(results.values()))
+
+
+def _checked_builder(model: Any, probe_steps: int, probe_count: int) -> Any:
+    """``model``'s builder, once an auto job's arguments are checked (ValidationError naming the bad one)."""
     from ralp_tf.model.builtin import resolve_model
 
     if not isinstance(model, str):
@@ -169,7 +192,24 @@ def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, ba
                               "built-in name or 'module:function', not a Python object")
     check_int(probe_steps, "probe_steps", minimum=0)
     check_int(probe_count, "probe_count")
-    builder = resolve_model(model)
+    return resolve_model(model)
+
+
+def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, batch_size: int = 32,
+               bandwidth: Any = None, flops: Any = None, policy: Any = "ralp", seed: int = 0,
+               log_dir: str | None = None, checkpoint_dir: str | None = None, checkpoint_every: int = 10,
+               warmup_steps: int = 3, compression: Any = None, sequence_length: int | None = None,
+               steps_per_closure: int = 1, optimizer: str = LOOP_OPTIMIZER, fuse_transfers: bool = False,
+               probe_steps: int = PROBE_STEPS, probe_count: int = PROBE_COUNT,
+               step_callback: Callable[[str, int], None] | None = None,
+               on_decision: Callable[[AutoDecision], None] | None = None,
+               horovod: str = HOROVOD_IN_RUN) -> tuple[dict[str, RunResult], AutoDecision]:
+    """Rank, probe, record and train (module docstring) ``model`` (a built-in name or
+    ``module:function``: the ring's processes build it too) on a local cluster of ``workers`` workers
+    and ``ps`` PS tasks. Returns ``({strategy: RunResult}, decision)``; ``on_decision`` sees the
+    decision before the training run starts. ``step_callback(strategy, step)`` reports progress of the
+    probes and of the run; ``horovod`` is why Horovod does not run (:func:`rank_for_job`)."""
+    builder = _checked_builder(model, probe_steps, probe_count)
     job = {"workers": workers, "ps": ps, "batch_size": batch_size, "seed": seed, "checkpoint_every": checkpoint_every,
            "log_dir": log_dir, "optimizer": optimizer, "sequence_length": sequence_length, "bandwidth": bandwidth,
            "flops": flops, "compression": compression, "steps_per_closure": steps_per_closure,
@@ -177,7 +217,53 @@ def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, ba
     prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length,
                                                   optimizer=optimizer))
     cluster = Cluster.local(workers, ps, **Rates(bandwidth, flops).kwargs())
-    ranking = rank_for_job(prepared, cluster, policy, compression=compression)
+    ranking = rank_for_job(prepared, cluster, policy, compression=compression, horovod=horovod)
+    return _decide_and_train(model, ranking, prepared, job, checkpoint_dir=checkpoint_dir, steps=steps,
+                             probe_steps=probe_steps, probe_count=probe_count, step_callback=step_callback,
+                             on_decision=on_decision, warmup_steps=warmup_steps)
+
+
+def train_auto_on_cluster(config: ClusterConfig, model: str, *, steps: int = 30, batch_size: int = 32,
+                          policy: Any = "ralp", seed: int = 0, checkpoint_dir: str | None = None,
+                          checkpoint_every: int = 10, warmup_steps: int = 3, compression: Any = None,
+                          sequence_length: int | None = None, steps_per_closure: int = 1,
+                          optimizer: str = LOOP_OPTIMIZER, fuse_transfers: bool = False,
+                          probe_steps: int = PROBE_STEPS, probe_count: int = PROBE_COUNT,
+                          agent_port: int | None = None, connect_timeout: float = CONNECT_TIMEOUT_S,
+                          control_offset: int = CONTROL_PORT_OFFSET, rates: Mapping[str, Any] | None = None,
+                          horovod: str = HOROVOD_IN_RUN, step_callback: Callable[[str, int], None] | None = None,
+                          on_decision: Callable[[AutoDecision], None] | None = None
+                          ) -> tuple[dict[str, RunResult], AutoDecision]:
+    """:func:`train_auto` on the running cluster ``config`` (module docstring): ranked on its hosts at
+    ``rates`` (the file's, the command line's winning), probed and trained there; ``agent_port`` reads
+    bytes from ``ralp-tf agent``; ``control_offset`` is the role servers' ``--control-port-offset``."""
+    from ralp_tf.run.remote import wait_reachable
+
+    builder = _checked_builder(model, probe_steps, probe_count)
+    wait_reachable(config.spec, connect_timeout)  # before TF is imported: an unreachable cluster fails fast
+    ring_why = ring_unavailable_reason(config, control_offset)
+    workers = len(config.spec.get("worker", []))
+    job = {"config": config, "workers": workers, "ps": len(config.spec.get("ps", [])), "batch_size": batch_size,
+           "seed": seed, "checkpoint_every": checkpoint_every, "optimizer": optimizer, "sequence_length": sequence_length,
+           "compression": compression, "steps_per_closure": steps_per_closure, "fuse_transfers": fuse_transfers,
+           "agent_port": agent_port, "connect_timeout": connect_timeout, "control_offset": control_offset,
+           "rates": dict(rates or {})}
+    prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length,
+                                                  optimizer=optimizer))
+    unavailable = {"mwms": ring_why} if ring_why else None
+    ranking = rank_for_job(prepared, config.cost_cluster(**job["rates"]), policy, compression=compression,
+                           unavailable=unavailable, horovod=horovod)
+    return _decide_and_train(model, ranking, prepared, job, checkpoint_dir=checkpoint_dir, steps=steps,
+                             probe_steps=probe_steps, probe_count=probe_count, step_callback=step_callback,
+                             on_decision=on_decision, warmup_steps=warmup_steps)
+
+
+def _decide_and_train(model: str, ranking: StrategyRanking, prepared: Prepared, job: Mapping[str, Any], *,
+                      checkpoint_dir: str | None, steps: int, probe_steps: int, probe_count: int,
+                      step_callback: Callable[[str, int], None] | None,
+                      on_decision: Callable[[AutoDecision], None] | None,
+                      warmup_steps: int) -> tuple[dict[str, RunResult], AutoDecision]:
+    """Steps 2-4 of the module docstring, for a local or a running cluster (``job["config"]``)."""
     log.info("%s", ranking.report())
     decision = _decide(model, ranking, prepared, job, checkpoint_dir, probe_steps, probe_count, step_callback,
                        warmup_steps)

@@ -20,6 +20,13 @@ under either strategy (:mod:`ralp_tf.run._ring_task`).
 A worker that dies stops the others (a ring cannot lose a member): ClusterRuntimeError naming it,
 its log tail and the last checkpoint. SIGINT/SIGTERM stop every worker at once
 (:func:`ralp_tf.run.launch.track`).
+
+**Where the workers run** is a *launcher*: a callable ``launcher(workers, ring_args, log_dir)`` that
+returns a job with :class:`RingJob`'s interface (``start``/``stop`` as a context manager, ``lines``,
+``answer``, ``meter``, ``wait``). :class:`RingJob` (the default) runs local processes, its bytes read
+from this machine's sockets; :func:`train_ring_on_cluster` passes
+:class:`ralp_tf.run.roles.RoleRingJob`, which runs them on a real cluster's worker hosts through
+``ralp-tf server --roles``, its bytes from ``ralp-tf agent`` (``agent_port``) or unavailable (None).
 """
 from __future__ import annotations
 
@@ -43,9 +50,12 @@ from ralp_tf.run._ring_task import MARK
 from ralp_tf.run.checkpoints import latest_complete_step
 from ralp_tf.run.launch import (TaskProcess, check_tasks_fit_in_memory, free_port, kill_and_wait, loopback_env,
                                 track)
+from ralp_tf.run.remote import CONNECT_TIMEOUT_S, wait_reachable
+from ralp_tf.run.roles import CONTROL_PORT_OFFSET, RingArgs, RoleRingJob
+from ralp_tf.run.tfconfig import ClusterConfig
 from ralp_tf.run.traffic import Endpoint, TrafficMeter, per_step
 
-__all__ = ["RING_IMPLEMENTATION", "RingJob", "train_ring"]
+__all__ = ["RING_IMPLEMENTATION", "RingJob", "train_ring", "train_ring_on_cluster"]
 
 log = logging.getLogger(__name__)
 #: The ring ralp-tf run trains with (the cost model prices each implementation's CPU).
@@ -57,10 +67,10 @@ class RingJob:
     :meth:`lines` yields the chief's protocol lines; :meth:`answer` replies to a measure mark;
     :meth:`stop` kills them all (also at exit and on SIGTERM/SIGINT)."""
 
-    def __init__(self, workers: int, task_args: list[str], *, log_dir: str | os.PathLike | None = None) -> None:
+    def __init__(self, workers: int, args: RingArgs, log_dir: str | os.PathLike | None = None) -> None:
         check_int(workers, "workers")
         check_tasks_fit_in_memory(workers)
-        self.num_workers, self.task_args = workers, task_args
+        self.num_workers, self.task_args = workers, args.argv()
         self._own_log_dir = log_dir is None
         self.log_dir = Path(log_dir or tempfile.mkdtemp(prefix="ralp_tf_ring_"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +157,10 @@ class RingJob:
     def endpoints(self) -> list[Endpoint]:
         return [Endpoint(t.name, t.pid, t.port) for t in self.tasks]
 
+    def meter(self) -> TrafficMeter:
+        """The bytes between the workers, from this machine's per-socket counters."""
+        return TrafficMeter(self.endpoints())
+
     def wait(self, timeout_s: float = 60.0) -> None:
         """Wait for every worker to exit (after the chief's result)."""
         deadline = time.monotonic() + timeout_s
@@ -163,27 +177,20 @@ class RingJob:
         kill_and_wait(tasks)
 
 
-def _task_args(model: str, *, total: int, warmup: int, batch_size: int, seed: int, learning_rate: float,
-               optimizer: str, checkpoint_dir: str | None, checkpoint_every: int, sequence_length: int | None
-               ) -> list[str]:
-    return ["--model", model, "--batch", str(batch_size), "--steps", str(total), "--warmup", str(warmup),
-            "--seed", str(seed), "--lr", repr(learning_rate), "--optimizer", optimizer, "--checkpoint-every",
-            str(checkpoint_every), "--ack", *(["--checkpoint-dir", checkpoint_dir] if checkpoint_dir else []),
-            *(["--sequence-length", str(sequence_length)] if sequence_length else [])]
-
-
 def train_ring(model: str, *, workers: int = 2, steps: int = 30, warmup_steps: int = 3, batch_size: int = 32,
                learning_rate: float = 0.01, seed: int = 0, checkpoint_dir: str | None = None,
                checkpoint_every: int = 10, log_dir: str | None = None,
                on_step: Callable[[int], None] | None = None, optimizer: str = "sgd",
                sequence_length: int | None = None, profile: Any = None, bandwidth: Any = None, flops: Any = None,
-               cluster: Cluster | None = None) -> Any:
+               cluster: Cluster | None = None, launcher: Callable[..., Any] = RingJob) -> Any:
     """Train ``model`` (a built-in name or ``module:function``: every worker process builds it) with
-    MultiWorkerMirroredStrategy (RING) on ``workers`` local processes for ``warmup_steps + steps``
-    worker steps, and measure the last ``steps`` (module docstring). ``profile`` (a ModelProfile of
-    the same batch size) and ``cluster`` (default: ``Cluster.local(workers, 0)`` with ``bandwidth`` and
-    ``flops``) give the prediction; without ``profile`` there is none (0). ``on_step(i)`` is called for
-    every worker step ``i`` as the chief reports it. Returns a RunResult (``strategy`` "mwms")."""
+    MultiWorkerMirroredStrategy (RING) on ``workers`` local processes (or where ``launcher`` runs
+    them: module docstring) for ``warmup_steps + steps`` worker steps, and measure the last ``steps``.
+    ``profile`` (a ModelProfile of the same batch size) and ``cluster`` (default:
+    ``Cluster.local(workers, 0)`` with ``bandwidth`` and ``flops``) give the prediction; without
+    ``profile`` there is none (0). ``on_step(i)`` is called for every worker step ``i`` as the chief
+    reports it. Returns a RunResult (``strategy`` "mwms"; ``bytes_per_step`` None when the launcher's
+    job has no meter)."""
     from ralp_tf.run.training import RunResult, warmup_steps_for
 
     if not isinstance(model, str):
@@ -193,15 +200,15 @@ def train_ring(model: str, *, workers: int = 2, steps: int = 30, warmup_steps: i
         check_int(value, name)
     warmup = warmup_steps_for(warmup_steps, workers)
     total = warmup + steps
-    args = _task_args(model, total=total, warmup=warmup, batch_size=batch_size, seed=seed,
-                      learning_rate=learning_rate, optimizer=optimizer, checkpoint_dir=checkpoint_dir,
-                      checkpoint_every=checkpoint_every, sequence_length=sequence_length)
+    args = RingArgs(model=model, steps=total, warmup=warmup, batch=batch_size, seed=seed, lr=learning_rate,
+                    optimizer=optimizer, checkpoint_dir=checkpoint_dir or "", checkpoint_every=checkpoint_every,
+                    sequence_length=sequence_length or 0)
     cluster = cluster or Cluster.local(workers, 0, **Rates(bandwidth, flops).kwargs())
     done_before = latest_complete_step(checkpoint_dir)
     result: dict[str, Any] = {}
     delta: dict[Any, int] = {}
-    with RingJob(workers, args, log_dir=log_dir) as job:
-        meter = TrafficMeter(job.endpoints())
+    with launcher(workers, args, log_dir) as job:
+        meter = job.meter()
         reported = done_before
         for line in job.lines():
             kind, _, rest = line.partition(" ")
@@ -211,9 +218,9 @@ def train_ring(model: str, *, workers: int = 2, steps: int = 30, warmup_steps: i
                     on_step(i)
                 reported = max(reported, done)
             elif kind == "measure":
-                if rest == "start":
+                if meter is not None and rest == "start":
                     meter.start()
-                else:
+                elif meter is not None:
                     delta = meter.stop()
                 job.answer()
             elif kind == "result":
@@ -230,7 +237,7 @@ def train_ring(model: str, *, workers: int = 2, steps: int = 30, warmup_steps: i
         steps_per_s=measured / elapsed if elapsed else 0.0,
         samples_per_s=measured * batch_size / elapsed if elapsed else 0.0,
         final_loss=result["losses"][-1] if result["losses"] else float("nan"), losses=result["losses"],
-        bytes_per_step=between / measured if measured else None,
+        bytes_per_step=between / measured if measured and meter is not None else None,
         bytes_between=per_step(delta, measured) if measured else {},
         predicted_bytes_per_step=est.bytes_per_step / workers if est else 0.0,
         predicted_step_s=est.step_s if est else 0.0,
@@ -240,3 +247,41 @@ def train_ring(model: str, *, workers: int = 2, steps: int = 30, warmup_steps: i
         restored_weights_checksum=result["restored_weights_checksum"],
         restored_weights_digest=result["restored_weights_digest"],
         final_weights_checksum=result["final_weights_checksum"], steps_per_closure=1, optimizer=optimizer)
+
+
+def train_ring_on_cluster(config: ClusterConfig, model: str, *, agent_port: int | None = None,
+                          connect_timeout: float = CONNECT_TIMEOUT_S, control_offset: int = CONTROL_PORT_OFFSET,
+                          rates: dict[str, Any] | None = None, checkpoint_dir: str | None = None,
+                          batch_size: int = 32, seed: int = 0, sequence_length: int | None = None,
+                          optimizer: str = "sgd", prepared: Any = None, **ring_kwargs: Any) -> Any:
+    """:func:`train_ring` on the worker hosts of the running cluster ``config``, each running
+    ``ralp-tf server --roles`` (:mod:`ralp_tf.run.roles`): the ring's workers take the workers' task
+    addresses, worker 0 writes ``checkpoint_dir`` (made absolute: the same shared folder on every host).
+    Waits up to ``connect_timeout`` s for every worker's control port first (naming the silent ones).
+    Bytes per step come from ``ralp-tf agent`` on ``agent_port`` (else None); the prediction prices
+    ``config``'s cluster at ``rates`` with ``prepared``'s profile (profiled here when not given)."""
+    from ralp_tf.run.roles import control_spec
+    from ralp_tf.run.training import TrainConfig, prepare_model
+
+    workers = len(config.spec.get("worker", []))
+    if not workers:
+        raise ValidationError(f"{config.source} has no 'worker' job: the ring trains on the workers")
+    try:
+        wait_reachable(control_spec(config, control_offset), connect_timeout)
+    except ClusterRuntimeError as exc:
+        raise ClusterRuntimeError(f"{exc} (these are control ports: the ring needs `ralp-tf server --roles` on every "
+                                  f"worker host, each task's port + {control_offset})") from None
+    if prepared is None:
+        from ralp_tf.model.builtin import resolve_model
+
+        prepared = prepare_model(resolve_model(model), TrainConfig(batch_size=batch_size, seed=seed,
+                                                                   sequence_length=sequence_length, optimizer=optimizer))
+
+    def launcher(n: int, args: RingArgs, log_dir: Any) -> RoleRingJob:
+        return RoleRingJob(config, n, args, log_dir, offset=control_offset, agent_port=agent_port,
+                           timeout_s=connect_timeout)
+
+    return train_ring(model, workers=workers, batch_size=batch_size, seed=seed, sequence_length=sequence_length,
+                      optimizer=optimizer, checkpoint_dir=os.path.abspath(checkpoint_dir) if checkpoint_dir else None,
+                      profile=prepared.profile, cluster=config.cost_cluster(**dict(rates or {})), launcher=launcher,
+                      **ring_kwargs)

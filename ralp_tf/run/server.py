@@ -39,6 +39,9 @@ def check_can_listen(ip: str, port: int, what: str) -> None:
     ClusterConfigError when ``ip`` is not an address of this machine."""
     family = socket.AF_INET6 if ipaddress.ip_address(ip).version == 6 else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
+        # as gRPC binds: connections of an earlier task (or ring worker) in TIME_WAIT do not take the port;
+        # a process listening on it still does
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((ip, port))
         except OSError as exc:

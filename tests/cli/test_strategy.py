@@ -25,7 +25,7 @@ RUN = ["run", "--model", "small_cnn", "--steps", "4"]
     (["--strategy", "ring", "--policy", "greedy"], "--strategy mwms cannot be used with --policy greedy"),
     (["--strategy", "auto", "--inject-fault", "ps:0:3"], "--strategy auto cannot be used with --inject-fault"),
     (["--strategy", "auto", "--restart-failed"], "--strategy auto cannot be used with --restart-failed"),
-    (["--strategy", "mwms", "--cluster", '{"worker": ["h1:1"], "ps": ["h2:2"]}'], "with --cluster: the ring runs"),
+    (["--strategy", "mwms", "--control-port-offset", "0"], "--control-port-offset"),
     (["--strategy", "auto", "--probe-steps", "-1"], "--probe-steps"),
 ])
 def test_options_a_strategy_cannot_take_are_refused_in_one_line(extra: list[str], says: str,

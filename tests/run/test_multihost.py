@@ -201,14 +201,111 @@ def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> No
         assert cal.serving is not None and [c.task for c in cal.compute] == ["worker:0", "ps:0"]
 
         # clean shutdown: SIGTERM ends every server and agent with exit 0
-        for proc, _ in servers.values():
-            proc.send_signal(signal.SIGTERM)
-        for proc in agents:
-            proc.send_signal(signal.SIGTERM)
+        _stop_all_with_sigterm(servers, agents)
+
+
+def _stop_all_with_sigterm(servers: dict[str, tuple[subprocess.Popen, Path]], agents: list[subprocess.Popen]) -> None:
+    """SIGTERM to every server and agent: each exits 0, every server saying it was stopped by SIGTERM."""
+    for proc, _ in servers.values():
+        proc.send_signal(signal.SIGTERM)
+    for proc in agents:
+        proc.send_signal(signal.SIGTERM)
+    for name, (proc, log) in servers.items():
+        assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
+        assert "stopped by SIGTERM" in log.read_text()
+    assert [p.wait(timeout=30) for p in agents] == [0] * len(agents)
+
+
+RING_HOSTS = {"h0": ["chief"], "h1": ["worker0", "ps0"], "h2": ["worker1"]}
+
+
+def _no_process_names(text: str) -> list[str]:
+    """Processes whose command line holds ``text`` (what a test must not leave behind)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.needs_root
+@pytest.mark.skipif(not _NETNS_OK, reason=f"namespace testbed unavailable: {_NETNS_WHY}")
+def test_the_ring_and_auto_run_on_role_servers_across_hosts(tmp_path: Path) -> None:
+    """`ralp-tf server --roles` on two worker hosts (and a PS): `run --cluster --strategy mwms` trains
+    the ring on the workers' task addresses (bytes from the agents, against the cost model; worker 0
+    checkpoints into the shared folder); `--strategy auto` on that folder ranks, probes the top two,
+    records its choice and trains the winner from the ring's checkpoint; a rerun resumes under the
+    recorded strategy. SIGTERM ends every server and agent with exit 0; nothing is left behind."""
+    from ralp_tf.testbed import Testbed
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    prefix = "tbring"
+    with Testbed(["chief", "worker0", "ps0", "worker1"], None, prefix=prefix, hosts=RING_HOSTS) as tb:
+        spec = {"chief": [tb.address("chief", 2222)], "worker": [tb.address(f"worker{i}", 2222) for i in range(2)],
+                "ps": [tb.address("ps0", 2223)]}
+        cluster_file = _write(tmp_path, {"cluster": spec})
+        servers, agents = {}, []
+        for name, task, extra in (("worker0", "worker:0", ["--roles"]), ("worker1", "worker:1", ["--roles"]),
+                                  ("ps0", "ps:0", [])):
+            log = tmp_path / f"{name}.log"
+            with open(log, "wb") as out:
+                servers[name] = (tb.popen(name, RALP_TF + ["server", "--cluster-spec", cluster_file, "--task", task,
+                                                           *extra], env=env, stdout=out, stderr=subprocess.STDOUT), log)
+        for name in ("worker0", "worker1"):
+            with open(tmp_path / f"agent-{name}.log", "wb") as out:
+                agents.append(tb.popen(name, RALP_TF + ["agent", "--cluster-spec", cluster_file, "--task",
+                                                        f"worker:{name[-1]}"], env=env, stdout=out,
+                                       stderr=subprocess.STDOUT))
         for name, (proc, log) in servers.items():
-            assert proc.wait(timeout=30) == 0, log.read_text()[-2000:]
-            assert "stopped by SIGTERM" in log.read_text()
-        assert [p.wait(timeout=30) for p in agents] == [0, 0]
+            _wait_for(log, "RALP_TF_TASK_READY", [proc], 180)
+        base = RALP_TF + ["run", "--cluster", cluster_file, "--model", "small_cnn", "--agent-port", "2230", "--json"]
+
+        # the ring on the workers' task addresses
+        ckpt = tmp_path / "ckpt"
+        t0 = time.monotonic()
+        run = tb.run("chief", base + ["--strategy", "mwms", "--steps", "6", "--checkpoint-dir", str(ckpt)], env=env,
+                     timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        ring = json.loads(run.stdout)["mwms"]
+        print(f"ring: {ring['bytes_per_step']:.0f} bytes per worker step measured, "
+              f"{ring['predicted_bytes_per_step']:.0f} predicted ({time.monotonic() - t0:.0f} s)")
+        assert ring["strategy"] == "mwms" and ring["total_steps"] == 10 and ring["losses"][-1] < ring["losses"][0]
+        assert set(ring["bytes_between"]) == {"worker0->worker1", "worker1->worker0"}
+        assert ring["bytes_per_step"] == pytest.approx(ring["predicted_bytes_per_step"], rel=0.05)
+        for name in ("worker0", "worker1"):  # each ran its ring worker and serves its PSS task again
+            text = servers[name][1].read_text()
+            assert "ring worker" in text and text.count("RALP_TF_TASK_READY") == 2, text[-2000:]
+
+        # auto: rank, probe the top two, record, train the winner (from the ring's checkpoint); a rerun
+        # resumes under the recorded strategy
+        t0 = time.monotonic()
+        run = tb.run("chief", base + ["--strategy", "auto", "--steps", "12", "--checkpoint-dir", str(ckpt)], env=env,
+                     timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        first = json.loads(run.stdout)
+        decision = first["auto"]
+        print(f"auto: {decision['probe_samples_per_s']} -> {decision['strategy']} ({time.monotonic() - t0:.0f} s)")
+        ranked = {c["strategy"]: c for c in decision["ranking"]}
+        assert ranked["mwms"]["available"] and not ranked["horovod"]["available"] and ranked["horovod"]["reason"]
+        assert decision["source"] == "probe" and len(decision["probe_samples_per_s"]) == 2
+        assert json.loads((ckpt / "strategy.json").read_text())["strategy"] == decision["strategy"]
+        (trained,) = [v for k, v in first.items() if k != "auto"]
+        assert trained["strategy"] == decision["strategy"] and trained["resumed_from_step"] == ring["total_steps"]
+        assert trained["total_steps"] >= 15
+        t0 = time.monotonic()
+        run = tb.run("chief", base + ["--strategy", "auto", "--steps", "18", "--checkpoint-dir", str(ckpt)], env=env,
+                     timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        again = json.loads(run.stdout)
+        print(f"rerun: {again['auto']['source']} {again['auto']['strategy']} ({time.monotonic() - t0:.0f} s)")
+        assert again["auto"]["source"] == "checkpoint" and again["auto"]["strategy"] == decision["strategy"]
+        (resumed,) = [v for k, v in again.items() if k != "auto"]
+        assert resumed["strategy"] == decision["strategy"]
+        assert resumed["resumed_from_step"] == trained["total_steps"] and resumed["total_steps"] >= 21
+        assert not list(tmp_path.glob(".ralp_ring_worker*"))  # the ring's private checkpoint folders are gone
+        _stop_all_with_sigterm(servers, agents)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"{prefix}-" not in namespaces
+    assert not _no_process_names(cluster_file)
 
 
 @pytest.mark.parametrize("kind", ["job", "tfjob"])
@@ -234,6 +331,7 @@ def test_manifest_is_json_with_tf_config_per_replica(kind: str, capsys: pytest.C
         assert job["metadata"]["name"] == f"ralp-{task['type']}-{task['index']}"
         assert job["metadata"]["name"] in services
         assert containers[0]["args"][0] == ("run" if task["type"] == "chief" else "server")
+        assert ("--roles" in containers[0]["args"]) == (task["type"] == "worker")  # the ring's role switch
         assert config["cluster"] == configs[0]["cluster"]
         load_cluster_config(json.dumps(config))  # every replica's TF_CONFIG is a valid cluster file
     assert sorted((c["task"]["type"], c["task"]["index"]) for c in configs) == \
@@ -319,7 +417,8 @@ def test_manifest_network_policy_admits_only_the_jobs_pods_on_their_ports(
     assert not any(_matches(spec["podSelector"], labels) for labels, _ in _pods(other))
     assert not any(_matches(peer["podSelector"], labels) for peer in rule["from"] for labels, _ in _pods(other))
     declared = {p["containerPort"] for _, pod in pods for c in pod["containers"] for p in c["ports"]}
-    assert {p["port"] for p in rule["ports"]} == declared == ({2222, 2230} if kind == "job" else {2222})
+    # 2222: the gRPC servers; 2230: the agents (--kind job); 3222: the workers' role-switch control ports
+    assert {p["port"] for p in rule["ports"]} == declared == ({2222, 2230, 3222} if kind == "job" else {2222, 3222})
     assert {p["protocol"] for p in rule["ports"]} == {"TCP"}
     if kind == "job":  # the Services send to the same ports
         services = [i for i in doc["items"] if i["kind"] == "Service"]
