@@ -110,18 +110,31 @@ def time_model(model: str, batch_size: int, device: str, *, steps: int = 10, min
 
 def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nbytes: int = TABLE_BYTES) -> float:
     """Seconds per byte of one whole-table pass of a sparse update on ``device`` (the cost model's
-    ``DENSE_PASS_S_PER_BYTE``, :mod:`ralp_tf.model.optimizers`): ``tf_keras.optimizers.SGD``'s two,
-    ``m.assign(m * momentum)`` and ``v.assign_add(m)``, over a float32 table of ``nbytes`` made there,
-    timed as :func:`loop_seconds` does, over twice the bytes."""
+    ``DENSE_PASS_S_PER_BYTE``, :mod:`ralp_tf.model.optimizers`), measured as that constant was fitted:
+    a batch's sparse gradient (32 rows) applied to a float32 table of ``nbytes`` made there, by
+    ``tf_keras.optimizers.SGD`` (its passes over the table and its slot) and by
+    ``tf_keras.optimizers.legacy.SGD`` (none), each timed as :func:`loop_seconds` does; the difference
+    over the passes' bytes."""
     import tensorflow as tf
 
+    from ralp_tf.model.optimizers import sparse_update
+    from ralp_tf.run.training import sgd_optimizer
+
+    width = 32
+    rows = max(nbytes // (4 * width), 64)
+    seconds = {}
     with tf.device(device):
-        table = tf.Variable(tf.zeros([nbytes // 4]), trainable=False)
-        slot = tf.Variable(tf.ones([nbytes // 4]), trainable=False)
+        for name in ("sgd", "legacy-sgd"):
+            table = tf.Variable(tf.zeros([rows, width]), trainable=True)
+            optimizer = sgd_optimizer(name, 0.01)
+            ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
+            grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
+            optimizer.apply_gradients([(grad, table)])  # its slots, made here before the loop is traced
 
-        def passes() -> list[Any]:
-            slot.assign(slot * 0.5)
-            table.assign_add(slot)
-            return [table.sparse_read([0])]  # one element, read after the passes (automatic control deps)
+            def update(optimizer: Any = optimizer, table: Any = table) -> list[Any]:
+                optimizer.apply_gradients([(grad, table)])
+                return [table.sparse_read([0])]  # read after the update (automatic control dependencies)
 
-        return loop_seconds(passes, steps, min_loop_s=min_loop_s) / (2 * nbytes)
+            seconds[name] = loop_seconds(update, steps, min_loop_s=min_loop_s)
+    passes = sparse_update("sgd").dense_passes
+    return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)
