@@ -1,15 +1,28 @@
-"""The scheduler's RL solver (a REINFORCE-trained LSTM policy) as the placement policy of `@ralp_tf.placement`.
+"""Place a model with the scheduler's RL policy instead of RALP's analyzer, then train it with ``Model.fit``.
 
     python examples/rl_placement.py --workers 2 --ps 1 --steps 5 --rl_iterations 300
 
-Shows that any object with ``plan(profile, cluster) -> Plan`` can decide the placement, here
-``scheduler.RL`` built through the policy table, ``ralp_tf.place.policies.resolve_policy("rl", ...)``
-(the same as ``ralp-tf run --policy rl --policy-option iterations=300``). The solver trains its
-policy on this model's profile and this cluster's tasks within a work budget (``iterations`` of
-REINFORCE; the same seed and budget give the same plan), with ``train_seconds`` and
-``max_solve_seconds`` only as safety caps on the wall time, outside the
-strategy, so it creates nothing on the cluster. Prints the device string it chose for each layer
-and where the variables landed, then trains the placed model with ``Model.fit``.
+What it does, in order:
+
+1. Builds the placement policy ``rl`` from the policy table,
+   ``ralp_tf.place.policies.resolve_policy("rl", ...)``: ``scheduler.RL``, the same solver as
+   ``ralp-tf run --policy rl --policy-option iterations=300``. It starts from the shipped pretrained
+   LSTM policy (``scheduler/weights``) and fine-tunes a copy by ``--rl_iterations`` REINFORCE
+   iterations on this model and cluster: the work budget, so the same ``--seed`` and iterations
+   give the same plan. ``--rl_train_seconds`` and ``--rl_max_solve_seconds`` are only safety caps
+   on the wall time.
+2. Starts a ``LocalCluster`` of ``--workers`` worker and ``--ps`` PS task processes on 127.0.0.1.
+3. Builds ``--model`` (a built-in name, default ``small_cnn``, or ``package.module:function``)
+   through ``@ralp_tf.placement(rl, ...)`` under the strategy: the decorator profiles the model, the
+   solver plans outside the strategy (so it creates nothing on the cluster) and returns the faster,
+   by ralp_tf's cost model, of its own plan and the analyzer's; the model is built placed and the
+   placement verified.
+4. Prints the plan: for each layer, the device string it computes on and where its variables were
+   created.
+5. Trains the placed model for ``--steps`` steps with ``Model.fit`` on synthetic data, prints the
+   loss, and stops the cluster.
+
+It shows that any object with ``plan(profile, cluster) -> Plan`` can decide the placement.
 """
 from __future__ import annotations
 
@@ -23,8 +36,8 @@ import _common
 FLAGS = flags.FLAGS
 _common.define_cluster_flags(steps=5, batch_size=16)
 flags.DEFINE_string("model", "small_cnn", "Built-in model name or package.module:function that builds it.")
-flags.DEFINE_integer("rl_iterations", 300, "RL: training iterations (the work budget: same seed + "
-                     "iterations = same plan).", lower_bound=1)
+flags.DEFINE_integer("rl_iterations", 300, "RL: REINFORCE iterations fine-tuning the shipped policy on this "
+                     "model and cluster (the work budget: same seed + iterations = same plan).", lower_bound=1)
 flags.DEFINE_float("rl_train_seconds", 30.0, "RL: safety cap on training wall time (a warning says when it cuts "
                    "training short).", lower_bound=0.1)
 flags.DEFINE_float("rl_max_solve_seconds", 60.0, "RL: safety cap on the whole solve's wall time (training, "

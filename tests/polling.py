@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, TypeVar, Union
 
 T = TypeVar("T")
@@ -30,3 +31,19 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, interval_s: float =
         time.sleep(min(interval_s, left))
     desc = what() if callable(what) else what
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {desc}")
+
+
+def local_tasks_of(pid: int) -> list[int]:
+    """PIDs of LocalCluster task processes started by ``pid`` (they carry ``--parent-pid PID``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if b"ralp_tf.run._task" in argv and f"{pid}".encode() in argv and state != "Z":
+            found.append(int(entry.name))
+    return found

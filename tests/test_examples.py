@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from polling import wait_until
-from test_cli_signals import _tasks_of  # LocalCluster task processes by --parent-pid
+from polling import local_tasks_of, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -34,7 +33,7 @@ def _run_example(name: str, args: list[str], timeout: float) -> str:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, f"{name} exited {proc.returncode}\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}"
-    wait_until(lambda: not _tasks_of(proc.pid), 10, what=f"{name}'s task processes to be gone")
+    wait_until(lambda: not local_tasks_of(proc.pid), 10, what=f"{name}'s task processes to be gone")
     return out
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ralp_tf.model.graph import walk
 from ralp_tf.model.trace import TRANSPARENT_OPS, InputSignature, Trace, input_signature, trace_calls
 
-__all__ = ["OutputSpec", "TrainingSpec", "training_spec", "synthetic_batch", "per_sample_loss", "output_losses",
+__all__ = ["OutputSpec", "TrainingSpec", "training_spec", "synthetic_batch", "dataset_batch", "per_sample_loss", "output_losses",
            "output_units", "weights_checksum"]
 
 #: Ops after which a model's output is a probability (``from_logits=False``).
@@ -161,6 +161,14 @@ def synthetic_batch(model: Any, batch_size: int, seed: int = 0, sequence_length:
     outputs = tf.nest.pack_sequence_as(spec.output_structure, labels) if len(labels) > 1 else labels[0]
     return spec.signature.pack(xs) if len(xs) > 1 or isinstance(spec.signature.structure, (list, tuple, dict)) \
         else xs[0], outputs
+
+
+def dataset_batch(model: Any, batch_size: int, seed: int = 0, sequence_length: int | None = None) -> tuple[Any, Any]:
+    """:func:`synthetic_batch` with its lists as tuples: one nested structure for
+    ``tf.data.Dataset.from_tensors`` (a list of differently shaped inputs, ctr_dnn's, is read as one
+    non-rectangular tensor)."""
+    x, y = synthetic_batch(model, batch_size, seed=seed, sequence_length=sequence_length)
+    return (tuple(x) if isinstance(x, list) else x), (tuple(y) if isinstance(y, list) else y)
 
 
 def _labels(out: OutputSpec, batch_size: int, rng: Any) -> Any:

@@ -107,7 +107,7 @@ def _train(tf: Any, strategy: Any, args: argparse.Namespace, rank: int, workers:
     import tf_keras
 
     from ralp_tf.model.builtin import resolve_model
-    from ralp_tf.model.data import synthetic_batch, weights_checksum
+    from ralp_tf.model.data import dataset_batch, weights_checksum
     from ralp_tf.place.applier import prepare
     from ralp_tf.run.checkpoints import model_digest
     from ralp_tf.run.training import sgd_optimizer, train_loss
@@ -115,9 +115,7 @@ def _train(tf: Any, strategy: Any, args: argparse.Namespace, rank: int, workers:
     builder = resolve_model(args.model)
     tf_keras.utils.set_random_seed(args.seed)
     prepared = prepare(builder, args.batch, sequence_length=args.sequence_length or None)
-    x, y = synthetic_batch(prepared.spec, args.batch, seed=args.seed)
-    x = tuple(x) if isinstance(x, list) else x
-    y = tuple(y) if isinstance(y, list) else y
+    x, y = dataset_batch(prepared.spec, args.batch, seed=args.seed)
     with strategy.scope():
         model = builder()
         if not model.built:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ralp_tf.errors import ClusterRuntimeError, ValidationError, check_int
 from ralp_tf.model.builtin import resolve_model
-from ralp_tf.model.data import per_sample_loss, synthetic_batch, weights_checksum
+from ralp_tf.model.data import dataset_batch, per_sample_loss, weights_checksum
 from ralp_tf.place.applier import Prepared, cluster_of, place_from_builder, prepare
 from ralp_tf.place.fusion import fused_groups, train_on_batch
 from ralp_tf.place.policies import plan_with_policy
@@ -81,7 +81,7 @@ class RunResult:
     steps_per_s: float
     samples_per_s: float
     final_loss: float
-    losses: list[float]  # step order within a closure, closures in schedule order (README, `run --json`)
+    losses: list[float]  # step order within a closure, closures in schedule order (docs/cli.md, `run --json`)
     bytes_per_step: float | None
     bytes_between: dict[str, float]
     predicted_bytes_per_step: float
@@ -242,10 +242,8 @@ def prepare_model(builder: Callable[[], Any], config: TrainConfig) -> Prepared:
 
 
 def _batch(spec: Any, config: TrainConfig) -> tuple[Any, Any]:
-    """The job's synthetic batch; a multi-input model's list of inputs (or labels) as a tuple, one
-    nested structure for tf.data."""
-    x, y = synthetic_batch(spec, config.batch_size, seed=config.seed)
-    return (tuple(x) if isinstance(x, list) else x), (tuple(y) if isinstance(y, list) else y)
+    """The job's synthetic batch, one nested structure for tf.data (:func:`~ralp_tf.model.data.dataset_batch`)."""
+    return dataset_batch(spec, config.batch_size, seed=config.seed)
 
 
 def prepare_job(strategy: Any, builder: Callable[[], Any], config: TrainConfig, cluster: Cluster,

@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ralp_tf.model.builtin import resolve_model
 
-    from ralp_tf.model.data import output_losses, synthetic_batch
+    from ralp_tf.model.data import dataset_batch, output_losses
     from ralp_tf.run.training import sgd_optimizer
 
     hvd.init()
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not type(model).__module__.startswith("tf_keras"):
         raise SystemExit("horovod_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1); with Keras 3 Horovod "
                          "does not average gradients")
-    x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
+    x, y = dataset_batch(model, args.batch, seed=args.seed + 1 + rank)
     compression = hvd.Compression.fp16 if args.compression == "fp16" else hvd.Compression.none
     opt = hvd.DistributedOptimizer(sgd_optimizer(args.optimizer, args.lr), compression=compression)
     model.compile(optimizer=opt, loss=output_losses(model))

@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from ralp_tf.model.builtin import resolve_model
 
-    from ralp_tf.model.data import output_losses, synthetic_batch
+    from ralp_tf.model.data import dataset_batch, output_losses
     from ralp_tf.run.training import sgd_optimizer
 
     cfg = json.loads(os.environ["TF_CONFIG"])
@@ -59,9 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not type(model).__module__.startswith("tf_keras"):
             raise SystemExit("mwms_job needs a tf_keras model (TF_USE_LEGACY_KERAS=1)")
         model.compile(optimizer=sgd_optimizer(args.optimizer, args.lr), loss=output_losses(model))
-    x, y = synthetic_batch(model, args.batch, seed=args.seed + 1 + rank)
-    # a model of several inputs (ctr_dnn's) takes a list of arrays of different shapes: one nested structure
-    x, y = (tuple(x) if isinstance(x, list) else x), (tuple(y) if isinstance(y, list) else y)
+    x, y = dataset_batch(model, args.batch, seed=args.seed + 1 + rank)
 
     def dataset_fn(ctx: Any) -> Any:
         # DatasetCreator datasets are per replica: every worker feeds its own batch of args.batch

@@ -11,28 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from polling import wait_until
+from polling import local_tasks_of, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parents[2]
 EXIT_WITHIN_S = 5.0
-
-
-def _tasks_of(pid: int) -> list[int]:
-    """PIDs of LocalCluster task processes started by ``pid`` (they carry ``--parent-pid PID``)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if b"ralp_tf.run._task" in argv and f"{pid}".encode() in argv and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.mark.parametrize("sig, phase, ignored", [
@@ -58,7 +42,7 @@ def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phas
     seen: list[str] = []
     try:
         if phase == "start-up":
-            wait_until(lambda: _tasks_of(proc.pid), 60, what="the first task process")
+            wait_until(lambda: local_tasks_of(proc.pid), 60, what="the first task process")
         else:
             wanted = "phase: measuring" if phase == "running ralp" else phase
             armed = phase != "running ralp"
@@ -70,7 +54,7 @@ def test_signal_to_the_main_process_stops_run_promptly(sig: signal.Signals, phas
             assert any(wanted in l for l in seen) and armed, "".join(seen[-20:])
             if wanted == "phase: measuring":
                 time.sleep(2)
-        tasks = _tasks_of(proc.pid)
+        tasks = local_tasks_of(proc.pid)
         assert tasks, "the run had started its local cluster"
         t0 = time.monotonic()
         os.kill(proc.pid, sig)

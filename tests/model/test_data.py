@@ -74,3 +74,20 @@ def test_dict_inputs_and_several_outputs() -> None:
     loss = per_sample_loss(model)(y, model(x))
     assert loss.shape == (8,) and np.all(np.isfinite(loss))
     assert input_signature(model).names == ("age", "user")
+
+
+def test_a_multi_input_batch_goes_into_a_dataset_as_one_structure() -> None:
+    """ctr_dnn's inputs are a list of differently shaped arrays: tf.data reads a list as one tensor
+    (non-rectangular), so the training jobs feed dataset_batch's tuples (the rings failed on it)."""
+    import tensorflow as tf
+
+    from ralp_tf.model.builtin import resolve_model
+    from ralp_tf.model.data import dataset_batch
+
+    model = resolve_model("ctr_dnn")()
+    with pytest.raises(ValueError, match="non-rectangular"):
+        tf.data.Dataset.from_tensors(synthetic_batch(model, 4))
+    x, y = dataset_batch(model, 4)
+    assert isinstance(x, tuple) and len(x) == len(model.inputs)
+    (bx, by), = tf.data.Dataset.from_tensors((x, y)).take(1)
+    assert model(bx).shape[0] == 4 and by.shape[0] == 4
