@@ -45,7 +45,8 @@ SCHEDULER_POLICY_PREFIX = "scheduler."
 
 
 def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.0, *,
-                    cpu_cores: float | None = None, group_name: str = "ralpbench-profile") -> ModelProfile:
+                    cpu_cores: float | None = None, group_name: str = "ralpbench-profile",
+                    measure: bool = True) -> ModelProfile:
     """Profile ``model`` at ``batch`` with measured layer times (``profile(measure=True)``) in a
     child process (it dies with this one) and return the :class:`~ralp_tf.model.profiler.ModelProfile`.
     With ``cpu_cores`` the child runs in CPU group ``group_name`` capped at that many cores, with
@@ -54,7 +55,8 @@ def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.
     from ralp_tf.model.profiles import ModelProfile
     from ralp_tf.testbed import _cgroups, jobs, tf_thread_env
 
-    cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path]
+    cmd = [sys.executable, "-m", "ralp_tf.bench", "_profile", model, str(batch), out_path] + ([] if measure else
+                                                                                               ["structure"])
     env = jobs.base_env()
     group = None
     if cpu_cores is not None:
@@ -79,7 +81,8 @@ def measure_profile(model: str, batch: int, out_path: str, timeout: float = 600.
 
 
 def profile_main(argv: Sequence[str]) -> int:
-    """Child entry: ``python -m ralp_tf.bench _profile MODEL BATCH OUT`` writes the profile JSON."""
+    """Child entry: ``python -m ralp_tf.bench _profile MODEL BATCH OUT [structure]`` writes the profile
+    JSON (``structure``: without measured layer times)."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tf_keras
@@ -89,7 +92,7 @@ def profile_main(argv: Sequence[str]) -> int:
 
     model, batch, out = argv[0], int(argv[1]), argv[2]
     tf_keras.utils.set_random_seed(0)
-    prof = profile(resolve_model(model)(), batch_size=batch, measure=True)
+    prof = profile(resolve_model(model)(), batch_size=batch, measure=argv[3:4] != ["structure"])
     Path(out).write_text(prof.to_json())
     return 0
 

@@ -274,14 +274,16 @@ class Bench:
         if model not in self.profiles:
             budget = (f", layer shares calibrated to whole passes under a {self.host_cpu:g}-core budget"
                       if self.host_cpu is not None else "")
-            self.progress.say(f"profiling {model} (batch {self.cfg.batch}, measured layer times{budget})")
+            what = "layer times of " + self.cfg.calibration if self.calibration is not None else \
+                "measured layer times" + budget
+            self.progress.say(f"profiling {model} (batch {self.cfg.batch}, {what})")
             out, group = str(self.profile_path(model)), f"{self.cfg.prefix}-profile"
             try:
                 if self.calibration is not None:  # the layers' times on the hosts' devices, as calibrate timed them
                     from ralp_tf.plan.calibration import calibrated_profile
 
-                    self.profiles[model] = calibrated_profile(self.calibration,
-                                                              measure_profile(model, self.cfg.batch, out))
+                    self.profiles[model] = calibrated_profile(self.calibration, measure_profile(
+                        model, self.cfg.batch, out, measure=False))
                     Path(out).write_text(self.profiles[model].to_json())
                 elif self.host_cpu is None:
                     self.profiles[model] = measure_profile(model, self.cfg.batch, out)

@@ -142,7 +142,7 @@ def register(subparsers: Any) -> None:
     where.add_argument("--workers", type=positive_int, default=2, help="local cluster or testbed: workers (default 2)")
     where.add_argument("--ps", type=positive_int, default=1, help="local cluster or testbed: PS tasks (default 1)")
     where.add_argument("--testbed", action="store_true", help="on the namespace testbed's hosts (root)")
-    where.add_argument("--bandwidth", type=bandwidth, default=1e9,
+    where.add_argument("--bandwidth", type=bandwidth, default=None,
                        help="--testbed: the tc cap of every link, e.g. 100mbit (default 1gbit); never told to the "
                             "measurement")
     where.add_argument("--layout", choices=("dedicated", "colocated"), default="dedicated",
@@ -206,8 +206,9 @@ def _check_args(args: argparse.Namespace) -> list[str]:
         raise ValidationError("--cluster measures a running cluster and --testbed starts one; give one of them")
     if args.cluster and given_counts(args) != {"workers": None, "ps": None}:
         raise ValidationError("--workers/--ps come from --cluster's file; drop them")
-    if not args.testbed and (args.host_cpu is not None or args.layout != "dedicated"):
-        raise ValidationError("--layout and --host-cpu shape the testbed's hosts; add --testbed")
+    if not args.testbed and (args.host_cpu is not None or args.layout != "dedicated" or args.bandwidth is not None):
+        raise ValidationError("--bandwidth, --layout and --host-cpu shape the testbed's hosts; add --testbed (a "
+                              "running cluster's links are measured, never given)")
     if args.host_cpu is not None and not (math.isfinite(args.host_cpu) and args.host_cpu > 0):
         raise ValidationError(f"--host-cpu must be a positive number of cores, got {args.host_cpu}")
     if args.agent_port and not args.cluster:
@@ -275,7 +276,8 @@ def _on_cluster(args: argparse.Namespace, models: list[str], budget: Any, progre
 def _on_testbed(args: argparse.Namespace, models: list[str], budget: Any, out: str, progress: Any) -> Any:
     from ralp_tf.testbed.calibrate import calibrate_on_testbed
 
-    return calibrate_on_testbed(args.workers, args.ps, os.path.abspath(out), bandwidth=args.bandwidth,
+    return calibrate_on_testbed(args.workers, args.ps, os.path.abspath(out),
+                                bandwidth=args.bandwidth if args.bandwidth is not None else 1e9,
                                 layout=args.layout, host_cpu=args.host_cpu, models=tuple(models),
                                 batch_size=args.batch_size, budget=budget.to_dict(), prefix=args.prefix,
                                 on_progress=progress, log_dir=args.log_dir)

@@ -16,8 +16,9 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
   (worker step, PS task) pair, at a PS task and at a worker (:class:`~ralp_tf.plan.rates.ServingCpu`);
 * ``floor``: the closure floor measured on the cluster (:class:`~ralp_tf.plan.closures.FloorTerms`);
 * ``compute``: per task measured, its device, an effective FLOP rate (``3 b sum_l f_l`` over the
-  measured forward+backward step time) and per model each layer's forward+backward seconds for one
-  batch on that device, scaled to whole steps timed there;
+  measured forward+backward step time), per model each layer's forward+backward seconds for one
+  batch on that device, scaled to whole steps timed there, and on PS tasks the seconds per byte of
+  a sparse update's whole-table pass (``table_pass_s_per_byte``);
 * ``host_cores`` (CPU budgets known per host) and ``shared_cores`` (the cores of one machine every
   host shares), ``budget`` (the work it was given: transfers, steps, closures) and ``wall_s``.
 
@@ -31,7 +32,8 @@ the values it prices with (:func:`calibrated_cluster`, :func:`calibrated_profile
 * each layer's seconds on each task (``LayerProfile.device_seconds``, by task and by job), scaled
   linearly to the profile's batch; these win over the chief's measured times and FLOP rates. A
   model the file did not measure is priced at the tasks' FLOP rates (the chief's times dropped);
-* the serving CPU (``Cluster.serving``), the floor (``Cluster.floor``), the host budgets.
+* the serving CPU (``Cluster.serving``), the floor (``Cluster.floor``), the host budgets, and the
+  seconds per byte of a sparse update's whole-table pass on a PS task (``Cluster.table_pass_s_per_byte``).
 
 **Refused** (:class:`~ralp_tf.errors.CalibrationError`, one line naming what differs and the fix,
 ``ralp-tf calibrate`` again): another format version, another TensorFlow version, other tasks or
@@ -132,6 +134,8 @@ class DeviceCompute:
     device_kind: str
     flops_per_s: float
     models: tuple[ModelTimes, ...] = ()
+    #: seconds per byte of a sparse update's whole-table pass there (PS tasks; None: not timed)
+    table_pass_s_per_byte: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,6 +196,11 @@ class Calibration:
         for c in self.compute:
             by_job.setdefault(c.task.partition(":")[0], c.flops_per_s)
         return {t.key: own.get(t.key, by_job[t.job]) for t in self.tasks if t.key in own or t.job in by_job}
+
+    def table_pass_s_per_byte(self) -> float | None:
+        """The whole-table pass rate of the first PS task it was timed on (None: not timed)."""
+        return next((c.table_pass_s_per_byte for c in self.compute
+                     if c.task.startswith("ps:") and c.table_pass_s_per_byte is not None), None)
 
     def models(self) -> list[str]:
         return sorted({m.model for c in self.compute for m in c.models})
@@ -297,7 +306,7 @@ class Calibration:
             "floor": {k: (None if isinstance(v, float) and math.isnan(v) else v)
                       for k, v in self.floor.to_dict().items()} if self.floor else None,
             "compute": [{"task": c.task, "device": c.device, "device_kind": c.device_kind,
-                         "flops_per_s": c.flops_per_s,
+                         "flops_per_s": c.flops_per_s, "table_pass_s_per_byte": c.table_pass_s_per_byte,
                          "models": [{**{k: v for k, v in dataclasses.asdict(m).items() if k != "layers"},
                                      "layers": dict(m.layers)} for m in c.models]} for c in self.compute],
         }
@@ -363,7 +372,8 @@ def calibrated_cluster(cal: Calibration, cluster: Cluster, **check: Any) -> Clus
     cores = {theirs[h]: c for h, c in cal.host_cores.items()}
     out = dataclasses.replace(cluster, tasks=tuple(tasks), host_cores={**cluster.host_cores, **cores},
                               shared_cores=cal.shared_cores if cal.shared_cores else cluster.shared_cores,
-                              serving=cal.serving if cal.serving is not None else cluster.serving)
+                              serving=cal.serving if cal.serving is not None else cluster.serving,
+                              table_pass_s_per_byte=cal.table_pass_s_per_byte() or cluster.table_pass_s_per_byte)
     return out.with_closures(cluster.steps_per_closure, cal.floor) if cal.floor is not None else out
 
 
@@ -543,7 +553,9 @@ class _Reader:
                 layers=tuple((str(k), self.number(v, f"compute[{i}].models[{j}].layers[{k!r}]"))
                              for k, v in layers.items())))
         return DeviceCompute(task=task, device=device, device_kind=kind, models=tuple(models),
-                             flops_per_s=self.number(d.get("flops_per_s"), f"compute[{i}].flops_per_s", positive=True))
+                             flops_per_s=self.number(d.get("flops_per_s"), f"compute[{i}].flops_per_s", positive=True),
+                             table_pass_s_per_byte=self.optional(d.get("table_pass_s_per_byte"),
+                                                                 f"compute[{i}].table_pass_s_per_byte"))
 
     def testbed(self, d: Any) -> dict[str, Any] | None:
         if d is None:

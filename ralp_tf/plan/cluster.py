@@ -201,6 +201,9 @@ class Cluster:
     #: the CPU its tasks spend moving bytes, measured on it (``ralp-tf calibrate``); None: the cost
     #: model's constants (:mod:`ralp_tf.plan.costmodel`, *Serving CPU*)
     serving: ServingCpu | None = None
+    #: seconds per table byte of a sparse update's whole-table pass on its PS tasks, measured there
+    #: (``ralp-tf calibrate``); None: ``costmodel.DENSE_PASS_S_PER_BYTE``
+    table_pass_s_per_byte: float | None = None
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure

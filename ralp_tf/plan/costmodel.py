@@ -296,11 +296,12 @@ def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, Tas
     return ps_s, stages, dict(loads)
 
 
-def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]]
-                       ) -> dict[TaskRef, float]:
+def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
+                       per_byte: float = DENSE_PASS_S_PER_BYTE) -> dict[TaskRef, float]:
     """Per PS task, the seconds one worker step's sparse updates spend in whole-table passes
-    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * DENSE_PASS_S_PER_BYTE * p_v * share`` for
-    every looked-up variable (an embedding's table, a composite layer's gathered tables) and shard."""
+    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * per_byte * p_v * share`` for every looked-up
+    variable (an embedding's table, a composite layer's gathered tables) and shard; ``per_byte`` is
+    ``DENSE_PASS_S_PER_BYTE``, or what ``ralp-tf calibrate`` measured on the PS tasks."""
     passes = sparse_update(profile.optimizer).dense_passes
     out: dict[TaskRef, float] = collections.defaultdict(float)
     if not passes:
@@ -311,7 +312,7 @@ def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tupl
             if looked_up and not regularised(l, i):
                 for task, share in shards:
                     if task.is_ps:
-                        out[task] += passes * DENSE_PASS_S_PER_BYTE * v * share
+                        out[task] += passes * per_byte * v * share
     return dict(out)
 
 
@@ -339,7 +340,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
-    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, dense_pass_seconds(profile, step.homes))
+    passes = dense_pass_seconds(profile, step.homes, cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE)
+    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, passes)
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
     priced = any(h.cores for h in cluster.hosts)  # serving CPU is priced only where cores are known

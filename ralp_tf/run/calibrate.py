@@ -25,7 +25,8 @@ devices (what it writes: :mod:`ralp_tf.plan.calibration`):
    ``tf.while_loop`` of ``steps`` iterations (less a loop of one: the remote call's fixed cost
    cancels), and the whole model's forward+backward pass likewise; the layers' shares are scaled
    to the whole pass (a layer shorter than a CPU-quota period runs unthrottled: ``quota_profile``'s
-   reason). The device's FLOP rate is ``3 b sum_l f_l`` over the whole pass.
+   reason). The device's FLOP rate is ``3 b sum_l f_l`` over the whole pass. On PS tasks, a sparse
+   update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`).
 
 The budget is work (:class:`Budget`: transfers, steps, closures), with wall time only as a safety
 cap (``max_seconds``: what is left is skipped, and the file says so). ``on_progress(stage, done,
@@ -71,6 +72,8 @@ class Budget:
     max_variables: int = 16
     loop_steps: tuple[int, ...] = (1, 8)
     all_hosts: bool = True
+    #: a whole step's timing loop lasts at least this long (a CPU quota's periods average out)
+    min_loop_s: float = 2.0
     max_seconds: float = 1800.0
 
     def __post_init__(self) -> None:
@@ -87,7 +90,7 @@ class Budget:
 STANDARD = Budget()
 #: ``--quick``: under a minute on a 2-core machine (TensorFlow's start included), a cluster of a few tasks
 QUICK = Budget(transfers=2, steps=3, closures=12, min_transfer_s=0.2, max_bytes=64 * _MB, max_variables=8,
-               loop_steps=(1, 4), all_hosts=False, max_seconds=50.0)
+               loop_steps=(1, 4), all_hosts=False, min_loop_s=0.5, max_seconds=50.0)
 
 
 def device_string(key: str, kind: str = "CPU") -> str:
@@ -268,8 +271,11 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
     cases = floor_cases(ps, budget.max_variables, budget.loop_steps)
     results = runner.measure(cases, budget.max_variables, lambda r: tick(r.case.name))
     terms, _ = fit_terms(results)
-    terms = dataclasses.replace(terms, control_bytes_per_closure_per_ps=MEASURED_FLOOR.control_bytes_per_closure_per_ps,
-                                control_bytes_per_step_per_ps=MEASURED_FLOOR.control_bytes_per_step_per_ps)
+    # a small budget's noise can fit a term below zero, which no step pays: 0 (and the file's reader refuses it)
+    fitted = {k: max(v, 0.0) for k, v in terms.to_dict().items() if isinstance(v, float) and math.isfinite(v)}
+    fitted.update(control_bytes_per_closure_per_ps=MEASURED_FLOOR.control_bytes_per_closure_per_ps,
+                  control_bytes_per_step_per_ps=MEASURED_FLOOR.control_bytes_per_step_per_ps)  # bytes: not counted
+    terms = dataclasses.replace(terms, **fitted)
     plain = {r.case.variables: r for r in results if not r.case.looped and r.case.ps_tasks == 1}
     return terms, plain
 
@@ -319,7 +325,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     ``testbed`` (layout, link cap, CPU budget) when the cluster is the namespace testbed's."""
     import tensorflow as tf
 
-    from ralp_tf.run.device_times import time_model
+    from ralp_tf.run.device_times import time_model, time_table_pass
 
     if not spec.get("worker") or not spec.get("ps"):
         raise ValidationError("calibration needs at least one worker and one PS task in the cluster")
@@ -359,12 +365,15 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                 skipped.append(f"{m} on {t.key}")
                 tick("compute", f"{m} on {t.key} skipped (time cap)")
                 continue
-            entries.append(time_model(m, batch_size, t.device, steps=budget.steps))
+            entries.append(time_model(m, batch_size, t.device, steps=budget.steps, min_loop_s=budget.min_loop_s))
             tick("compute", f"{m} on {t.key}: {entries[-1].step_s * 1e3:.1f} ms a step")
+        passes = None
+        if t.job == "ps" and not meter.over():  # a sparse update's whole-table passes run on PS tasks
+            passes = time_table_pass(t.device, steps=budget.steps, min_loop_s=budget.min_loop_s)
         if entries:
             rate = sum(e.flops for e in entries) / sum(e.step_s for e in entries)
             compute.append(DeviceCompute(task=t.key, device=t.device, device_kind=t.device_kind, flops_per_s=rate,
-                                         models=tuple(entries)))
+                                         models=tuple(entries), table_pass_s_per_byte=passes))
     floor, plain = (None, {})
     if meter.over():
         skipped.append("floor")

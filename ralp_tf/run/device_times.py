@@ -8,7 +8,9 @@ r"""A model's forward+backward times on one device of a running cluster (``ralp-
   on random inputs made there, in a ``tf.while_loop`` of ``steps + 1`` iterations less a loop of
   one (what one remote call costs cancels), times its calls;
 * the whole model's forward+backward pass (every trainable variable's gradient of the loss, no
-  optimizer update) on its synthetic batch, likewise.
+  optimizer update) on its synthetic batch, likewise, its loop lasting at least ``min_loop_s``
+  (under a CPU quota a loop shorter than a few periods runs unthrottled: a small model's 3-step
+  loop measured 2 ms a step on a 0.3-core host, where the quota makes it several times that).
 
 Each loop returns one element of each gradient, so only a scalar comes back. The layers' times
 are their shares scaled to the whole pass (:mod:`ralp_tf.bench.quota_profile`'s reason: under a CPU
@@ -17,34 +19,45 @@ cluster (:func:`ralp_tf.run.calibrate.measure_cluster` makes it) or a local devi
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable, Sequence
 
 from ralp_tf.plan.calibration import ModelTimes
 
-__all__ = ["loop_seconds", "time_model"]
+__all__ = ["loop_seconds", "time_model", "TABLE_BYTES", "time_table_pass"]
+
+#: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
+TABLE_BYTES = 32 << 20
 
 
-def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2) -> float:
+def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2, min_loop_s: float = 0.0) -> float:
     """Seconds of one iteration of ``body`` (whose outputs are tensors): the fastest of ``repeats``
     calls of a ``tf.while_loop`` of ``steps + 1`` iterations less the fastest of a loop of 1, each
-    called from here, over ``steps``."""
+    called from here, over ``steps``. With ``min_loop_s`` the long loop runs more iterations, as many
+    as last that long by the first calls' measure (a CPU quota's periods average out over it)."""
     import tensorflow as tf
 
+    iterations = tf.Variable(1, trainable=False)  # on the caller's device: the loop reads nothing of this process's
+
     @tf.function
-    def loop(k: int) -> Any:  # k a Python int: no argument lives on this process's device
+    def loop() -> Any:  # traced once for every length
         def step(i: Any, acc: Any) -> tuple[Any, Any]:
             picks = [tf.cast(tf.reshape(getattr(g, "values", g), [-1])[0], tf.float32) for g in body()]
             return i + 1, acc + tf.add_n(picks)
+        k = iterations.read_value()
         return tf.while_loop(lambda i, acc: i < k, step, (tf.constant(0), tf.constant(0.0)))[1]
 
     def timed(k: int) -> float:
+        iterations.assign(k)
         t0 = time.perf_counter()
-        loop(k).numpy()
+        loop().numpy()
         return time.perf_counter() - t0
 
     timed(1)  # traced and registered on the device
-    timed(steps + 1)
+    first = (timed(steps + 1) - timed(1)) / steps
+    if min_loop_s > 0 and first > 0:
+        steps = max(steps, min(math.ceil(min_loop_s / first), 50 * steps))
     ones, longs = [], []
     for _ in range(max(repeats, 1)):  # the fastest of each: the least disturbed by other work
         ones.append(timed(1))
@@ -52,8 +65,9 @@ def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2
     return max(min(longs) - min(ones), 0.0) / steps
 
 
-def time_model(model: str, batch_size: int, device: str, *, steps: int = 10) -> ModelTimes:
-    """``model`` (a built-in name or ``module:function``) timed on ``device`` (module docstring)."""
+def time_model(model: str, batch_size: int, device: str, *, steps: int = 10, min_loop_s: float = 0.0) -> ModelTimes:
+    """``model`` (a built-in name or ``module:function``) timed on ``device`` (module docstring); the
+    whole step's loop lasts at least ``min_loop_s`` (:func:`loop_seconds`)."""
     import tensorflow as tf
 
     from ralp_tf.model import per_sample_loss, resolve_model, synthetic_batch
@@ -85,10 +99,42 @@ def time_model(model: str, batch_size: int, device: str, *, steps: int = 10) -> 
                 loss = tf.reduce_mean(loss_fn(y, built(x, training=True)))
             return [g for g in tape.gradient(loss, built.trainable_variables) if g is not None] or [loss]
 
-        step_s = loop_seconds(whole, steps)
+        step_s = loop_seconds(whole, steps, min_loop_s=min_loop_s)
     prof = profile(built, batch_size, graph=graph)
     flops = 3.0 * batch_size * sum(l.flops for l in prof.compute_layers)
     layer_sum = sum(raw.values())
     scale = step_s / layer_sum if layer_sum > 0 else 1.0
     return ModelTimes(model=prof.model_name, batch_size=batch_size, step_s=step_s, layer_sum_s=layer_sum,
                       flops=flops, layers=tuple((name, seconds * scale) for name, seconds in raw.items()))
+
+
+def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nbytes: int = TABLE_BYTES) -> float:
+    """Seconds per byte of one whole-table pass of a sparse update on ``device`` (the cost model's
+    ``DENSE_PASS_S_PER_BYTE``, :mod:`ralp_tf.model.optimizers`), measured as that constant was fitted:
+    a batch's sparse gradient (32 rows) applied to a float32 table of ``nbytes`` made there, by
+    ``tf_keras.optimizers.SGD`` (its passes over the table and its slot) and by
+    ``tf_keras.optimizers.legacy.SGD`` (none), each timed as :func:`loop_seconds` does; the difference
+    over the passes' bytes."""
+    import tensorflow as tf
+
+    from ralp_tf.model.optimizers import sparse_update
+    from ralp_tf.run.training import sgd_optimizer
+
+    width = 32
+    rows = max(nbytes // (4 * width), 64)
+    seconds = {}
+    with tf.device(device):
+        for name in ("sgd", "legacy-sgd"):
+            table = tf.Variable(tf.zeros([rows, width]), trainable=True)
+            optimizer = sgd_optimizer(name, 0.01)
+            ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
+            grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
+            optimizer.apply_gradients([(grad, table)])  # its slots, made here before the loop is traced
+
+            def update(optimizer: Any = optimizer, table: Any = table) -> list[Any]:
+                optimizer.apply_gradients([(grad, table)])
+                return [table.sparse_read([0])]  # read after the update (automatic control dependencies)
+
+            seconds[name] = loop_seconds(update, steps, min_loop_s=min_loop_s)
+    passes = sparse_update("sgd").dense_passes
+    return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)

@@ -167,3 +167,19 @@ def test_a_gpu_worker_keeps_its_conv_layers():
         a = analyze(calibrated_profile(cal, prof), cluster)
         assert conv & set(a.plan.ps_layers()) == on_ps, (kind, a.chosen.label)
         assert a.plan.ps_layers(), "the dense head goes to the PS either way"
+
+
+def test_a_ps_tasks_table_passes_are_priced_at_its_measured_rate():
+    """ctr_dnn with tf_keras.optimizers.SGD passes over its tables twice a step on their PS task:
+    priced at DENSE_PASS_S_PER_BYTE, or at the rate calibrate timed on the PS task."""
+    from ralp_tf.plan.costmodel import DENSE_PASS_S_PER_BYTE
+
+    prof = cached_profile("ctr_dnn").with_optimizer("sgd")
+    doc = calibration_doc(flops={"worker:0": 5e10, "ps:0": 5e10})
+    plain = Calibration.from_dict(doc).cluster()
+    doc["compute"][-1]["table_pass_s_per_byte"] = 3 * DENSE_PASS_S_PER_BYTE
+    slow = Calibration.from_dict(doc).cluster()
+    assert plain.table_pass_s_per_byte is None and slow.table_pass_s_per_byte == 3 * DENSE_PASS_S_PER_BYTE
+    before, after = estimate(prof, plain).ps_compute_s["ps:0"], estimate(prof, slow).ps_compute_s["ps:0"]
+    tables = sum(v for l in prof.layers if l.kind == "embedding" for v in l.var_bytes)
+    assert after - before == pytest.approx(2 * 2 * DENSE_PASS_S_PER_BYTE * tables, rel=1e-6)

@@ -47,6 +47,7 @@ def test_the_gpu_device_path_is_named_by_device_strings() -> None:
 @pytest.mark.parametrize("argv, words", [
     (["calibrate", "--cluster", "c.json", "--testbed"], "give one of them"),
     (["calibrate", "--host-cpu", "0.5"], "add --testbed"),
+    (["calibrate", "--cluster", "c.json", "--bandwidth", "1gbit"], "never given"),
     (["calibrate", "--models", "no_such_model"], "no_such_model"),
     (["calibrate", "--agent-port", "2230"], "add --cluster"),
     (["calibrate", "--max-seconds", "-1"], "--max-seconds"),
@@ -98,6 +99,7 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
     assert [c.task for c in cal.compute] == ["worker:0", "ps:0"]
     assert all(m.model == "small_cnn" and m.step_s > 0 and "fc1" in dict(m.layers) for c in cal.compute for m in c.models)
     assert cal.floor is not None and cal.floor.plain_closure_s > 0 and cal.serving is not None
+    assert cal.table_pass_s_per_byte() > 0  # timed on the PS task
     assert cal.shared_cores and cal.budget["transfers"] == 1
     plan = subprocess.run([RALP_TF, "plan", "--model", "small_cnn", "--workers", "1", "--calibration", str(out),
                            "--json"], capture_output=True, text=True, timeout=300)
@@ -131,3 +133,16 @@ def test_calibrate_finds_a_100mbit_cap_on_the_testbed(tmp_path: Path) -> None:
     assert cal.testbed == {"layout": "dedicated", "bandwidth_bps": 1e8, "host_cpu": None, "prefix": "rcaltest"}
     left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "rcaltest" not in left
+
+
+def test_the_agent_reports_its_tasks_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ralp-tf agent``'s ``GET /cpu``: each task of its host by the process listening on its port."""
+    import os
+
+    import ralp_tf.run.remote as remote
+    from ralp_tf.run.tfconfig import load_cluster_config
+
+    config = load_cluster_config('{"worker": ["10.0.0.1:2222"], "ps": ["10.0.0.1:2223", "10.0.0.2:2222"]}')
+    monkeypatch.setattr(remote, "listening_ports", lambda: {os.getpid(): {2222}, 999999: {2223}})
+    cpu = remote.host_cpu(config, "10.0.0.1")
+    assert set(cpu) == {"worker:0", "ps:0"} and cpu["worker:0"] > 0  # ps:0's process is gone: NaN, still named

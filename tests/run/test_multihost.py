@@ -8,6 +8,7 @@ compares its bytes per step with `ralp-tf run` of the same plan on a LocalCluste
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -184,6 +185,20 @@ def test_servers_on_three_hosts_train_like_a_local_cluster(tmp_path: Path) -> No
         assert board_events["bytes_per_step"][0][1] == pytest.approx(remote["bytes_per_step"])
         assert any(tag.startswith("bytes_per_step/worker0->ps") for tag in board_events)
         assert list(board.glob("plugins/profile/*/*.xplane.pb"))
+
+        # calibrate the running cluster (issue 41): links across hosts, the tasks' CPU from the agents;
+        # written beside the cluster file, where `run --cluster` finds it, and accepted for this cluster
+        cal_run = tb.run("chief", RALP_TF + ["calibrate", "--cluster", cluster_file, "--agent-port", "2230", "--quick",
+                                             "--models", "small_cnn", "--transfers", "1", "--steps", "2",
+                                             "--closures", "4"], env=env, timeout=300)
+        assert cal_run.returncode == 0, cal_run.stderr[-3000:]
+        from ralp_tf.cli.calibrate import default_path, run_calibration
+
+        cal = run_calibration(argparse.Namespace(cluster=cluster_file, calibration=None, workers=2, ps=2),
+                              load_cluster_config(cluster_file))
+        assert cal is not None and cal.path.startswith(f"calibration file {default_path(cluster_file)}")
+        assert {(l.src, l.dst) for l in cal.links} >= {("worker:0", "ps:1"), ("ps:1", "worker:0")}
+        assert cal.serving is not None and [c.task for c in cal.compute] == ["worker:0", "ps:0"]
 
         # clean shutdown: SIGTERM ends every server and agent with exit 0
         _stop_all_with_sigterm(servers, agents)
