@@ -115,7 +115,7 @@ def run_calibration(args: argparse.Namespace, config: Any = None) -> Any:
     """``run``'s calibration (``--calibration``; with ``--cluster FILE``, FILE's by default), checked
     before a local cluster starts or a running one is reached: of this cluster's tasks and hosts
     (``config``'s, or a local cluster of ``--workers``/``--ps`` on this machine) and this TensorFlow.
-    The device kinds are checked on the live cluster (:func:`ralp_tf.run.calibrate.calibrated_job`)."""
+    The device kinds are checked on the live cluster (:func:`ralp_tf.run.calibrated.calibrated_job`)."""
     import socket
 
     from ralp_tf.plan.cluster import Cluster

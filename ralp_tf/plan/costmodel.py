@@ -111,7 +111,12 @@ to the next (P = trainable parameter bytes) and receives as much from the previo
 time (full duplex), on the worker hosts only (PS tasks take no part). Hop w -> w+1 loads the
 links of both hosts when they differ. So
 ``t = sum_l c(l, w) + max_h 8 * max(out_h, in_h) / B_h`` less its overlap (*Overlap*) and total
-bytes ``2 (N-1) P``. Where host cores ``K_h`` are known, the ring's own CPU per synchronous step,
+bytes ``2 (N-1) P``. A looked-up table's gradient is IndexedSlices, which both rings all-gather
+instead (values and indices, repeats included): each worker sends the other N-1 workers' pieces,
+``(N-1) (n r + n q)`` for n ids of rows of r bytes (measured, ctr_dnn's 128 MB table at 2 workers,
+MWMS: 2.04 MB per step in all, not the 2 x 128 MB a dense all-reduce would move), and then applies
+it to its own replica of the table, the optimizer's whole-table passes (*Sparse updates*) on
+every worker. Where host cores ``K_h`` are known, the ring's own CPU per synchronous step,
 ``r_h = RING_CPU_S_PER_BYTE[i] (out_h + in_h) + RING_STEP_CPU_S + RING_TENSOR_HOP_CPU_S[i] G 2 (N-1)``
 (implementation i, G gradient tensors), adds ``max_h r_h / K_h`` to ``t``, after the compute and
 the link (``benchmarks/fit_ring_cpu.py``; docs/costmodel.md, "The ring's CPU").
@@ -134,6 +139,7 @@ from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.serving import (COLOCATED_MESSAGE_CPU_S, COLOCATED_PS_STEP_CPU_S, COLOCATED_SERVE_CPU_S_PER_BYTE,
                                   COLOCATED_WORKER_STEP_CPU_S, PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE, WORKER_STEP_CPU_S,
                                   serving_core_seconds, serving_seconds, task_cpu_seconds)
+from ralp_tf.plan.lookups import embedding_ids, gathered_rows
 from ralp_tf.plan.traffic import (HANDLES, INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
                                   split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
@@ -145,7 +151,8 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
            "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
            "closure_floor_seconds", "PULL_PUSH_OVERLAP", "overlap_seconds", "free_core", "MAX_CONTENTION",
            "StepEstimate", "transfer_seconds",
-           "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "layer_seconds",
+           "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "ring_allgather_bytes",
+           "ring_gradient_bytes", "ring_table_pass_seconds", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_core_seconds", "serving_seconds", "task_cpu_seconds",
            "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "RING_TENSOR_HOP_CPU_S", "ring_cpu_seconds", "estimate_allreduce"]
@@ -240,6 +247,48 @@ def ps_sync_bytes(param_bytes: float) -> float:
 def ring_allreduce_bytes(num_workers: int, param_bytes: float) -> float:
     """Bytes each worker sends (and receives) per ring all-reduce of ``param_bytes``: 2 (N-1)/N * P."""
     return 2.0 * (num_workers - 1) / num_workers * param_bytes if num_workers > 1 else 0.0
+
+
+def ring_allgather_bytes(num_workers: int, contributed_bytes: float) -> float:
+    """Bytes each worker sends (and receives) per ring all-gather in which every worker contributes
+    ``contributed_bytes``: it passes on the N-1 other workers' pieces, (N-1) * s."""
+    return (num_workers - 1) * contributed_bytes if num_workers > 1 else 0.0
+
+
+def ring_gradient_bytes(layer: LayerProfile, batch_size: int) -> tuple[float, float]:
+    """``(dense, gathered)`` for ``layer``'s trainable variables in a ring step: the bytes of its
+    gradients all-reduced densely, and the bytes one worker contributes to all-gathers. A variable
+    whose rows the layer looks up (an embedding's table, a ``gathered`` one) and that no regulariser
+    reads has an IndexedSlices gradient, which MultiWorkerMirroredStrategy and Horovod all-gather
+    (values and indices) instead of all-reducing: the step's rows with their ids, repeats included,
+    ``n r + n q`` (module docstring, *Ring all-reduce*)."""
+    dense = gathered = 0.0
+    trainable = len(layer.var_bytes) - layer.untrainable_variables
+    for i, v in enumerate(layer.var_bytes[:trainable]):
+        rows = gathered_rows(layer, i, batch_size, 1.0)
+        if regularised(layer, i) or (layer.kind != "embedding" and rows is None):
+            dense += v
+        elif rows is not None:
+            ids, _, row = rows
+            gathered += ids * (row + layer.id_bytes)
+        else:
+            values, ids = embedding_ids(layer, batch_size, 1.0)
+            gathered += values + layer.id_bytes * ids
+    return dense, gathered
+
+
+def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_S_PER_BYTE) -> float:
+    """Seconds a ring worker's own sparse updates spend in whole-table passes per step: every worker
+    applies the gathered gradient to its replica of each looked-up table, ``dense_passes * per_byte *
+    p_v`` (:func:`dense_pass_seconds`, on the worker instead of a PS task)."""
+    passes = sparse_update(profile.optimizer).dense_passes
+    total = 0.0
+    for l in profile.layers:
+        for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables]):
+            looked_up = l.kind == "embedding" or (i < len(l.gathered) and any(l.gathered[i]))
+            if looked_up and not regularised(l, i):
+                total += passes * per_byte * v
+    return total
 
 
 def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
@@ -483,8 +532,11 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
         raise PlanError("the cluster has no workers")
     b = profile.batch_size
     worker = cluster.workers[0]
-    p = profile.trainable_param_bytes * wire_ratio(gradient_codec)
-    per_worker = ring_allreduce_bytes(n, p)
+    by_layer = {l.name: ring_gradient_bytes(l, b) for l in profile.layers}
+    ratio = wire_ratio(gradient_codec)
+    layer_bytes = {name: ring_allreduce_bytes(n, dense * ratio) + ring_allgather_bytes(n, gathered)
+                   for name, (dense, gathered) in by_layer.items()}
+    per_worker = sum(layer_bytes.values())
     hosts = {h.name: h for h in cluster.hosts}
     out = {h: 0.0 for h in hosts}
     into = {h: 0.0 for h in hosts}
@@ -496,9 +548,9 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
             into[nxt.host] += per_worker
     link_s = {h: transfer_seconds(max(out[h], into[h]), hosts[h].bandwidth_bps) for h in hosts}
     comm_s = max(link_s.values())
-    compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers)
-    trainable = profile.trainable_param_bytes
-    ring = [(layer_seconds(l, worker, b), 0.0, comm_s * l.trainable_param_bytes / trainable if trainable else 0.0)
+    passes_s = ring_table_pass_seconds(profile, cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE)
+    compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers) + passes_s
+    ring = [(layer_seconds(l, worker, b), 0.0, comm_s * layer_bytes[l.name] / per_worker if per_worker else 0.0)
             for l in profile.layers]
     gradients = sum(len(l.var_bytes) - l.untrainable_variables for l in profile.layers)
     cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients)

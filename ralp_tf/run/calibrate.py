@@ -49,6 +49,7 @@ from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 from ralp_tf.plan.cluster import address_host
 from ralp_tf.plan.costmodel import WIRE_OVERHEAD
 from ralp_tf.plan.rates import ServingCpu
+from ralp_tf.run.calibrated import calibrated_job
 from ralp_tf.run.floor import floor_cases
 
 __all__ = ["Budget", "QUICK", "STANDARD", "Progress", "CpuReader", "PROGRESS_LINE", "device_string", "link_pairs",
@@ -398,21 +399,6 @@ def _version() -> str:
         return metadata.version("ralp_tf")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def calibrated_job(cal: Calibration, cluster: Any, profile: Any, *, rates: Mapping[str, Any] | None = None,
-                   device_kinds: Mapping[str, str] | None = None) -> tuple[Any, Any]:
-    """``(profile, cluster)`` of a job about to train on ``cluster`` priced with ``cal``
-    (:func:`~ralp_tf.plan.calibration.calibrated_profile`, :func:`~ralp_tf.plan.calibration.calibrated_cluster`),
-    after checking it is this cluster's, this TensorFlow's and (``device_kinds``, listed on the live
-    cluster) these devices'; ``rates`` given on the command line still win."""
-    import tensorflow as tf
-
-    from ralp_tf.plan.calibration import calibrated_cluster, calibrated_profile
-
-    cluster = calibrated_cluster(cal, cluster, tensorflow_version=tf.__version__, machine=socket.gethostname(),
-                                 device_kinds=device_kinds)
-    return calibrated_profile(cal, profile), cluster.with_rates(**rates) if rates else cluster
 
 
 #: Prefix of the measuring child's progress lines (``RALP_CAL {"stage", "done", "total", "detail"}``).

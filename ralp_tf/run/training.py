@@ -556,7 +556,7 @@ def compare(model: str | Callable[[], Any] = "alexnet_cifar", *, workers: int = 
         coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
         cluster = lc.cluster(**rates)
         if calibration is not None:
-            from ralp_tf.run.calibrate import calibrated_job
+            from ralp_tf.run.calibrated import calibrated_job
 
             prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=rates)
         for policy in policies:
