@@ -249,6 +249,13 @@ def ring_allreduce_bytes(num_workers: int, param_bytes: float) -> float:
     return 2.0 * (num_workers - 1) / num_workers * param_bytes if num_workers > 1 else 0.0
 
 
+def updated_sparsely(layer: LayerProfile, index: int) -> bool:
+    """Whether variable ``index`` of ``layer`` gets an IndexedSlices gradient: the layer looks up its
+    rows (an embedding's table, a ``gathered`` variable) and no regulariser reads it whole."""
+    looked_up = layer.kind == "embedding" or (index < len(layer.gathered) and any(layer.gathered[index]))
+    return looked_up and not regularised(layer, index)
+
+
 def ring_allgather_bytes(num_workers: int, contributed_bytes: float) -> float:
     """Bytes each worker sends (and receives) per ring all-gather in which every worker contributes
     ``contributed_bytes``: it passes on the N-1 other workers' pieces, (N-1) * s."""
@@ -285,8 +292,7 @@ def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_
     total = 0.0
     for l in profile.layers:
         for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables]):
-            looked_up = l.kind == "embedding" or (i < len(l.gathered) and any(l.gathered[i]))
-            if looked_up and not regularised(l, i):
+            if updated_sparsely(l, i):
                 total += passes * per_byte * v
     return total
 
@@ -357,8 +363,7 @@ def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tupl
         return {}
     for l in profile.layers:
         for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
-            looked_up = l.kind == "embedding" or (i < len(l.gathered) and any(l.gathered[i]))
-            if looked_up and not regularised(l, i):
+            if updated_sparsely(l, i):
                 for task, share in shards:
                     if task.is_ps:
                         out[task] += passes * per_byte * v * share
