@@ -185,9 +185,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         policies = [policy_from_spec(args.policy, policy_options(args))]
     config = _cluster_config(args) if args.cluster else None  # --workers/--ps are the cluster's
-    if args.strategy != "pss" and args.calibration not in (None, "none"):
-        raise ValidationError(f"--calibration prices ParameterServerStrategy runs; --strategy {args.strategy} does "
-                              "not read it yet: drop one of them")
     args.calibrated = run_calibration(args, config)  # refused here, before a cluster starts or is reached
     finished = finished_runs(args, policies if args.strategy == "pss" else [args.strategy])
     if finished is not None:  # every checkpoint at the last step already: no cluster, nothing to train

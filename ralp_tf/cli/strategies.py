@@ -106,7 +106,8 @@ def run_with_strategy(args: argparse.Namespace, policy: Any, config: Any = None)
     if args.strategy == "mwms":
         from ralp_tf.run.fit import fit
 
-        fitted = fit(args.model, strategy="mwms", on_step=args.step_callback, **common)
+        fitted = fit(args.model, strategy="mwms", ps=args.ps, on_step=args.step_callback,
+                     calibration=args.calibrated, **common)
         return {"mwms": fitted.result}, None
 
     def announce(decision: Any) -> None:
@@ -116,7 +117,7 @@ def run_with_strategy(args: argparse.Namespace, policy: Any, config: Any = None)
     return train_auto(args.model, ps=args.ps, policy=policy, compression=args.compression,
                       steps_per_closure=args.steps_per_closure, fuse_transfers=args.fuse_transfers,
                       probe_steps=args.probe_steps, step_callback=args.step_callback, on_decision=announce,
-                      horovod=horovod_reason(), **common)
+                      horovod=horovod_reason(), calibration=args.calibrated, **common)
 
 
 def _run_on_cluster(args: argparse.Namespace, policy: Any, config: Any) -> tuple[dict[str, Any], Any]:
@@ -132,7 +133,8 @@ def _run_on_cluster(args: argparse.Namespace, policy: Any, config: Any) -> tuple
                   sequence_length=args.sequence_length, optimizer=args.optimizer)
     if args.strategy == "mwms":
         on_step = (lambda i: args.step_callback("mwms", i)) if args.step_callback else None
-        return {"mwms": train_ring_on_cluster(config, args.model, on_step=on_step, **common)}, None
+        return {"mwms": train_ring_on_cluster(config, args.model, on_step=on_step, calibration=args.calibrated,
+                                              **common)}, None
 
     def announce(decision: Any) -> None:
         if not args.json:
@@ -141,4 +143,5 @@ def _run_on_cluster(args: argparse.Namespace, policy: Any, config: Any) -> tuple
     return train_auto_on_cluster(config, args.model, policy=policy, compression=args.compression,
                                  steps_per_closure=args.steps_per_closure, fuse_transfers=args.fuse_transfers,
                                  probe_steps=args.probe_steps, horovod=horovod_reason(),
-                                 step_callback=args.step_callback, on_decision=announce, **common)
+                                 step_callback=args.step_callback, on_decision=announce,
+                                 calibration=args.calibrated, **common)

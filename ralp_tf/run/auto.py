@@ -30,6 +30,10 @@ decision file lives in the checkpoint folder, which the chief and every worker/P
 
 :class:`AutoDecision` is what was decided and why (the ranking, the probe's figures, whether it came
 from a rerun's file); ``ralp-tf run --json`` prints it under ``"auto"``.
+
+With a ``calibration`` (``ralp-tf calibrate``'s, of this cluster: refused otherwise) the ranking, the
+probes' and the run's predictions price the calibrated cluster and profile
+(:func:`ralp_tf.run.calibrated.calibrated_job`), the ring's included.
 """
 from __future__ import annotations
 
@@ -150,7 +154,8 @@ def _run_one(name: str, model: str, ranking: StrategyRanking, prepared: Prepared
                           batch_size=job["batch_size"], seed=job["seed"], checkpoint_dir=checkpoint_dir,
                           checkpoint_every=job["checkpoint_every"], log_dir=job.get("log_dir"), on_step=on_step,
                           optimizer=job["optimizer"], sequence_length=job.get("sequence_length"),
-                          profile=prepared.profile, bandwidth=job.get("bandwidth"), flops=job.get("flops"))
+                          profile=prepared.profile, bandwidth=job.get("bandwidth"), flops=job.get("flops"),
+                          cluster=job.get("cluster"))
     plan = ranking.choice(name).plan if name == "pss" else "ps"
     results = compare(model, workers=job["workers"], ps=job["ps"], steps=steps, batch_size=job["batch_size"],
                       bandwidth=job.get("bandwidth"), flops=job.get("flops"), policies=[plan], seed=job["seed"],
@@ -159,7 +164,7 @@ def _run_one(name: str, model: str, ranking: StrategyRanking, prepared: Prepared
                       step_callback=(lambda _n, i: step_callback(name, i)) if step_callback else None,
                       sequence_length=job.get("sequence_length"), prepared=prepared,
                       steps_per_closure=job.get("steps_per_closure", 1), optimizer=job["optimizer"],
-                      fuse_transfers=job.get("fuse_transfers", False))
+                      fuse_transfers=job.get("fuse_transfers", False), calibration=job.get("calibration"))
     return next(iter(results.values()))
 
 
@@ -173,11 +178,13 @@ def _run_one_on_cluster(name: str, model: str, ranking: StrategyRanking, prepare
                   sequence_length=job.get("sequence_length"), prepared=prepared)
     if name in RING_STRATEGIES:
         return train_ring_on_cluster(job["config"], model, control_offset=job["control_offset"],
+                                     calibration=job.get("calibration"),
                                      on_step=(lambda i: step_callback(name, i)) if step_callback else None, **common)
     plan = ranking.choice(name).plan if name == "pss" else "ps"
     results = train_on_cluster(job["config"], model, policies=[plan], compression=job.get("compression"),
                                steps_per_closure=job.get("steps_per_closure", 1),
                                fuse_transfers=job.get("fuse_transfers", False),
+                               calibration=job.get("calibration"),
                                step_callback=(lambda _n, i: step_callback(name, i)) if step_callback else None,
                                **common)
     return next(iter(results.values()))
@@ -203,12 +210,13 @@ def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, ba
                probe_steps: int = PROBE_STEPS, probe_count: int = PROBE_COUNT,
                step_callback: Callable[[str, int], None] | None = None,
                on_decision: Callable[[AutoDecision], None] | None = None,
-               horovod: str = HOROVOD_IN_RUN) -> tuple[dict[str, RunResult], AutoDecision]:
+               horovod: str = HOROVOD_IN_RUN, calibration: Any = None) -> tuple[dict[str, RunResult], AutoDecision]:
     """Rank, probe, record and train (module docstring) ``model`` (a built-in name or
     ``module:function``: the ring's processes build it too) on a local cluster of ``workers`` workers
     and ``ps`` PS tasks. Returns ``({strategy: RunResult}, decision)``; ``on_decision`` sees the
     decision before the training run starts. ``step_callback(strategy, step)`` reports progress of the
-    probes and of the run; ``horovod`` is why Horovod does not run (:func:`rank_for_job`)."""
+    probes and of the run; ``horovod`` is why Horovod does not run (:func:`rank_for_job`);
+    ``calibration`` (of a local cluster of this shape on this machine) prices it all."""
     builder = _checked_builder(model, probe_steps, probe_count)
     job = {"workers": workers, "ps": ps, "batch_size": batch_size, "seed": seed, "checkpoint_every": checkpoint_every,
            "log_dir": log_dir, "optimizer": optimizer, "sequence_length": sequence_length, "bandwidth": bandwidth,
@@ -216,7 +224,13 @@ def train_auto(model: str, *, workers: int = 2, ps: int = 1, steps: int = 30, ba
            "fuse_transfers": fuse_transfers}
     prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length,
                                                   optimizer=optimizer))
-    cluster = Cluster.local(workers, ps, **Rates(bandwidth, flops).kwargs())
+    rates = Rates(bandwidth, flops).kwargs()
+    cluster = Cluster.local(workers, ps, **rates)
+    if calibration is not None:
+        from ralp_tf.run.calibrated import calibrated_job
+
+        prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=rates)
+        job.update(calibration=calibration, cluster=cluster)
     ranking = rank_for_job(prepared, cluster, policy, compression=compression, horovod=horovod)
     return _decide_and_train(model, ranking, prepared, job, checkpoint_dir=checkpoint_dir, steps=steps,
                              probe_steps=probe_steps, probe_count=probe_count, step_callback=step_callback,
@@ -232,11 +246,12 @@ def train_auto_on_cluster(config: ClusterConfig, model: str, *, steps: int = 30,
                           agent_port: int | None = None, connect_timeout: float = CONNECT_TIMEOUT_S,
                           control_offset: int = CONTROL_PORT_OFFSET, rates: Mapping[str, Any] | None = None,
                           horovod: str = HOROVOD_IN_RUN, step_callback: Callable[[str, int], None] | None = None,
-                          on_decision: Callable[[AutoDecision], None] | None = None
+                          on_decision: Callable[[AutoDecision], None] | None = None, calibration: Any = None
                           ) -> tuple[dict[str, RunResult], AutoDecision]:
     """:func:`train_auto` on the running cluster ``config`` (module docstring): ranked on its hosts at
     ``rates`` (the file's, the command line's winning), probed and trained there; ``agent_port`` reads
-    bytes from ``ralp-tf agent``; ``control_offset`` is the role servers' ``--control-port-offset``."""
+    bytes from ``ralp-tf agent``; ``control_offset`` is the role servers' ``--control-port-offset``;
+    ``calibration`` (of this cluster; its device kinds checked when a PSS run connects) prices it all."""
     from ralp_tf.run.remote import wait_reachable
 
     builder = _checked_builder(model, probe_steps, probe_count)
@@ -251,8 +266,14 @@ def train_auto_on_cluster(config: ClusterConfig, model: str, *, steps: int = 30,
     prepared = prepare_model(builder, TrainConfig(batch_size=batch_size, seed=seed, sequence_length=sequence_length,
                                                   optimizer=optimizer))
     unavailable = {"mwms": ring_why} if ring_why else None
-    ranking = rank_for_job(prepared, config.cost_cluster(**job["rates"]), policy, compression=compression,
-                           unavailable=unavailable, horovod=horovod)
+    cluster = config.cost_cluster(**job["rates"])
+    if calibration is not None:  # its devices are checked once a PSS run connects (train_on_cluster)
+        from ralp_tf.run.calibrated import calibrated_job
+
+        prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=job["rates"])
+        job.update(calibration=calibration, cluster=cluster)
+    ranking = rank_for_job(prepared, cluster, policy, compression=compression, unavailable=unavailable,
+                           horovod=horovod)
     return _decide_and_train(model, ranking, prepared, job, checkpoint_dir=checkpoint_dir, steps=steps,
                              probe_steps=probe_steps, probe_count=probe_count, step_callback=step_callback,
                              on_decision=on_decision, warmup_steps=warmup_steps)

@@ -67,13 +67,15 @@ def fit(model: str | Callable[[], Any], *, workers: int = 2, ps: int = 1, strate
         batch_size: int = 32, bandwidth: Any = None, flops: Any = None, policy: Any = "ralp", seed: int = 0,
         checkpoint_dir: str | None = None, checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY, warmup_steps: int = 3,
         probe_steps: int = PROBE_STEPS, optimizer: str = LOOP_OPTIMIZER, log_dir: str | None = None,
-        sequence_length: int | None = None, on_step: Callable[[str, int], None] | None = None) -> Fitted:
+        sequence_length: int | None = None, on_step: Callable[[str, int], None] | None = None,
+        calibration: Any = None) -> Fitted:
     """Train ``model`` for ``warmup_steps + steps`` worker steps on a local cluster of ``workers`` workers
     (and ``ps`` PS tasks for the PSS strategies) with ``strategy``: ``"pss"`` (ParameterServerStrategy
     with ``policy``'s plan), ``"mwms"`` (the ring) or ``"auto"`` (ranked, probed, recorded: see
     :mod:`ralp_tf.run.auto`). ``bandwidth``/``flops`` are the rates the cost model prices with;
     ``checkpoint_dir`` makes a rerun resume (under the strategy ``auto`` chose).
-    ``on_step(strategy, step)`` reports progress."""
+    ``on_step(strategy, step)`` reports progress. ``calibration`` (``ralp-tf calibrate``'s, of a local
+    cluster of ``workers`` and ``ps`` on this machine: refused otherwise) prices every strategy."""
     from ralp_tf.model.builtin import resolve_model
     from ralp_tf.run.ring import train_ring
 
@@ -83,16 +85,23 @@ def fit(model: str | Callable[[], Any], *, workers: int = 2, ps: int = 1, strate
                   checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, warmup_steps=warmup_steps,
                   sequence_length=sequence_length, optimizer=optimizer, bandwidth=bandwidth, flops=flops)
     if strategy == "pss":
-        results = compare(model, ps=ps, policies=[policy], step_callback=on_step, **common)
+        results = compare(model, ps=ps, policies=[policy], step_callback=on_step, calibration=calibration, **common)
         return Fitted("pss", next(iter(results.values())))
     reference = model_reference(model)
     if strategy == "mwms":
         prepared = prepare_model(resolve_model(reference), TrainConfig(batch_size=batch_size, seed=seed,
                                                                        sequence_length=sequence_length,
                                                                        optimizer=optimizer))
-        result = train_ring(reference, profile=prepared.profile,
+        profile, cluster = prepared.profile, None
+        if calibration is not None:
+            from ralp_tf.plan.cluster import Cluster, Rates
+            from ralp_tf.run.calibrated import calibrated_job
+
+            rates = Rates(bandwidth, flops).kwargs()
+            profile, cluster = calibrated_job(calibration, Cluster.local(workers, ps, **rates), profile, rates=rates)
+        result = train_ring(reference, profile=profile, cluster=cluster,
                             on_step=(lambda i: on_step("mwms", i)) if on_step else None, **common)
         return Fitted("mwms", result)
     results, decision = train_auto(reference, ps=ps, policy=policy, probe_steps=probe_steps, step_callback=on_step,
-                                   **common)
+                                   calibration=calibration, **common)
     return Fitted(decision.strategy, next(iter(results.values())), decision)

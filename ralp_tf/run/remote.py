@@ -307,9 +307,12 @@ def train_on_cluster(config: ClusterConfig, model: Any, *, policies: Sequence[An
         from ralp_tf.run.calibrate import calibrated_job, device_kinds
         from ralp_tf.run.training import TrainConfig, prepare_model
 
-        config_of = {k: train_kwargs[k] for k in ("batch_size", "seed", "sequence_length", "optimizer")
-                     if k in train_kwargs}
-        prepared = prepare_model(resolve_model(model) if isinstance(model, str) else model, TrainConfig(**config_of))
+        prepared = train_kwargs.get("prepared")
+        if prepared is None:
+            config_of = {k: train_kwargs[k] for k in ("batch_size", "seed", "sequence_length", "optimizer")
+                         if k in train_kwargs}
+            prepared = prepare_model(resolve_model(model) if isinstance(model, str) else model,
+                                     TrainConfig(**config_of))
         prepared.profile, cluster = calibrated_job(calibration, cluster, prepared.profile, rates=rates,
                                                    device_kinds=device_kinds(config.spec))
         train_kwargs["prepared"] = prepared

@@ -253,13 +253,15 @@ def train_ring_on_cluster(config: ClusterConfig, model: str, *, agent_port: int 
                           connect_timeout: float = CONNECT_TIMEOUT_S, control_offset: int = CONTROL_PORT_OFFSET,
                           rates: dict[str, Any] | None = None, checkpoint_dir: str | None = None,
                           batch_size: int = 32, seed: int = 0, sequence_length: int | None = None,
-                          optimizer: str = "sgd", prepared: Any = None, **ring_kwargs: Any) -> Any:
+                          optimizer: str = "sgd", prepared: Any = None, calibration: Any = None,
+                          **ring_kwargs: Any) -> Any:
     """:func:`train_ring` on the worker hosts of the running cluster ``config``, each running
     ``ralp-tf server --roles`` (:mod:`ralp_tf.run.roles`): the ring's workers take the workers' task
     addresses, worker 0 writes ``checkpoint_dir`` (made absolute: the same shared folder on every host).
     Waits up to ``connect_timeout`` s for every worker's control port first (naming the silent ones).
     Bytes per step come from ``ralp-tf agent`` on ``agent_port`` (else None); the prediction prices
-    ``config``'s cluster at ``rates`` with ``prepared``'s profile (profiled here when not given)."""
+    ``config``'s cluster at ``rates`` with ``prepared``'s profile (profiled here when not given), both
+    calibrated with ``calibration`` (``ralp-tf calibrate``'s, of this cluster: refused otherwise)."""
     from ralp_tf.run.roles import control_spec
     from ralp_tf.run.training import TrainConfig, prepare_model
 
@@ -276,6 +278,11 @@ def train_ring_on_cluster(config: ClusterConfig, model: str, *, agent_port: int 
 
         prepared = prepare_model(resolve_model(model), TrainConfig(batch_size=batch_size, seed=seed,
                                                                    sequence_length=sequence_length, optimizer=optimizer))
+    profile, cluster = prepared.profile, config.cost_cluster(**dict(rates or {}))
+    if calibration is not None:
+        from ralp_tf.run.calibrated import calibrated_job
+
+        profile, cluster = calibrated_job(calibration, cluster, profile, rates=rates)
 
     def launcher(n: int, args: RingArgs, log_dir: Any) -> RoleRingJob:
         return RoleRingJob(config, n, args, log_dir, offset=control_offset, agent_port=agent_port,
@@ -283,5 +290,5 @@ def train_ring_on_cluster(config: ClusterConfig, model: str, *, agent_port: int 
 
     return train_ring(model, workers=workers, batch_size=batch_size, seed=seed, sequence_length=sequence_length,
                       optimizer=optimizer, checkpoint_dir=os.path.abspath(checkpoint_dir) if checkpoint_dir else None,
-                      profile=prepared.profile, cluster=config.cost_cluster(**dict(rates or {})), launcher=launcher,
+                      profile=profile, cluster=cluster, launcher=launcher,
                       **ring_kwargs)
