@@ -488,7 +488,7 @@ class Bench:
             self.progress.warn(f"warning: {head} | {s} rep {rep + 1}: {rec.invalid_reason} "
                                f"({_signal_name(crash)}); running the repetition again")
             first = {"invalid_reason": rec.invalid_reason, "log_tail": rec.log_tail, "crash_signal": crash}
-            rec = self._run_one(s, tb, cell, steps, warmup, plan_path, pred_step_s, k)
+            rec = self._run_one(run, tb, cell, steps, warmup, plan_path, pred_step_s, k)  # auto: its choice again
             rec.launcher["crashed_attempt"] = first
         rec.wall_s = time.monotonic() - t_run
         rec.repetition = rep + 1

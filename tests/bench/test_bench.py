@@ -616,6 +616,36 @@ def test_a_repetition_whose_process_crashed_runs_again_once(tmp_path, monkeypatc
     assert not ralp_run["valid"] and ralp_run["crash_signal"] == 11
 
 
+def test_an_auto_repetition_that_crashed_runs_its_choice_again(tmp_path, monkeypatch):
+    """auto's repetition runs the strategy its probe chose; after a crash it runs that one again
+    (not a strategy named "auto"), and the record is still auto's."""
+    from ralp_tf.bench import auto
+    from ralp_tf.bench.run import Bench
+    from ralp_tf.bench.records import RunRecord
+
+    outcomes = [RunRecord.from_dict({"strategy": "ralp", "model": "small_cnn", "workers": 2, "valid": False,
+                                     "invalid_reason": "coordinator exited -11", "crash_signal": 11}),
+                RunRecord.from_dict({"strategy": "ralp", "model": "small_cnn", "workers": 2, "valid": True,
+                                     "samples_per_s": 100.0, "measured_step_s": 0.64, "bytes_per_step": 1e6})]
+    calls = []
+
+    def fake_run_one(self, strategy, *args, **kw):
+        calls.append(strategy)
+        return outcomes.pop(0)
+
+    cfg = _config(["--quick", "--strategies", "ps,ralp,auto", "--out-dir", str(tmp_path), "--name", "autocrash"])
+    b = Bench(cfg, bench.Progress(quiet=True))
+    b._pred, b._plans = {"ralp": {"step_s": 0.5}, "ps": {"step_s": 0.6}}, {}
+    monkeypatch.setattr(Bench, "_run_one", fake_run_one)
+    monkeypatch.setattr(auto, "choose", lambda *a, **kw: ("ralp", {"chosen": "ralp", "order": ["ralp", "ps"],
+                                                                "probe_samples_per_s": {"ralp": 110.0, "ps": 90.0}}))
+    rec = b._repetition("auto", 0, None, cfg.cells[0], (3, 1), {"order": ["ralp", "ps"], "step_s": 0.5}, None,
+                        "cell", lambda x: x)
+    assert calls == ["ralp", "ralp"]
+    assert rec.valid and rec.strategy == "auto" and rec.launcher["crashed_attempt"]["crash_signal"] == 11
+    assert rec.launcher["auto"]["chosen"] == "ralp"
+
+
 def test_floor_sources_name_their_fix(tmp_path):
     """``--floor``: builtin, none, measure or a `ralp-tf floor --out` file; anything else is one
     BenchConfigError naming the choices. A file written before the plain closure was a term gets it
