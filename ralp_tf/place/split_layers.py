@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 from ralp_tf.errors import ModelError
 from ralp_tf.model.kinds import dense_activation
 from ralp_tf.plan.shards import SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit, column_split_refusal
+from ralp_tf.place.table_handles import view, watch
 
 __all__ = ["ROUTE_SCOPE", "split_refusal_of", "split_homes", "device_block", "fan_out",
            "column_pieces", "assembled_on", "split_call"]
@@ -83,40 +84,48 @@ def _where(device: str) -> Any:
     return tf.device(device) if device else contextlib.nullcontext()
 
 
-def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence[Any]) -> list[Any]:
-    """``fn(*inputs)`` (a list of tensors) with its forward ops and its gradient ops on ``device``
-    (``""``: where the caller's ops go). ``tf.GradientTape`` creates gradient ops where
+def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence[Any],
+                 tables: Sequence[Any] = ()) -> list[Any]:
+    """``fn(*inputs, *views)`` (a list of tensors) with its forward ops and its gradient ops on
+    ``device`` (``""``: where the caller's ops go). ``tf.GradientTape`` creates gradient ops where
     ``tape.gradient`` is called (the worker), so the block is a ``tf.custom_gradient`` whose
     gradient replays an inner tape under ``tf.device(device)``; the variables ``fn`` reads get
-    their gradients there too."""
+    their gradients there too. ``tables`` are read through their handles, ``fn`` gathering from
+    their views (:mod:`ralp_tf.place.table_handles`: no whole-table copy per step)."""
     import tensorflow as tf
 
-    n = len(inputs)
+    n, n_h = len(inputs), len(tables)
+    watch(tables)
 
     @tf.custom_gradient
     def block(*xs: Any) -> Any:
         with _where(device), tf.GradientTape() as tape:
-            own = [tf.identity(x) for x in xs]
+            own = [tf.identity(x) for x in xs[:n]]
+            handles = list(xs[n:])
             floats = [i for i, x in enumerate(own) if x.dtype.is_floating]
             for i in floats:
                 tape.watch(own[i])
-            ys = list(fn(*own))
+            for h in handles:
+                tape.watch(h)
+            ys = list(fn(*own, *[view(h, t) for h, t in zip(handles, tables)]))
 
         def grad(*dys: Any, variables: Any = None) -> Any:
             variables = list(variables or [])
             dys = [tf.zeros_like(y) if d is None else d for y, d in zip(ys, dys)]
             with _where(device):
-                gs = tape.gradient(ys, [own[i] for i in floats] + variables, output_gradients=dys,
-                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            input_grads: list[Any] = [None] * n
+                gs = tape.gradient(ys, [own[i] for i in floats] + handles + variables, output_gradients=dys,
+                                   unconnected_gradients=tf.UnconnectedGradients.NONE)
+            input_grads: list[Any] = [None] * (n + n_h)
             for i, g in zip(floats, gs):
-                input_grads[i] = g
-            return input_grads, list(gs[len(floats):])
+                input_grads[i] = tf.zeros_like(own[i]) if g is None else g
+            input_grads[n:] = gs[len(floats):len(floats) + n_h]
+            return input_grads, [tf.zeros_like(v) if g is None else g
+                                 for v, g in zip(variables, gs[len(floats) + n_h:])]
 
         return ys, grad
 
     with _where(device):
-        return list(block(*inputs))
+        return list(block(*inputs, *[t.handle for t in tables]))
 
 
 def _producer_device(x: Any) -> str:
@@ -259,7 +268,7 @@ def _embedding_rows(layer: Any, split: LayerSplit, path: str, assembly: str) -> 
             owner = tf.reduce_sum(tf.cast(flat[:, None] >= bounds[None, :], tf.int32), axis=1)
             local = tf.dynamic_partition(flat - tf.gather(tf.constant(starts, dtype=flat.dtype), owner), owner, k)
             order = tf.dynamic_partition(tf.range(tf.size(flat)), owner, k)
-        rows = [device_block(lambda i, t=t: [tf.gather(t, i)], device, [i])[0]
+        rows = [device_block(lambda i, v: [tf.gather(v, i)], device, [i], tables=[t])[0]
                 for i, t, device in zip(local, tables, devices)]
 
         def stitch(*parts: Any) -> list[Any]:

@@ -29,6 +29,7 @@ from ralp_tf.model.graph import ModelGraph, layer_and_sublayers
 from ralp_tf.model.keras_compat import swapped_attributes
 from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.place.split_layers import assembled_on, split_call
+from ralp_tf.place.table_handles import sparse_tables, view, viewing, watch
 from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
@@ -167,7 +168,10 @@ class _PsCall:
         graph_mode = not tf.executing_eagerly()
         chained = list(self.layer.trainable_weights) if graph_mode else []
         carried_in = list((self.chain.previous() if chained else None) or [])
-        n_in, n_reg = len(inputs), (len(self.regularisers.functions) if graph_mode and not carried_in else 0)
+        tables = sparse_tables(self.layer) if graph_mode else []  # read through their handles
+        watch(tables)
+        n_in, n_h = len(inputs), len(tables)
+        n_reg = len(self.regularisers.functions) if graph_mode and not carried_in else 0
         call, device = self.call, self.device
 
         added: list[tuple[list[Any], int]] = []  # (loss list, index) of each loss the call adds
@@ -181,6 +185,9 @@ class _PsCall:
                 for x in own[:n_in]:
                     if x.dtype.is_floating:
                         tape.watch(x)
+                handles = own[n_in:n_in + n_h]
+                for h in handles:
+                    tape.watch(h)
                 decoded = [tf.cast(x, d) if x.dtype != d else x for x, d in zip(own[:n_in], dtypes)]
                 replaced = list(leaves)
                 for i, x in zip(at, decoded):
@@ -188,21 +195,22 @@ class _PsCall:
                 a, kw = tf.nest.pack_sequence_as(structure, replaced)
                 lists = keras_compat.call_loss_lists(layer_and_sublayers(self.layer)) if graph_mode else []
                 marks = [len(losses) for losses in lists]
-                y = call(*a, **kw)
+                with viewing(self.layer, {id(t): view(h, t) for t, h in zip(tables, handles)}):
+                    y = call(*a, **kw)
                 added.extend((losses, i) for losses, m in zip(lists, marks) for i in range(m, len(losses)))
                 extra = (self.regularisers.compute() if n_reg else []) + [
                     tf.convert_to_tensor(losses[i]) for losses, i in added]
-                tokens = [tf.identity(t) for t in xs[n_in:]] or [tf.zeros([]) for _ in chained]
+                tokens = [tf.identity(t) for t in xs[n_in + n_h:]] or [tf.zeros([]) for _ in chained]
             flat_y = tf.nest.flatten(y)
 
             def grad(*dys: Any, variables: Any = None) -> Any:
                 return self._gradients(tape, own, dtypes, flat_y + extra, list(dys), chained, carried_in,
-                                       list(variables or []))
+                                       list(variables or []), tables)
 
             return (y, extra, tokens), grad
 
         with tf.device(device):
-            y, extra, tokens = block(*inputs, *carried_in)
+            y, extra, tokens = block(*inputs, *[t.handle for t in tables], *carried_in)
         # The losses the call added (add_loss inside call) are read as block outputs, so their
         # gradient joins the block's on its device, as the regularisers' does.
         for (losses, i), value in zip(added, extra[n_reg:]):
@@ -214,24 +222,30 @@ class _PsCall:
         return y
 
     def _gradients(self, tape: Any, xs: tuple[Any, ...], dtypes: list[Any], outputs: list[Any], dys: list[Any],
-                   chained: list[Any], carried_in: list[Any], variables: list[Any]) -> tuple[list[Any], list[Any]]:
-        """The block's gradients, on the device: of its inputs, and of its variables summed over
-        the unit's calls (a later call hands its variable gradients back along the chain)."""
+                   chained: list[Any], carried_in: list[Any], variables: list[Any],
+                   tables: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The block's gradients, on the device: of its inputs, of the tables it read through their
+        handles (returned as the handles' gradients) and of its variables, each summed over the
+        unit's calls (a later call hands its variable gradients back along the chain)."""
         import tensorflow as tf
 
-        n_in = len(dtypes)
+        n_in, n_h = len(dtypes), len(tables)
         dy = [tf.zeros_like(o) if d is None else d for o, d in zip(outputs, dys[:len(outputs)])]
         carried = dys[len(outputs):]
         float_idx = [i for i in range(n_in) if xs[i].dtype.is_floating]
+        sources = [xs[i] for i in float_idx] + list(xs[n_in:n_in + n_h]) + variables
         with tf.device(self._gradient_device(dys)):
-            grads = tape.gradient(outputs, [xs[i] for i in float_idx] + variables, output_gradients=dy,
-                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
-            var_grads = list(grads[len(float_idx):])
+            grads = tape.gradient(outputs, sources, output_gradients=dy,
+                                  unconnected_gradients=tf.UnconnectedGradients.NONE)
+            grads = [tf.zeros_like(s) if g is None and i not in range(len(float_idx), len(float_idx) + n_h) else g
+                     for i, (s, g) in enumerate(zip(sources, grads))]
+            table_grads = list(grads[len(float_idx):len(float_idx) + n_h])
+            var_grads = list(grads[len(float_idx) + n_h:])
             slots = _Slots(chained)
-            index = [slots.take(v) for v in variables]
+            index = [slots.take(v) for v in variables + tables]
             totals: list[Any] = [None] * len(chained)
-            for v, g, i in zip(variables, var_grads, index):
-                if i is None:
+            for v, g, i in zip(variables + tables, var_grads + table_grads, index):
+                if i is None or g is None:
                     continue
                 c = carried[i] if i < len(carried) else None
                 totals[i] = gradient_sum(g, c) if _is_carried_gradient(c, v) else g
@@ -239,12 +253,14 @@ class _PsCall:
         for i, g in zip(float_idx, grads[:len(float_idx)]):
             narrowed = xs[i].dtype != dtypes[i]
             input_grads[i] = check_finite(g, f"{self.path}: gradient of its input") if narrowed else g
-        if carried_in:  # a later call: hand the variable gradients back to the previous call
+        var_index, table_index = index[:len(variables)], index[len(variables):]
+        if carried_in:  # a later call: hand the variable and table gradients back to the previous call
             for i, total in enumerate(totals):
-                input_grads[n_in + i] = total
-            return input_grads, [None if i is not None else g for g, i in zip(var_grads, index)]
-        return input_grads, [totals[i] if i is not None else g for g, i in zip(var_grads, index)]
-
+                input_grads[n_in + n_h + i] = total
+            return input_grads, [None if i is not None else g for g, i in zip(var_grads, var_index)]
+        for j, (g, i) in enumerate(zip(table_grads, table_index)):
+            input_grads[n_in + j] = totals[i] if i is not None else g
+        return input_grads, [totals[i] if i is not None else g for g, i in zip(var_grads, var_index)]
 
     def _gradient_device(self, dys: list[Any]) -> str | None:
         """Where the block's gradient runs: its device, or with ``gradient_where_it_arrives`` the PS

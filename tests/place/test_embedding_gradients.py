@@ -7,29 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from traced_steps import traced_update_step
 
 pytestmark = pytest.mark.slow
 
 PS0 = "/job:ps/replica:0/task:0/device:CPU:0"
 PS1 = "/job:ps/replica:0/task:1/device:CPU:0"
-
-
-def _traced_update_step(strategy: Any, model: Any, optimizer: Any, ids: int) -> Any:
-    """The graph of one ``strategy.run`` training step of ``model`` on a batch of 32 x ``ids`` ids:
-    forward, ``tape.gradient`` and ``optimizer.apply_gradients`` (traced, not run)."""
-    import tensorflow as tf
-
-    @tf.function
-    def step(x: Any) -> Any:
-        def replica(x: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(model(x, training=True))
-            optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-            return loss
-
-        return strategy.run(replica, args=(x,))
-
-    return step.get_concrete_function(tf.TensorSpec([32, ids], tf.int32)).graph
 
 
 def _hops(graph: Any) -> list[str]:
@@ -65,7 +48,7 @@ def test_a_head_on_the_ps_keeps_its_embedding_gradient_there_with_legacy_sgd(inp
     with strategy.scope():
         placed = place(models.ctr_head(vocab=1000, hidden=64), plan, strategy)
         optimizer = tf_keras.optimizers.legacy.SGD(0.01)
-    assert _hops(_traced_update_step(strategy, placed, optimizer, ids=8)) == []
+    assert _hops(traced_update_step(strategy, placed, optimizer, ids=8)) == []
 
 
 def test_a_worker_computed_tables_gradient_is_reshaped_where_it_arrives(inprocess: Any) -> None:
@@ -86,4 +69,4 @@ def test_a_worker_computed_tables_gradient_is_reshaped_where_it_arrives(inproces
     with strategy.scope():
         placed = place(tf_keras.Model(inp, out), Plan({}, policy="ps"), strategy)
         optimizer = tf_keras.optimizers.SGD(0.01)
-    assert _hops(_traced_update_step(strategy, placed, optimizer, ids=40)) == []
+    assert _hops(traced_update_step(strategy, placed, optimizer, ids=40)) == []
