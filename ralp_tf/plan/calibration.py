@@ -198,9 +198,12 @@ class Calibration:
         return {t.key: own.get(t.key, by_job[t.job]) for t in self.tasks if t.key in own or t.job in by_job}
 
     def table_pass_s_per_byte(self) -> float | None:
-        """The whole-table pass rate of the first PS task it was timed on (None: not timed)."""
-        return next((c.table_pass_s_per_byte for c in self.compute
-                     if c.task.startswith("ps:") and c.table_pass_s_per_byte is not None), None)
+        """The whole-table pass rate the cost model prices every pass with: the mean over the PS
+        tasks it was timed on (None: not timed). One rate, because the cost model has one
+        (``Cluster.table_pass_s_per_byte``), for the ring's workers too."""
+        rates = [c.table_pass_s_per_byte for c in self.compute
+                 if c.task.startswith("ps:") and c.table_pass_s_per_byte is not None]
+        return sum(rates) / len(rates) if rates else None
 
     def models(self) -> list[str]:
         return sorted({m.model for c in self.compute for m in c.models})

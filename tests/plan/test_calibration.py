@@ -183,3 +183,14 @@ def test_a_ps_tasks_table_passes_are_priced_at_its_measured_rate():
     before, after = estimate(prof, plain).ps_compute_s["ps:0"], estimate(prof, slow).ps_compute_s["ps:0"]
     tables = sum(v for l in prof.layers if l.kind == "embedding" for v in l.var_bytes)
     assert after - before == pytest.approx(2 * 2 * DENSE_PASS_S_PER_BYTE * tables, rel=1e-6)
+
+
+def test_every_ps_tasks_table_pass_counts_in_the_one_rate_priced():
+    """Two PS tasks timed at 1 and 2 ns a byte: the cost model's one rate is their mean, not the
+    first task's."""
+    doc = calibration_doc(workers=2, ps=2, flops={"worker:0": 5e10, "ps:0": 5e10, "ps:1": 5e10})
+    rates = iter([1e-9, 2e-9])
+    for c in doc["compute"]:
+        if c["task"].startswith("ps:"):
+            c["table_pass_s_per_byte"] = next(rates)
+    assert Calibration.from_dict(doc).cluster().table_pass_s_per_byte == pytest.approx(1.5e-9)
