@@ -26,8 +26,7 @@ devices (what it writes: :mod:`ralp_tf.plan.calibration`):
    cancels), and the whole model's forward+backward pass likewise; the layers' shares are scaled
    to the whole pass (a layer shorter than a CPU-quota period runs unthrottled: ``quota_profile``'s
    reason). The device's FLOP rate is ``3 b sum_l f_l`` over the whole pass. On PS tasks, a sparse
-   update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`),
-   while every other PS task runs the same passes (:func:`_table_passes`), as in a job.
+   update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`).
 
 The budget is work (:class:`Budget`: transfers, steps, closures), with wall time only as a safety
 cap (``max_seconds``: what is left is skipped, and the file says so). ``on_progress(stage, done,
@@ -282,23 +281,6 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
     return terms, plain
 
 
-def _table_passes(timed: Sequence[CalibratedTask], ps: Sequence[CalibratedTask], budget: Budget,
-                  meter: "_Meter") -> dict[str, float]:
-    """Task key -> seconds per byte of a sparse update's whole-table pass on each of ``timed`` (PS
-    tasks), timed while every other PS task of ``ps`` runs the same passes
-    (:func:`~ralp_tf.run.device_times.table_passes_running`): a job's PS tasks update their tables
-    at once, and where hosts share a memory bus one pass slows the others."""
-    from ralp_tf.run.device_times import table_passes_running, time_table_pass
-
-    out: dict[str, float] = {}
-    for t in timed:
-        if meter.over():
-            break
-        with table_passes_running([o.device for o in ps if o.key != t.key]):
-            out[t.key] = time_table_pass(t.device, steps=budget.steps, min_loop_s=budget.min_loop_s)
-    return out
-
-
 def _resolver(spec: Mapping[str, Sequence[str]]) -> Any:
     import tensorflow as tf
 
@@ -344,7 +326,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     ``testbed`` (layout, link cap, CPU budget) when the cluster is the namespace testbed's."""
     import tensorflow as tf
 
-    from ralp_tf.run.device_times import time_model
+    from ralp_tf.run.device_times import time_model, time_table_pass
 
     if not spec.get("worker") or not spec.get("ps"):
         raise ValidationError("calibration needs at least one worker and one PS task in the cluster")
@@ -376,9 +358,9 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
         link = _measure_link(meter, src, dst, budget)
         links.append(link)
         tick("links", f"{src}->{dst} {link.samples[-1].bytes / 1e6:.1f} MB at {link.bandwidth_bps / 1e6:.1f} Mbit/s")
-    timings: dict[str, list[ModelTimes]] = {}
+    compute = []
     for t in timed:
-        entries = timings.setdefault(t.key, [])
+        entries = []
         for m in models:
             if meter.over():
                 skipped.append(f"{m} on {t.key}")
@@ -386,14 +368,13 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                 continue
             entries.append(time_model(m, batch_size, t.device, steps=budget.steps, min_loop_s=budget.min_loop_s))
             tick("compute", f"{m} on {t.key}: {entries[-1].step_s * 1e3:.1f} ms a step")
-    passes = _table_passes([t for t in timed if t.job == "ps"], [t for t in tasks if t.job == "ps"], budget, meter)
-    compute = []
-    for t in timed:
-        entries = timings[t.key]
+        passes = None
+        if t.job == "ps" and not meter.over():  # a sparse update's whole-table passes run on PS tasks
+            passes = time_table_pass(t.device, steps=budget.steps, min_loop_s=budget.min_loop_s)
         if entries:
             rate = sum(e.flops for e in entries) / sum(e.step_s for e in entries)
             compute.append(DeviceCompute(task=t.key, device=t.device, device_kind=t.device_kind, flops_per_s=rate,
-                                         models=tuple(entries), table_pass_s_per_byte=passes.get(t.key)))
+                                         models=tuple(entries), table_pass_s_per_byte=passes))
     floor, plain = (None, {})
     if meter.over():
         skipped.append("floor")

@@ -19,15 +19,13 @@ cluster (:func:`ralp_tf.run.calibrate.measure_cluster` makes it) or a local devi
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from ralp_tf.plan.calibration import ModelTimes
 
-__all__ = ["loop_seconds", "time_model", "TABLE_BYTES", "time_table_pass", "table_passes_running"]
+__all__ = ["loop_seconds", "time_model", "TABLE_BYTES", "time_table_pass"]
 
 #: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
 TABLE_BYTES = 32 << 20
@@ -140,70 +138,3 @@ def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nb
             seconds[name] = loop_seconds(update, steps, min_loop_s=min_loop_s)
     passes = sparse_update("sgd").dense_passes
     return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)
-
-
-@contextlib.contextmanager
-def table_passes_running(devices: Sequence[str], nbytes: int = TABLE_BYTES) -> Iterator[list[int]]:
-    """While active, each of ``devices`` applies ``tf_keras.optimizers.SGD``'s sparse update to a
-    float32 table of ``nbytes`` made there, over and over (one thread each, driving its device from
-    here): the load a PS task's pass meets in a job, whose PS tasks update their tables at the same
-    time. Where hosts share one memory bus (the testbed's namespaces, or several tasks on one
-    machine), one pass slows the others: 0.20 ns a byte alone, 0.25 with a second at once on this
-    machine. Yields each device's count of updates so far (a list, filled as they run); on exit the
-    threads stop after their current update and are joined."""
-    import tensorflow as tf
-
-    from ralp_tf.run.training import sgd_optimizer
-
-    stop, counts = threading.Event(), [0] * len(devices)
-    ready = threading.Barrier(len(devices) + 1)
-    errors: list[BaseException] = []
-
-    def run(i: int, device: str) -> None:
-        try:
-            width = 32
-            rows = max(nbytes // (4 * width), 64)
-            with tf.device(device):
-                table = tf.Variable(tf.zeros([rows, width]), trainable=True)
-                optimizer = sgd_optimizer("sgd", 0.01)
-                ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
-                grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
-
-            @tf.function
-            def update() -> Any:
-                with tf.device(device):
-                    optimizer.apply_gradients([(grad, table)])
-                    return table.sparse_read([0])  # a gather: the table in copy-on-read mode, as in a job
-
-            update().numpy()
-        except BaseException as e:  # reported on exit; the barrier must not wait for this thread
-            errors.append(e)
-            ready.abort()
-            return
-        try:
-            ready.wait()
-        except threading.BrokenBarrierError:
-            return
-        while not stop.is_set():
-            update().numpy()
-            counts[i] += 1
-
-    threads = [threading.Thread(target=run, args=(i, d), daemon=True, name=f"table-pass-{i}")
-               for i, d in enumerate(devices)]
-    for t in threads:
-        t.start()
-    try:
-        if devices:
-            try:
-                ready.wait()
-            except threading.BrokenBarrierError:
-                pass
-        if errors:
-            raise errors[0]
-        yield counts
-    finally:
-        stop.set()
-        if devices and not ready.broken and ready.n_waiting:
-            ready.abort()
-        for t in threads:
-            t.join()
