@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from ralp_tf.errors import ModelError
 from ralp_tf.model.kinds import dense_activation
 from ralp_tf.plan.shards import SPLITTABLE_DENSE, SPLITTABLE_EMBEDDING, LayerSplit, column_split_refusal
-from ralp_tf.place.table_handles import view, watch
+from ralp_tf.place.table_handles import block_inputs, watched_views
 
 __all__ = ["ROUTE_SCOPE", "split_refusal_of", "split_homes", "device_block", "fan_out",
            "column_pieces", "assembled_on", "split_call"]
@@ -95,7 +95,7 @@ def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence
     import tensorflow as tf
 
     n, n_h = len(inputs), len(tables)
-    watch(tables)
+    handle_inputs = block_inputs(tables)
 
     @tf.custom_gradient
     def block(*xs: Any) -> Any:
@@ -105,9 +105,7 @@ def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence
             floats = [i for i, x in enumerate(own) if x.dtype.is_floating]
             for i in floats:
                 tape.watch(own[i])
-            for h in handles:
-                tape.watch(h)
-            ys = list(fn(*own, *[view(h, t) for h, t in zip(handles, tables)]))
+            ys = list(fn(*own, *watched_views(tape, handles, tables)))
 
         def grad(*dys: Any, variables: Any = None) -> Any:
             variables = list(variables or [])
@@ -125,7 +123,7 @@ def device_block(fn: Callable[..., Sequence[Any]], device: str, inputs: Sequence
         return ys, grad
 
     with _where(device):
-        return list(block(*inputs, *[t.handle for t in tables]))
+        return list(block(*inputs, *handle_inputs))
 
 
 def _producer_device(x: Any) -> str:

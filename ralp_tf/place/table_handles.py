@@ -12,13 +12,13 @@ of it crossed the network and the unplaced model reads no table whole.
 
 So a block takes each trainable table (or shard) as its resource handle, an input like any other:
 
-* outside the block, :func:`watch` tells the enclosing tapes the table was read, as its own
-  ``sparse_read`` would have;
-* inside, the layer reads an untrainable view of the handle (:func:`view`, swapped in for its
-  ``embeddings`` attribute by :func:`viewing`), so the block's variable watcher sees no variable
-  and the gather reads only the rows;
-* the inner tape watches the handle, and the gradient function returns the rows' gradient
-  (``IndexedSlices``) as the handle's gradient: the outer tape gives it to the table.
+* outside the block, :func:`block_inputs` tells the enclosing tapes the tables were read, as their
+  own ``sparse_read`` would have, and gives their handles to pass in;
+* inside, :func:`watched_views` has the inner tape watch each handle and gives an untrainable view
+  of it, which the layer reads (swapped in for its ``embeddings`` attribute by :func:`viewing`), so
+  the block's variable watcher sees no variable and the gather reads only the rows;
+* the gradient function returns the rows' gradient (``IndexedSlices``) as the handle's gradient:
+  the outer tape gives it to the table.
 
 Gradients are unchanged (``tests/place/test_table_handles.py``). Private TensorFlow API, none
 public: ``BaseResourceVariable(handle=...)`` and ``resource_variable_ops.variable_accessed``.
@@ -31,7 +31,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from ralp_tf.model.graph import layer_and_sublayers
 from ralp_tf.model.keras_compat import swapped_attributes
 
-__all__ = ["sparse_tables", "watch", "view", "viewing"]
+__all__ = ["sparse_tables", "block_inputs", "watched_views", "viewing"]
 
 
 def sparse_tables(layer: Any) -> list[Any]:
@@ -50,24 +50,32 @@ def sparse_tables(layer: Any) -> list[Any]:
     return out
 
 
-def watch(tables: Sequence[Any]) -> None:
-    """Tell every active tape (and ``tf.function``) that ``tables`` were read, as a variable's own
-    read does; a block reading them through handles must call this before it runs."""
+def block_inputs(tables: Sequence[Any]) -> list[Any]:
+    """``tables``' handles, to pass to a block as inputs, after telling every active tape (and
+    ``tf.function``) that the tables were read, as a variable's own read does: call it outside
+    the block, before the block runs."""
     from tensorflow.python.ops import resource_variable_ops
 
     for table in tables:
         resource_variable_ops.variable_accessed(table)
+    return [t.handle for t in tables]
 
 
-def view(handle: Any, table: Any) -> Any:
-    """An untrainable resource variable over ``handle`` (``table``'s handle, as a block received
-    it), for the layer to gather from: no tape or variable watcher records reading it."""
+def watched_views(tape: Any, handles: Sequence[Any], tables: Sequence[Any]) -> list[Any]:
+    """Inside a block: ``tape`` (its inner tape) watches each of ``handles`` (``tables``' handles,
+    as the block received them), and each gets an untrainable resource variable over it for the
+    layer to gather from, which no tape or variable watcher records reading. The handles'
+    gradients from ``tape`` are then the tables'."""
     from tensorflow.python.ops import resource_variable_ops
 
-    name = table.name.split(":")[0]
-    return resource_variable_ops.BaseResourceVariable(
-        trainable=False, shape=table.shape, dtype=table.dtype, handle=handle, name=f"{name}_view",
-        unique_id=f"{getattr(table, '_unique_id', name)}_view", in_graph_mode=True)
+    views = []
+    for handle, table in zip(handles, tables):
+        tape.watch(handle)
+        name = table.name.split(":")[0]
+        views.append(resource_variable_ops.BaseResourceVariable(
+            trainable=False, shape=table.shape, dtype=table.dtype, handle=handle, name=f"{name}_view",
+            unique_id=f"{getattr(table, '_unique_id', name)}_view", in_graph_mode=True))
+    return views
 
 
 @contextlib.contextmanager

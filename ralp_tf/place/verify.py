@@ -36,7 +36,8 @@ from ralp_tf.plan.plans import Plan, parse_device
 from ralp_tf.model.graph import walk
 from ralp_tf.model.trace import input_signature
 
-__all__ = ["traced_training_step", "verify_placement", "GradientReference", "reference_gradients", "verify_gradients"]
+__all__ = ["traced_training_step", "verify_placement", "GradientReference", "reference_gradients", "placed_gradients",
+           "verify_gradients"]
 
 #: Op types that never carry a layer's data (no check).
 _UNCHECKED_OP_TYPES = frozenset({"Const", "NoOp", "Placeholder", "VarHandleOp", "Shape", "ShapeN", "Size", "Rank"})
@@ -211,6 +212,23 @@ def _difference(loss: float, grads: Sequence[Any], reference: GradientReference,
     return None
 
 
+def placed_gradients(placed: Any, loss: Any, x: Any, y: Any, coordinator: Any) -> tuple[float, list[Any]]:
+    """One step of ``placed`` on the cluster (through ``coordinator``) on the batch ``(x, y)``, in
+    inference mode: its loss (``loss(labels, outputs)``) and the gradient of every trainable
+    variable, in ``placed.trainable_variables``' order (``IndexedSlices`` where sparse)."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(xb: Any, yb: Any) -> Any:
+        with tf.GradientTape() as tape:
+            value = loss(yb, placed(xb, training=False))
+        return value, tape.gradient(value, placed.trainable_variables)
+
+    got_loss, got = coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x),
+                                                     tf.nest.map_structure(tf.constant, y))).fetch()
+    return float(got_loss), list(got)
+
+
 def verify_gradients(placed: Any, loss: Any, x: Any, y: Any, coordinator: Any, reference: GradientReference, *,
                      rtol: float = 1e-4) -> bool:
     """Check that one step of ``placed`` (on the cluster, through ``coordinator``), with the weights
@@ -224,20 +242,10 @@ def verify_gradients(placed: Any, loss: Any, x: Any, y: Any, coordinator: Any, r
 
     Returns True when compared, False when the reference is not reproducible (nothing can be
     compared). Raises PlacementMismatchError naming the first variable whose gradient differs."""
-    import tensorflow as tf
-
     if not reference.reproducible:
         return False
-
-    @tf.function
-    def step(xb: Any, yb: Any) -> Any:
-        with tf.GradientTape() as tape:
-            value = loss(yb, placed(xb, training=False))
-        return value, tape.gradient(value, placed.trainable_variables)
-
-    got_loss, got = coordinator.schedule(step, args=(tf.nest.map_structure(tf.constant, x),
-                                                     tf.nest.map_structure(tf.constant, y))).fetch()
-    difference = _difference(float(got_loss), _dense(got), reference, rtol)
+    got_loss, got = placed_gradients(placed, loss, x, y, coordinator)
+    difference = _difference(got_loss, _dense(got), reference, rtol)
     if difference is not None:
         raise PlacementMismatchError(f"the placed model's first step differs from the unplaced model's on the same "
                                      f"batch and weights: {difference}")

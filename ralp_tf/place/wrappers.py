@@ -29,7 +29,7 @@ from ralp_tf.model.graph import ModelGraph, layer_and_sublayers
 from ralp_tf.model.keras_compat import swapped_attributes
 from ralp_tf.place.codecs import check_finite, check_float, new_prefix, send
 from ralp_tf.place.split_layers import assembled_on, split_call
-from ralp_tf.place.table_handles import sparse_tables, view, viewing, watch
+from ralp_tf.place.table_handles import block_inputs, sparse_tables, viewing, watched_views
 from ralp_tf.model.kinds import layer_kind
 from ralp_tf.plan.plans import Plan, parse_device
 
@@ -169,7 +169,7 @@ class _PsCall:
         chained = list(self.layer.trainable_weights) if graph_mode else []
         carried_in = list((self.chain.previous() if chained else None) or [])
         tables = sparse_tables(self.layer) if graph_mode else []  # read through their handles
-        watch(tables)
+        handle_inputs = block_inputs(tables)
         n_in, n_h = len(inputs), len(tables)
         n_reg = len(self.regularisers.functions) if graph_mode and not carried_in else 0
         call, device = self.call, self.device
@@ -185,9 +185,7 @@ class _PsCall:
                 for x in own[:n_in]:
                     if x.dtype.is_floating:
                         tape.watch(x)
-                handles = own[n_in:n_in + n_h]
-                for h in handles:
-                    tape.watch(h)
+                views = watched_views(tape, own[n_in:n_in + n_h], tables)
                 decoded = [tf.cast(x, d) if x.dtype != d else x for x, d in zip(own[:n_in], dtypes)]
                 replaced = list(leaves)
                 for i, x in zip(at, decoded):
@@ -195,7 +193,7 @@ class _PsCall:
                 a, kw = tf.nest.pack_sequence_as(structure, replaced)
                 lists = keras_compat.call_loss_lists(layer_and_sublayers(self.layer)) if graph_mode else []
                 marks = [len(losses) for losses in lists]
-                with viewing(self.layer, {id(t): view(h, t) for t, h in zip(tables, handles)}):
+                with viewing(self.layer, {id(t): v for t, v in zip(tables, views)}):
                     y = call(*a, **kw)
                 added.extend((losses, i) for losses, m in zip(lists, marks) for i in range(m, len(losses)))
                 extra = (self.regularisers.compute() if n_reg else []) + [
@@ -210,7 +208,7 @@ class _PsCall:
             return (y, extra, tokens), grad
 
         with tf.device(device):
-            y, extra, tokens = block(*inputs, *[t.handle for t in tables], *carried_in)
+            y, extra, tokens = block(*inputs, *handle_inputs, *carried_in)
         # The losses the call added (add_loss inside call) are read as block outputs, so their
         # gradient joins the block's on its device, as the regularisers' does.
         for (losses, i), value in zip(added, extra[n_reg:]):
@@ -233,14 +231,13 @@ class _PsCall:
         dy = [tf.zeros_like(o) if d is None else d for o, d in zip(outputs, dys[:len(outputs)])]
         carried = dys[len(outputs):]
         float_idx = [i for i in range(n_in) if xs[i].dtype.is_floating]
-        sources = [xs[i] for i in float_idx] + list(xs[n_in:n_in + n_h]) + variables
+        f = len(float_idx)
         with tf.device(self._gradient_device(dys)):
-            grads = tape.gradient(outputs, sources, output_gradients=dy,
-                                  unconnected_gradients=tf.UnconnectedGradients.NONE)
-            grads = [tf.zeros_like(s) if g is None and i not in range(len(float_idx), len(float_idx) + n_h) else g
-                     for i, (s, g) in enumerate(zip(sources, grads))]
-            table_grads = list(grads[len(float_idx):len(float_idx) + n_h])
-            var_grads = list(grads[len(float_idx) + n_h:])
+            grads = tape.gradient(outputs, [xs[i] for i in float_idx] + list(xs[n_in:n_in + n_h]) + variables,
+                                  output_gradients=dy, unconnected_gradients=tf.UnconnectedGradients.NONE)
+            float_grads = [tf.zeros_like(xs[i]) if g is None else g for i, g in zip(float_idx, grads[:f])]
+            table_grads = list(grads[f:f + n_h])  # None where unconnected: a handle has no zeros
+            var_grads = [tf.zeros_like(v) if g is None else g for v, g in zip(variables, grads[f + n_h:])]
             slots = _Slots(chained)
             index = [slots.take(v) for v in variables + tables]
             totals: list[Any] = [None] * len(chained)
@@ -250,7 +247,7 @@ class _PsCall:
                 c = carried[i] if i < len(carried) else None
                 totals[i] = gradient_sum(g, c) if _is_carried_gradient(c, v) else g
         input_grads: list[Any] = [None] * len(xs)
-        for i, g in zip(float_idx, grads[:len(float_idx)]):
+        for i, g in zip(float_idx, float_grads):
             narrowed = xs[i].dtype != dtypes[i]
             input_grads[i] = check_finite(g, f"{self.path}: gradient of its input") if narrowed else g
         var_index, table_index = index[:len(variables)], index[len(variables):]

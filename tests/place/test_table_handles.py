@@ -74,7 +74,7 @@ def test_a_table_read_through_its_handle_gets_the_unplaced_gradient(inprocess: A
 
     from ralp_tf import models
     from ralp_tf.place.applier import place
-    from ralp_tf.place.verify import reference_gradients
+    from ralp_tf.place.verify import placed_gradients, reference_gradients
     from ralp_tf.run.training import train_loss
 
     _, strategy, coordinator = inprocess
@@ -85,19 +85,11 @@ def test_a_table_read_through_its_handle_gets_the_unplaced_gradient(inprocess: A
     reference = reference_gradients(base, train_loss(base), x, y)
     with strategy.scope():
         placed = place(base, _plan(case), strategy)
-    loss = train_loss(placed)
-
-    @tf.function
-    def step(xb: Any, yb: Any) -> Any:
-        with tf.GradientTape() as tape:
-            value = loss(yb, placed(xb, training=False))
-        return value, tape.gradient(value, placed.trainable_variables)
-
-    got_loss, got = coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch()
+    got_loss, got = placed_gradients(placed, train_loss(placed), x, y, coordinator)
     by_name: dict[str, list[Any]] = {}
     for v, g in zip(placed.trainable_variables, got):
         by_name.setdefault(re.sub(r"/part_\d+:0$", ":0", v.name), []).append(np.asarray(tf.convert_to_tensor(g)))
-    assert np.isclose(float(got_loss), reference.loss, rtol=1e-5)
+    assert np.isclose(got_loss, reference.loss, rtol=1e-5)
     assert sorted(by_name) == sorted(reference.names)
     for name, w in zip(reference.names, reference.gradients):
         np.testing.assert_allclose(np.concatenate(by_name[name], axis=0), w, rtol=1e-5, atol=1e-7, err_msg=name)

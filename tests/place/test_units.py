@@ -66,15 +66,10 @@ def _placed(strategy: Any, build: Callable[[], Any], plan: Plan, **kw: Any) -> t
 def _gradients_match(coordinator: Any, placed: Any, base: Any, x: Any, y: Any, spec: Any = None) -> None:
     import tensorflow as tf
 
-    placed_loss, base_loss = train_loss(placed, spec), train_loss(base, spec)
+    from ralp_tf.place.verify import placed_gradients
 
-    @tf.function
-    def step(x: Any, y: Any) -> Any:
-        with tf.GradientTape() as tape:
-            loss = placed_loss(y, placed(x, training=False))
-        return loss, tape.gradient(loss, placed.trainable_variables)
-
-    loss_p, grads_p = coordinator.schedule(step, args=(tf.constant(x), tf.constant(y))).fetch()
+    base_loss = train_loss(base, spec)
+    loss_p, grads_p = placed_gradients(placed, train_loss(placed, spec), x, y, coordinator)
     with tf.GradientTape() as tape:
         loss = base_loss(y, base(x, training=False))
     grads = tape.gradient(loss, base.trainable_variables)
