@@ -15,6 +15,8 @@ What it measures is :mod:`ralp_tf.run.calibrate`'s (links, serving CPU, floor, p
 the tasks' devices); the file's format is :mod:`ralp_tf.plan.calibration`'s. The budget is work:
 ``--transfers`` per tensor size, ``--steps`` per timed loop, ``--closures`` per floor case;
 ``--quick`` makes it small (under a minute for a few tasks) and ``--max-seconds`` is a safety cap.
+On ``--testbed`` with ``--host-cpu`` the ring's CPU is measured too (:mod:`ralp_tf.testbed.ring_probe`;
+``--ring-probes SCALE`` scales its probes' steps, 0 skips them; ``--quick`` skips them).
 A progress bar runs on a terminal; a summary table (``--json``: the file's document) at the end.
 
 :func:`add_calibration_arg` and :func:`read_calibration` give the other commands (``plan``,
@@ -162,6 +164,8 @@ def register(subparsers: Any) -> None:
     what.add_argument("--steps", type=positive_int, default=None, help="timed iterations per compute loop (10)")
     what.add_argument("--closures", type=positive_int, default=None, help="closures per floor case (40)")
     what.add_argument("--max-seconds", type=float, default=None, help="safety cap on the measuring time (1800)")
+    what.add_argument("--ring-probes", type=float, default=None, metavar="SCALE",
+                      help="--testbed with --host-cpu: the ring CPU probes' steps times SCALE (1; --quick 0: none)")
     p.add_argument("--json", action="store_true", help="print the calibration document")
     add_output_arg(p, "--out", help="write here (default: beside --cluster's file as <name>.calibration.json; "
                                     f"{TF_CONFIG_DEFAULT} for TF_CONFIG; else {LOCAL_DEFAULT})")
@@ -192,7 +196,7 @@ def _budget(args: argparse.Namespace) -> Any:
     from ralp_tf.run.calibrate import QUICK, STANDARD
 
     given = {k: v for k, v in (("transfers", args.transfers), ("steps", args.steps), ("closures", args.closures),
-                               ("max_seconds", args.max_seconds)) if v is not None}
+                               ("max_seconds", args.max_seconds), ("ring_probes", args.ring_probes)) if v is not None}
     if "max_seconds" in given and not (math.isfinite(given["max_seconds"]) and given["max_seconds"] > 0):
         raise ValidationError(f"--max-seconds must be a positive number of seconds, got {args.max_seconds}")
     return dataclasses.replace(QUICK if args.quick else STANDARD, **given)
@@ -211,6 +215,11 @@ def _check_args(args: argparse.Namespace) -> list[str]:
                               "running cluster's links are measured, never given)")
     if args.host_cpu is not None and not (math.isfinite(args.host_cpu) and args.host_cpu > 0):
         raise ValidationError(f"--host-cpu must be a positive number of cores, got {args.host_cpu}")
+    if args.ring_probes is not None and not (args.testbed and args.host_cpu is not None):
+        raise ValidationError("--ring-probes scales the ring CPU probes, which run on --testbed hosts with --host-cpu "
+                              "budgets; add both, or drop it")
+    if args.ring_probes is not None and not (math.isfinite(args.ring_probes) and args.ring_probes >= 0):
+        raise ValidationError(f"--ring-probes must be a number >= 0 (0: no probes), got {args.ring_probes}")
     if args.agent_port and not args.cluster:
         raise ValidationError("--agent-port reads a running cluster's agents; add --cluster")
     models = [m.strip() for m in (args.models or ("small_cnn" if args.quick else "alexnet_cifar")).split(",")
@@ -287,6 +296,26 @@ def _rate(bps: float) -> str:
     return f"{bps / 1e9:.3g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.3g} Mbit/s"
 
 
+def ring_line(cal: Any) -> str:
+    """The ring's CPU as measured, or why it was not."""
+    r = cal.ring_cpu
+    if r is not None:
+        return (f"ring CPU ({r.implementation}, {len(cal.ring_probes)} probes): {r.s_per_byte * 1e9:.2f} ns per byte "
+                f"sent or received + {r.step_s * 1e3:.2f} ms per step + {r.tensor_hop_s * 1e6:.0f} us per gradient "
+                "tensor and hop")
+    if "ring" in (cal.budget.get("skipped") or []):
+        why = "the --max-seconds cap"
+    elif cal.testbed is None:
+        why = "measured on --testbed with --host-cpu only"
+    elif not cal.testbed.get("host_cpu"):
+        why = "no --host-cpu: the cost model prices the ring's CPU only on hosts with a known budget"
+    elif not cal.budget.get("ring_probes", 1.0):
+        why = "--quick"
+    else:
+        why = "needs 2 or more workers on hosts of their own"
+    return f"ring CPU: not measured ({why}); the cost model's constants"
+
+
 def summary(cal: Any, path: str) -> str:
     """The table printed at the end (module docstring)."""
     n = {job: sum(1 for t in cal.tasks if t.job == job) for job in ("worker", "ps")}
@@ -314,6 +343,13 @@ def summary(cal: Any, path: str) -> str:
                       f"per further variable; looped: {f.closure_s * 1e3:.2f} ms per closure + "
                       f"{f.closure_per_ps_s * 1e3:.2f} ms per PS task, {f.step_per_ps_s * 1e3:.2f} ms per step per PS "
                       f"task + {f.step_per_variable_s * 1e3:.2f} ms per further variable"]
+    alone = [f"{c.task} {c.table_pass_s_per_byte * 1e9:.2f} ns" for c in cal.compute if c.table_pass_s_per_byte]
+    if alone:
+        together = cal.table_pass_together_s_per_byte
+        lines += ["", "whole-table pass per byte: " + ", ".join(alone) + " alone"
+                  + (f"; {together * 1e9:.2f} ns with every PS task passing at once" if together is not None else "")
+                  + f" (priced: {cal.table_pass_s_per_byte() * 1e9:.2f} ns)"]
+    lines += ["", ring_line(cal)]
     lines += ["", f"{'compute':<10}{'device':<44}{'FLOP/s':>10}  model (batch): forward+backward step"]
     for c in cal.compute:
         steps = ", ".join(f"{m.model} ({m.batch_size}): {m.step_s * 1e3:.1f} ms" for m in c.models)

@@ -18,7 +18,12 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
 * ``compute``: per task measured, its device, an effective FLOP rate (``3 b sum_l f_l`` over the
   measured forward+backward step time), per model each layer's forward+backward seconds for one
   batch on that device, scaled to whole steps timed there, and on PS tasks the seconds per byte of
-  a sparse update's whole-table pass (``table_pass_s_per_byte``);
+  a sparse update's whole-table pass (``table_pass_s_per_byte``), and with two or more PS tasks the
+  same pass timed on all of them at once (``table_pass_together_s_per_byte``: a job's tasks pass
+  together, and where hosts share a memory bus one slows the others);
+* ``ring`` (``--testbed`` with CPU budgets; null elsewhere): a ring all-reduce's own CPU per worker
+  host, fitted on probe models trained with MultiWorkerMirroredStrategy (:mod:`ralp_tf.plan.ring_cpu`):
+  ``implementation``, ``s_per_byte``, ``step_s``, ``tensor_hop_s`` and every probe run (``probes``);
 * ``host_cores`` (CPU budgets known per host) and ``shared_cores`` (the cores of one machine every
   host shares), ``budget`` (the work it was given: transfers, steps, closures) and ``wall_s``.
 
@@ -32,8 +37,9 @@ the values it prices with (:func:`calibrated_cluster`, :func:`calibrated_profile
 * each layer's seconds on each task (``LayerProfile.device_seconds``, by task and by job), scaled
   linearly to the profile's batch; these win over the chief's measured times and FLOP rates. A
   model the file did not measure is priced at the tasks' FLOP rates (the chief's times dropped);
-* the serving CPU (``Cluster.serving``), the floor (``Cluster.floor``), the host budgets, and the
-  seconds per byte of a sparse update's whole-table pass on a PS task (``Cluster.table_pass_s_per_byte``).
+* the serving CPU (``Cluster.serving``), the floor (``Cluster.floor``), the host budgets, the
+  seconds per byte of a sparse update's whole-table pass on a PS task (``Cluster.table_pass_s_per_byte``)
+  and the ring's CPU (``Cluster.ring_cpu``).
 
 **Refused** (:class:`~ralp_tf.errors.CalibrationError`, one line naming what differs and the fix,
 ``ralp-tf calibrate`` again): another format version, another TensorFlow version, other tasks or
@@ -47,11 +53,12 @@ import math
 import statistics
 from typing import Any, Mapping, Sequence
 
-from ralp_tf.errors import CalibrationError, read_json_file
+from ralp_tf.errors import CalibrationError, ValidationError, read_json_file
 from ralp_tf.model.profiles import ModelProfile
 from ralp_tf.plan.closures import FloorTerms
 from ralp_tf.plan.cluster import Cluster, address_host
-from ralp_tf.plan.rates import ServingCpu
+from ralp_tf.plan.rates import RingCpu, ServingCpu
+from ralp_tf.plan.ring_cpu import RingProbeSample
 
 __all__ = ["CALIBRATION_FORMAT", "DEVICE_KINDS", "UNITS", "CalibratedTask", "Transfer", "Link", "ModelTimes",
            "DeviceCompute", "Calibration", "load_calibration", "calibrated_cluster", "calibrated_profile", "priced",
@@ -69,6 +76,8 @@ UNITS = {
     "serving": "CPU core-seconds per byte, per tensor message, per (worker step, PS task) pair",
     "layers": "forward+backward seconds of one layer for one batch of batch_size on the device",
     "flops_per_s": "3 x batch x forward FLOPs per sample over the measured forward+backward step seconds",
+    "ring": "CPU core-seconds per worker host and synchronous step: per byte sent plus received, per step, per "
+            "gradient tensor and ring hop",
 }
 
 
@@ -159,6 +168,12 @@ class Calibration:
     #: the namespace testbed it was made on (``layout``, ``bandwidth_bps`` cap, ``host_cpu``, ``prefix``),
     #: or None: another cluster
     testbed: Mapping[str, Any] | None = None
+    #: seconds per byte of a whole-table pass on each PS task while every PS task passes at once
+    #: (two or more PS tasks; None: not timed)
+    table_pass_together_s_per_byte: float | None = None
+    #: the ring's CPU fitted on probe runs, and those runs (None, (): not measured)
+    ring_cpu: RingCpu | None = None
+    ring_probes: tuple[RingProbeSample, ...] = ()
     #: where it was read from (not stored), for messages
     path: str = dataclasses.field(default="the calibration", compare=False)
 
@@ -198,9 +213,13 @@ class Calibration:
         return {t.key: own.get(t.key, by_job[t.job]) for t in self.tasks if t.key in own or t.job in by_job}
 
     def table_pass_s_per_byte(self) -> float | None:
-        """The whole-table pass rate the cost model prices every pass with: the mean over the PS
-        tasks it was timed on (None: not timed). One rate, because the cost model has one
+        """The whole-table pass rate the cost model prices every pass with: the rate timed with
+        every PS task passing at once where it was (``table_pass_together_s_per_byte``: a job's PS
+        tasks, and its ring workers, pass together every step), else the mean over the PS tasks each
+        timed alone (None: not timed). One rate, because the cost model has one
         (``Cluster.table_pass_s_per_byte``), for the ring's workers too."""
+        if self.table_pass_together_s_per_byte is not None:
+            return self.table_pass_together_s_per_byte
         rates = [c.table_pass_s_per_byte for c in self.compute
                  if c.task.startswith("ps:") and c.table_pass_s_per_byte is not None]
         return sum(rates) / len(rates) if rates else None
@@ -306,6 +325,9 @@ class Calibration:
             "links": [{**{k: v for k, v in dataclasses.asdict(l).items() if k != "samples"},
                        "samples": [dataclasses.asdict(s) for s in l.samples]} for l in self.links],
             "serving": self.serving.to_dict() if self.serving else None,
+            "table_pass_together_s_per_byte": self.table_pass_together_s_per_byte,
+            "ring": {**self.ring_cpu.to_dict(), "probes": [p.to_dict() for p in self.ring_probes]}
+            if self.ring_cpu else None,
             "floor": {k: (None if isinstance(v, float) and math.isnan(v) else v)
                       for k, v in self.floor.to_dict().items()} if self.floor else None,
             "compute": [{"task": c.task, "device": c.device, "device_kind": c.device_kind,
@@ -338,7 +360,11 @@ class Calibration:
         shared = doc.get("shared_cores")
         if shared is not None and not _positive(shared):
             raise CalibrationError(f"{path}: 'shared_cores' must be a number of cores > 0 or null; {RERUN}")
+        ring_cpu, ring_probes = r.ring(doc.get("ring"))
         return cls(tasks=tasks, links=links, compute=compute, serving=r.serving(doc.get("serving")),
+                   ring_cpu=ring_cpu, ring_probes=ring_probes,
+                   table_pass_together_s_per_byte=r.optional(doc.get("table_pass_together_s_per_byte"),
+                                                             "'table_pass_together_s_per_byte'"),
                    floor=r.floor(doc.get("floor")), tensorflow_version=r.text(doc, "tensorflow_version"),
                    ralp_tf_version=r.text(doc, "ralp_tf_version"), machine=r.text(doc, "machine"),
                    source=r.text(doc, "source"), created=str(doc.get("created", "")),
@@ -376,7 +402,8 @@ def calibrated_cluster(cal: Calibration, cluster: Cluster, **check: Any) -> Clus
     out = dataclasses.replace(cluster, tasks=tuple(tasks), host_cores={**cluster.host_cores, **cores},
                               shared_cores=cal.shared_cores if cal.shared_cores else cluster.shared_cores,
                               serving=cal.serving if cal.serving is not None else cluster.serving,
-                              table_pass_s_per_byte=cal.table_pass_s_per_byte() or cluster.table_pass_s_per_byte)
+                              table_pass_s_per_byte=cal.table_pass_s_per_byte() or cluster.table_pass_s_per_byte,
+                              ring_cpu=cal.ring_cpu if cal.ring_cpu is not None else cluster.ring_cpu)
     return out.with_closures(cluster.steps_per_closure, cal.floor) if cal.floor is not None else out
 
 
@@ -579,6 +606,22 @@ class _Reader:
         d = self.mapping(d, "'serving'")
         names = [f.name for f in dataclasses.fields(ServingCpu)]
         return ServingCpu(**{k: self.number(d.get(k), f"serving.{k}") for k in names})
+
+    def ring(self, d: Any) -> tuple[RingCpu | None, tuple[RingProbeSample, ...]]:
+        if d is None:
+            return None, ()
+        d = self.mapping(d, "'ring'")
+        if d.get("implementation") not in ("mwms", "horovod"):
+            raise self.fail(f"ring.implementation is 'mwms' or 'horovod', got {d.get('implementation')!r}")
+        terms = RingCpu(implementation=d["implementation"],
+                        **{k: self.number(d.get(k), f"ring.{k}") for k in ("s_per_byte", "step_s", "tensor_hop_s")})
+        probes = []
+        for i, p in enumerate(self.items(d, "probes")):
+            try:
+                probes.append(RingProbeSample.from_dict(self.mapping(p, f"ring.probes[{i}]")))
+            except (KeyError, TypeError, ValueError, AttributeError, ValidationError) as exc:
+                raise self.fail(f"ring.probes[{i}] is malformed ({type(exc).__name__}: {exc})") from None
+        return terms, tuple(probes)
 
     def floor(self, d: Any) -> FloorTerms | None:
         if d is None:

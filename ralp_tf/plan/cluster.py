@@ -39,10 +39,10 @@ from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
-from ralp_tf.plan.rates import JOBS, Rates, ServingCpu, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
+from ralp_tf.plan.rates import JOBS, Rates, RingCpu, ServingCpu, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
-           "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "ServingCpu",
+           "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "ServingCpu", "RingCpu",
            "Task", "Host", "Cluster"]
 
 DEFAULT_BANDWIDTH_BPS = 1e9
@@ -204,6 +204,9 @@ class Cluster:
     #: seconds per table byte of a sparse update's whole-table pass on its PS tasks, measured there
     #: (``ralp-tf calibrate``); None: ``costmodel.DENSE_PASS_S_PER_BYTE``
     table_pass_s_per_byte: float | None = None
+    #: a ring all-reduce's own CPU, measured on it (``ralp-tf calibrate --testbed --host-cpu``); None,
+    #: or another implementation's: the cost model's ``RING_*`` constants
+    ring_cpu: RingCpu | None = None
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure
@@ -451,6 +454,10 @@ class Cluster:
     def with_serving(self, serving: ServingCpu | None) -> "Cluster":
         """A copy whose serving CPU is ``serving`` (measured by ``ralp-tf calibrate``; None: the constants)."""
         return dataclasses.replace(self, serving=serving)
+
+    def with_ring_cpu(self, ring_cpu: RingCpu | None) -> "Cluster":
+        """A copy whose ring CPU is ``ring_cpu`` (measured by ``ralp-tf calibrate``; None: the constants)."""
+        return dataclasses.replace(self, ring_cpu=ring_cpu)
 
     def with_fused_transfers(self, fused: bool = True) -> "Cluster":
         """A copy whose steps move the worker's variables fused (:mod:`ralp_tf.place.fusion`)."""

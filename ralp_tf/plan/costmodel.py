@@ -119,7 +119,8 @@ it to its own replica of the table, the optimizer's whole-table passes (*Sparse 
 every worker. Where host cores ``K_h`` are known, the ring's own CPU per synchronous step,
 ``r_h = RING_CPU_S_PER_BYTE[i] (out_h + in_h) + RING_STEP_CPU_S + RING_TENSOR_HOP_CPU_S[i] G 2 (N-1)``
 (implementation i, G gradient tensors), adds ``max_h r_h / K_h`` to ``t``, after the compute and
-the link (``benchmarks/fit_ring_cpu.py``; docs/costmodel.md, "The ring's CPU").
+the link (``benchmarks/fit_ring_cpu.py``; docs/costmodel.md, "The ring's CPU"); a cluster whose ring
+CPU was measured (``Cluster.ring_cpu``, ``ralp-tf calibrate``) prices its three terms instead.
 """
 from __future__ import annotations
 
@@ -155,7 +156,7 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
            "ring_gradient_bytes", "ring_table_pass_seconds", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
            "worker_step_traffic", "estimate", "serving_core_seconds", "serving_seconds", "task_cpu_seconds",
-           "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "RING_TENSOR_HOP_CPU_S", "ring_cpu_seconds", "estimate_allreduce"]
+           "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "RING_TENSOR_HOP_CPU_S", "ring_cpu_seconds", "ring_cpu_terms", "estimate_allreduce"]
 
 #: Seconds per table byte of one whole-table pass of a sparse update (module docstring, *Sparse
 #: updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
@@ -520,10 +521,21 @@ def ring_cpu_seconds(cluster: Cluster, bytes_out: Mapping[str, float], bytes_in:
     ``gradients`` is the number of gradient tensors all-reduced."""
     if implementation not in RING_CPU_S_PER_BYTE:
         raise PlanError(f"unknown ring implementation {implementation!r}; use one of {', '.join(RING_CPU_S_PER_BYTE)}")
-    fixed = RING_STEP_CPU_S + 2 * (cluster.num_workers - 1) * gradients * RING_TENSOR_HOP_CPU_S[implementation]
+    per_byte, step, hop = ring_cpu_terms(cluster, implementation)
+    fixed = step + 2 * (cluster.num_workers - 1) * gradients * hop
     moved = {h: bytes_out.get(h, 0.0) + bytes_in.get(h, 0.0) for h in {w.host for w in cluster.workers}}
-    return {h: (RING_CPU_S_PER_BYTE[implementation] * b + fixed) / cluster.host(h).cores  # type: ignore[operator]
+    return {h: (per_byte * b + fixed) / cluster.host(h).cores  # type: ignore[operator]
             for h, b in moved.items() if cluster.host(h).cores}
+
+
+def ring_cpu_terms(cluster: Cluster, implementation: str) -> tuple[float, float, float]:
+    """The ring's CPU per byte, per step and per gradient tensor and hop for ``implementation``: the
+    cluster's measured ones (``Cluster.ring_cpu``) where they are that implementation's, else
+    ``RING_CPU_S_PER_BYTE``, ``RING_STEP_CPU_S`` and ``RING_TENSOR_HOP_CPU_S``."""
+    measured = cluster.ring_cpu
+    if measured is not None and measured.implementation == implementation:
+        return measured.s_per_byte, measured.step_s, measured.tensor_hop_s
+    return RING_CPU_S_PER_BYTE[implementation], RING_STEP_CPU_S, RING_TENSOR_HOP_CPU_S[implementation]
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none",

@@ -1,6 +1,7 @@
 """Link and FLOP rates as the cost model reads them: parsing ``100mbit``/``5e10``/``worker=100t,ps=1t``,
-:class:`Rates`, the one record of the rates a command or a decorator gives, and :class:`ServingCpu`,
-the CPU costs of moving bytes measured on a cluster (``ralp-tf calibrate``). Pure."""
+:class:`Rates`, the one record of the rates a command or a decorator gives, :class:`ServingCpu`,
+the CPU costs of moving bytes measured on a cluster, and :class:`RingCpu`, a ring all-reduce's own CPU
+measured there (both by ``ralp-tf calibrate``). Pure."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +11,7 @@ from typing import Any, Mapping
 
 from ralp_tf.errors import ClusterConfigError
 
-__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu"]
+__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu", "RingCpu"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 
@@ -97,6 +98,31 @@ class ServingCpu:
                 raise ClusterConfigError(f"serving CPU {f.name} must be a number of core-seconds >= 0, got {v!r}")
 
     def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class RingCpu:
+    """A ring all-reduce's own CPU on each worker host per synchronous step, measured on a cluster
+    (``ralp-tf calibrate``, :mod:`ralp_tf.plan.ring_cpu`), in core-seconds:
+    ``r_h = s_per_byte (out_h + in_h) + step_s + tensor_hop_s G 2 (N-1)`` for ``implementation``
+    (``"mwms"`` or ``"horovod"``); the cost model's ``RING_*`` constants for that implementation
+    otherwise (:func:`ralp_tf.plan.costmodel.ring_cpu_seconds`)."""
+
+    implementation: str
+    s_per_byte: float
+    step_s: float
+    tensor_hop_s: float
+
+    def __post_init__(self) -> None:
+        if self.implementation not in ("mwms", "horovod"):
+            raise ClusterConfigError(f"ring CPU implementation must be 'mwms' or 'horovod', got {self.implementation!r}")
+        for name in ("s_per_byte", "step_s", "tensor_hop_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ClusterConfigError(f"ring CPU {name} must be a number of core-seconds >= 0, got {v!r}")
+
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 

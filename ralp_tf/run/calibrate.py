@@ -26,7 +26,8 @@ devices (what it writes: :mod:`ralp_tf.plan.calibration`):
    cancels), and the whole model's forward+backward pass likewise; the layers' shares are scaled
    to the whole pass (a layer shorter than a CPU-quota period runs unthrottled: ``quota_profile``'s
    reason). The device's FLOP rate is ``3 b sum_l f_l`` over the whole pass. On PS tasks, a sparse
-   update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`).
+   update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`), and
+   with two or more PS tasks on all of them at once (:func:`~ralp_tf.run.device_times.time_table_passes`).
 
 The budget is work (:class:`Budget`: transfers, steps, closures), with wall time only as a safety
 cap (``max_seconds``: what is left is skipped, and the file says so). ``on_progress(stage, done,
@@ -76,10 +77,15 @@ class Budget:
     #: a whole step's timing loop lasts at least this long (a CPU quota's periods average out)
     min_loop_s: float = 2.0
     max_seconds: float = 1800.0
+    #: the ring probes' steps as a multiple of theirs (``ralp_tf.model.ring_probe.PROBES``); 0: no probes.
+    #: ``--testbed`` with ``--host-cpu`` only (:mod:`ralp_tf.testbed.ring_probe`)
+    ring_probes: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("transfers", "steps", "closures", "max_variables"):
             check_int(getattr(self, name), name, minimum=2 if name == "max_variables" else 1)
+        if not (0 <= self.ring_probes < math.inf):
+            raise ValidationError(f"ring_probes scales the ring probes' steps (>= 0; 0: none), got {self.ring_probes}")
         if not (self.min_transfer_s > 0 and self.max_seconds > 0 and self.max_bytes >= 4 * _MB):
             raise ValidationError("a calibration budget needs min_transfer_s > 0, max_seconds > 0 and max_bytes >= "
                                   f"4 MiB, got {self.min_transfer_s}, {self.max_seconds}, {self.max_bytes}")
@@ -91,7 +97,7 @@ class Budget:
 STANDARD = Budget()
 #: ``--quick``: under a minute on a 2-core machine (TensorFlow's start included), a cluster of a few tasks
 QUICK = Budget(transfers=2, steps=3, closures=12, min_transfer_s=0.2, max_bytes=64 * _MB, max_variables=8,
-               loop_steps=(1, 4), all_hosts=False, min_loop_s=0.5, max_seconds=50.0)
+               loop_steps=(1, 4), all_hosts=False, min_loop_s=0.5, max_seconds=50.0, ring_probes=0.0)
 
 
 def device_string(key: str, kind: str = "CPU") -> str:
@@ -326,7 +332,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     ``testbed`` (layout, link cap, CPU budget) when the cluster is the namespace testbed's."""
     import tensorflow as tf
 
-    from ralp_tf.run.device_times import time_model, time_table_pass
+    from ralp_tf.run.device_times import time_model, time_table_pass, time_table_passes
 
     if not spec.get("worker") or not spec.get("ps"):
         raise ValidationError("calibration needs at least one worker and one PS task in the cluster")
@@ -341,7 +347,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     pairs = link_pairs(spec, host_of, quick=not budget.all_hosts)
     timed = compute_tasks(tasks, budget.all_hosts)
     cases = len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps))
-    total, done = len(pairs) + cases + len(timed) * len(models), [0]
+    total, done = len(pairs) + cases + len(timed) * len(models) + (len(spec["ps"]) > 1), [0]
     skipped: list[str] = []
 
     def tick(stage: str, detail: str) -> None:
@@ -375,6 +381,15 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
             rate = sum(e.flops for e in entries) / sum(e.step_s for e in entries)
             compute.append(DeviceCompute(task=t.key, device=t.device, device_kind=t.device_kind, flops_per_s=rate,
                                          models=tuple(entries), table_pass_s_per_byte=passes))
+    together = None
+    ps_devices = [t.device for t in tasks if t.job == "ps"]
+    if len(ps_devices) > 1:
+        if meter.over():
+            skipped.append("table passes together")
+        else:
+            together = time_table_passes(ps_devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
+        tick("compute", f"table passes on {len(ps_devices)} PS tasks at once"
+             + (f": {together * 1e9:.2f} ns a byte" if together is not None else " skipped (time cap)"))
     floor, plain = (None, {})
     if meter.over():
         skipped.append("floor")
@@ -385,6 +400,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                                   "raise --max-seconds or give a smaller budget")
     return Calibration(
         tasks=tuple(tasks), links=tuple(links), compute=tuple(compute), serving=_serving(links, plain), floor=floor,
+        table_pass_together_s_per_byte=together,
         tensorflow_version=tf.__version__, ralp_tf_version=_version(), machine=socket.gethostname(),
         source=source or "cluster", created=datetime.datetime.now().isoformat(timespec="seconds"),
         host_cores=dict(host_cores or {}), shared_cores=shared_cores, testbed=dict(testbed) if testbed else None,

@@ -19,13 +19,14 @@ cluster (:func:`ralp_tf.run.calibrate.measure_cluster` makes it) or a local devi
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ralp_tf.plan.calibration import ModelTimes
 
-__all__ = ["loop_seconds", "time_model", "TABLE_BYTES", "time_table_pass"]
+__all__ = ["loop_seconds", "loops_seconds", "time_model", "TABLE_BYTES", "time_table_pass", "time_table_passes"]
 
 #: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
 TABLE_BYTES = 32 << 20
@@ -35,26 +36,46 @@ def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2
     """Seconds of one iteration of ``body`` (whose outputs are tensors): the fastest of ``repeats``
     calls of a ``tf.while_loop`` of ``steps + 1`` iterations less the fastest of a loop of 1, each
     called from here, over ``steps``. With ``min_loop_s`` the long loop runs more iterations, as many
-    as last that long by the first calls' measure (a CPU quota's periods average out over it)."""
+    as last that long by the first calls' measure (a CPU quota's periods average out over it). The
+    loop runs on the caller's device scope."""
+    return loops_seconds({None: body}, steps, repeats, min_loop_s)
+
+
+def loops_seconds(bodies: Mapping[str | None, Callable[[], Sequence[Any]]], steps: int, repeats: int = 2,
+                  min_loop_s: float = 0.0) -> float:
+    """:func:`loop_seconds` of several loops run at once, one per device (``None``: the caller's
+    scope), each on its own device with nothing crossing between them per iteration: seconds per
+    iteration of the call, which the slowest device sets."""
     import tensorflow as tf
 
-    iterations = tf.Variable(1, trainable=False)  # on the caller's device: the loop reads nothing of this process's
+    def scope(device: str | None) -> Any:  # None: the caller's scope (tf.device(None) would clear it)
+        return tf.device(device) if device is not None else contextlib.nullcontext()
+
+    counts = {}
+    for device, _ in bodies.items():
+        with scope(device):  # on each loop's device: a loop reads nothing of this process's
+            counts[device] = tf.Variable(1, trainable=False)
 
     @tf.function
     def loop() -> Any:  # traced once for every length
-        def step(i: Any, acc: Any) -> tuple[Any, Any]:
-            picks = [tf.cast(tf.reshape(getattr(g, "values", g), [-1])[0], tf.float32) for g in body()]
-            return i + 1, acc + tf.add_n(picks)
-        k = iterations.read_value()
-        return tf.while_loop(lambda i, acc: i < k, step, (tf.constant(0), tf.constant(0.0)))[1]
+        ends = []
+        for device, body in bodies.items():
+            with scope(device):
+                def step(i: Any, acc: Any, body: Any = body) -> tuple[Any, Any]:
+                    picks = [tf.cast(tf.reshape(getattr(g, "values", g), [-1])[0], tf.float32) for g in body()]
+                    return i + 1, acc + tf.add_n(picks)
+                k = counts[device].read_value()
+                ends.append(tf.while_loop(lambda i, acc, k=k: i < k, step, (tf.constant(0), tf.constant(0.0)))[1])
+        return tf.add_n(ends)
 
     def timed(k: int) -> float:
-        iterations.assign(k)
+        for v in counts.values():
+            v.assign(k)
         t0 = time.perf_counter()
         loop().numpy()
         return time.perf_counter() - t0
 
-    timed(1)  # traced and registered on the device
+    timed(1)  # traced and registered on the devices
     first = (timed(steps + 1) - timed(1)) / steps
     if min_loop_s > 0 and first > 0:
         steps = max(steps, min(math.ceil(min_loop_s / first), 50 * steps))
@@ -115,6 +136,14 @@ def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nb
     ``tf_keras.optimizers.SGD`` (its passes over the table and its slot) and by
     ``tf_keras.optimizers.legacy.SGD`` (none), each timed as :func:`loop_seconds` does; the difference
     over the passes' bytes."""
+    return time_table_passes([device], steps=steps, min_loop_s=min_loop_s, nbytes=nbytes)
+
+
+def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: float = 0.0,
+                      nbytes: int = TABLE_BYTES) -> float:
+    """:func:`time_table_pass` on every device of ``devices`` at once, each over a table of its own
+    (:func:`loops_seconds`): seconds per byte of one device's pass while the others pass too, as a
+    job's PS tasks (or ring workers) do every step; the slowest device sets it."""
     import tensorflow as tf
 
     from ralp_tf.model.optimizers import sparse_update
@@ -123,18 +152,25 @@ def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nb
     width = 32
     rows = max(nbytes // (4 * width), 64)
     seconds = {}
-    with tf.device(device):
+    # Under the first device's scope as a whole, as one device's pass was timed alone: an op the
+    # optimizer makes without a device of its own lands on a task, never on this process (which, on
+    # the testbed, the tasks cannot reach).
+    with tf.device(devices[0]):
         for name in ("sgd", "legacy-sgd"):
-            table = tf.Variable(tf.zeros([rows, width]), trainable=True)
-            optimizer = sgd_optimizer(name, 0.01)
-            ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
-            grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
-            optimizer.apply_gradients([(grad, table)])  # its slots, made here before the loop is traced
+            bodies = {}
+            for device in devices:
+                with tf.device(device):
+                    table = tf.Variable(tf.zeros([rows, width]), trainable=True)
+                    optimizer = sgd_optimizer(name, 0.01)
+                    ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
+                    grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
+                    optimizer.apply_gradients([(grad, table)])  # its slots, made there before the loop is traced
 
-            def update(optimizer: Any = optimizer, table: Any = table) -> list[Any]:
-                optimizer.apply_gradients([(grad, table)])
-                return [table.sparse_read([0])]  # read after the update (automatic control dependencies)
+                def update(optimizer: Any = optimizer, table: Any = table, grad: Any = grad) -> list[Any]:
+                    optimizer.apply_gradients([(grad, table)])
+                    return [table.sparse_read([0])]  # read after the update (automatic control dependencies)
 
-            seconds[name] = loop_seconds(update, steps, min_loop_s=min_loop_s)
+                bodies[device] = update
+            seconds[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s)
     passes = sparse_update("sgd").dense_passes
     return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)

@@ -6,21 +6,31 @@ their task processes (:class:`ralp_tf.run.launch.LocalCluster` with the testbed 
 bench's PSS runs do), and runs the measuring child (``python -m ralp_tf.run.calibrate``) as task
 ``chief`` inside the chief's namespace, the only place the hosts' addresses are reachable from. The
 child reads the tasks' CPU from their PIDs (one machine). Its progress lines are passed to
-``on_progress``; the calibration it writes is returned. Ctrl-C, SIGTERM or a failure tear everything
-down (the testbed's guarantees); nothing is told the caps: the child measures them.
+``on_progress``. With CPU budgets (``host_cpu``) and workers on two or more hosts, the PS tasks are
+then stopped and the ring's probes trained on the worker hosts (:mod:`ralp_tf.testbed.ring_probe`,
+``budget["ring_probes"]``, 0: none); their fit is the file's ``ring``. The calibration is returned.
+Ctrl-C, SIGTERM or a failure tear everything down (the testbed's guarantees); nothing is told the
+caps: the child measures them.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import os
 import subprocess
 import sys
+import time
 from typing import Any, Callable
 
+from ralp_tf.model.ring_probe import PROBES
 from ralp_tf.plan.calibration import Calibration, load_calibration
+from ralp_tf.plan.ring_cpu import RingProbeSample
 from ralp_tf.plan.rates import format_bandwidth, parse_bandwidth
 from ralp_tf.testbed import jobs
 from ralp_tf.testbed.errors import TestbedError
 from ralp_tf.testbed.layout import layout_hosts, tasks_of
+from ralp_tf.testbed.ring_probe import measure_ring_cpu, ring_probe_hosts
 
 __all__ = ["calibrate_on_testbed"]
 
@@ -66,7 +76,35 @@ def calibrate_on_testbed(workers: int, ps: int, out_path: str, *, bandwidth: Any
             if code != 0:
                 raise TestbedError(f"the calibration on testbed {prefix} failed (exit {code}); its output ends:\n"
                                    + "\n".join(tail))
+        cal = load_calibration(out_path)
+        scale = float((budget or {}).get("ring_probes", 1.0))
+        workers_ = [t for t in tb.tasks if t.startswith("worker")]
+        if host_cpu and scale > 0 and len(ring_probe_hosts(tb, workers_)) == len(workers_) >= 2:
+            if cal.wall_s >= float((budget or {}).get("max_seconds", math.inf)):
+                cal = dataclasses.replace(cal, budget={**cal.budget, "skipped": [*cal.budget.get("skipped", []), "ring"]})
+            else:
+                cal = _with_ring(cal, tb, workers_, scale, on_progress, log_dir)
+            with open(out_path, "w") as f:
+                json.dump(cal.to_dict(), f, indent=1)
     return load_calibration(out_path)
+
+
+def _with_ring(cal: Calibration, tb: Any, workers: list[str], scale: float,
+               on_progress: Callable[[str, int, int, str], None] | None, log_dir: str | None) -> Calibration:
+    """``cal`` with the ring's CPU measured on ``tb``'s worker hosts (the PS tasks stopped)."""
+    done = [0]
+
+    def probed(name: str, sample: RingProbeSample) -> None:
+        done[0] += 1
+        if on_progress:
+            cpu = ", ".join(f"{h} {v * 1e3:.0f} ms" for h, v in sample.host_cpu_s.items())
+            on_progress("ring", done[0], len(PROBES), f"{name}: {sample.step_s * 1e3:.0f} ms a step, CPU {cpu}")
+
+    started = time.monotonic()
+    fit, samples = measure_ring_cpu(tb, workers, scale=scale, on_probe=probed,
+                                    log_path=os.path.join(log_dir, "ring-probes.log") if log_dir else None)
+    return dataclasses.replace(cal, ring_cpu=fit, ring_probes=tuple(samples),
+                               wall_s=cal.wall_s + time.monotonic() - started)
 
 
 def _finite(bps: float) -> float | None:

@@ -51,6 +51,8 @@ def test_the_gpu_device_path_is_named_by_device_strings() -> None:
     (["calibrate", "--models", "no_such_model"], "no_such_model"),
     (["calibrate", "--agent-port", "2230"], "add --cluster"),
     (["calibrate", "--max-seconds", "-1"], "--max-seconds"),
+    (["calibrate", "--ring-probes", "1"], "--testbed hosts with --host-cpu"),
+    (["calibrate", "--testbed", "--host-cpu", "0.3", "--ring-probes", "-1"], "--ring-probes must be"),
 ])
 def test_bad_arguments_are_refused_before_anything_starts(argv: list[str], words: str,
                                                           monkeypatch: pytest.MonkeyPatch,
@@ -62,6 +64,7 @@ def test_bad_arguments_are_refused_before_anything_starts(argv: list[str], words
 
 def test_quick_is_small() -> None:
     assert QUICK.max_seconds < 60 and QUICK.transfers <= Budget().transfers and not QUICK.all_hosts
+    assert QUICK.ring_probes == 0 and Budget().ring_probes == 1
 
 
 @pytest.mark.slow
@@ -80,6 +83,53 @@ def test_layers_are_timed_on_the_device_string_given() -> None:
     layers = dict(t.layers)
     assert t.model == "small_cnn" and t.step_s > 0 and {"conv1", "fc1"} <= set(layers)
     assert sum(layers.values()) == pytest.approx(t.step_s)
+
+
+def test_the_summary_says_the_ring_cpu_or_why_it_was_not_measured() -> None:
+    import dataclasses
+
+    from calibration_docs import calibration_doc
+    from ralp_tf.cli.calibrate import summary
+    from ralp_tf.plan.calibration import Calibration
+    from ralp_tf.plan.rates import RingCpu
+
+    doc = calibration_doc(2, 2, layout="colocated")
+    doc["testbed"] = {"layout": "colocated", "bandwidth_bps": 1e9, "host_cpu": None, "prefix": "p"}
+    cal = Calibration.from_dict(doc)
+    assert "ring CPU: not measured (no --host-cpu" in summary(cal, "c.json")
+    budgeted = dataclasses.replace(cal, testbed={**cal.testbed, "host_cpu": 0.3}, budget={"ring_probes": 0.0})
+    assert "ring CPU: not measured (--quick)" in summary(budgeted, "c.json")
+    measured = dataclasses.replace(budgeted, ring_cpu=RingCpu("mwms", 2.5e-9, 0.012, 6e-5))
+    assert "ring CPU (mwms, 0 probes): 2.50 ns per byte sent or received + 12.00 ms per step + 60 us" \
+        in summary(measured, "c.json")
+    assert "ring CPU: not measured (measured on --testbed" in summary(dataclasses.replace(cal, testbed=None), "c.json")
+
+
+TWO_DEVICES = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from ralp_tf.run.device_times import loops_seconds, time_table_passes
+names = [d.name for d in tf.config.list_logical_devices("CPU")]
+seen = {}
+def on(device):
+    def body():
+        seen[device] = tf.constant(1.0).device  # where the loop's ops were placed
+        return [tf.constant(1.0)]
+    return body
+assert loops_seconds({d: on(d) for d in names}, 2) >= 0 and sorted(seen) == sorted(names)
+assert all(seen[d] == d for d in names), seen
+print(time_table_passes(names, steps=2, nbytes=4 << 20))
+"""
+
+
+@pytest.mark.slow
+def test_table_passes_run_on_every_device_at_once() -> None:
+    """:func:`ralp_tf.run.device_times.time_table_passes` runs one loop per device in one call, each
+    loop's ops on its own device (two logical CPUs of a child process), and prices a pass > 0."""
+    proc = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert float(proc.stdout.strip().splitlines()[-1]) > 0
 
 
 @pytest.mark.slow
@@ -115,19 +165,21 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
 @pytest.mark.needs_root
 def test_calibrate_finds_a_100mbit_cap_on_the_testbed(tmp_path: Path) -> None:
     """Namespace hosts whose links tc caps at 100 Mbit/s: the calibration, not told the cap, finds it
-    within 10% on every link, and leaves no namespace behind."""
+    within 10% on every link, times the PS tasks' table passes together, and leaves no namespace behind."""
     from ralp_tf.testbed import netns_support
 
     ok, why = netns_support()
     if not ok:
         pytest.skip(why)
     out = tmp_path / "cal.json"
-    proc = subprocess.run([RALP_TF, "calibrate", "--testbed", "--prefix", "rcaltest", "--workers", "1", "--ps", "1",
+    proc = subprocess.run([RALP_TF, "calibrate", "--testbed", "--prefix", "rcaltest", "--workers", "1", "--ps", "2",
                            "--bandwidth", "100mbit", "--quick", "--models", "small_cnn", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     cal = load_calibration(str(out))
-    assert len(cal.links) == 2
+    # both PS tasks' table passes at once, timed where this process is unreachable from the tasks
+    assert cal.table_pass_together_s_per_byte is not None and cal.table_pass_together_s_per_byte > 0
+    assert len(cal.links) == 4
     for link in cal.links:
         assert link.bandwidth_bps == pytest.approx(1e8, rel=0.10), (link.src, link.dst, link.bandwidth_bps)
     assert cal.testbed == {"layout": "dedicated", "bandwidth_bps": 1e8, "host_cpu": None, "prefix": "rcaltest"}

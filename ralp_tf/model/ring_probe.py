@@ -1,0 +1,69 @@
+"""Ring probes: tf_keras models whose training step is almost nothing but gradient exchange.
+
+One builder per shape of :data:`PROBES`, referenced as
+``ralp_tf.model.ring_probe:few_large`` (``module:function``, as any user model), so that the ring's
+own jobs (``ralp_tf.testbed.mwms_job``) train them unchanged. The model holds ``tensors`` float32
+weights; its forward pass sums each (one read of the weights) and scales the input by the total, so
+each gradient is a dense tensor of the weight's size and the step's work is the all-reduce and the
+optimizer's update. ``ralp-tf calibrate`` fits the ring's CPU on them (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["ProbeShape", "PROBES", "build_probe", "few_large", "few_small", "many_small"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeShape:
+    """A probe model's gradients: ``tensors`` float32 weights of ``param_bytes`` bytes in all, and the
+    synchronous steps it is timed for (a small probe's step is short: more of them)."""
+
+    name: str
+    tensors: int
+    param_bytes: int
+    steps: int
+
+    @property
+    def elements_per_tensor(self) -> int:
+        return self.param_bytes // (4 * self.tensors)
+
+
+_MB = 1 << 20
+#: The probes ``calibrate`` runs: bytes at 2 tensors (32 MB against 1 MB) and tensors at 1 MB (64 against 2).
+PROBES: dict[str, ProbeShape] = {p.name: p for p in (
+    ProbeShape("few_large", tensors=2, param_bytes=32 * _MB, steps=10),
+    ProbeShape("few_small", tensors=2, param_bytes=1 * _MB, steps=40),
+    ProbeShape("many_small", tensors=64, param_bytes=1 * _MB, steps=40),
+)}
+
+
+def build_probe(shape: ProbeShape) -> Any:
+    """A built tf_keras model of ``shape``: input ``(1,)``, one logit out (module docstring)."""
+    import tensorflow as tf
+    import tf_keras
+
+    class GradientBlock(tf_keras.layers.Layer):
+        def build(self, input_shape: Any) -> None:
+            self.blocks = [self.add_weight(name=f"w{i}", shape=(shape.elements_per_tensor,), initializer="zeros")
+                           for i in range(shape.tensors)]
+
+        def call(self, x: Any) -> Any:
+            return x * (1.0 + 1e-6 * tf.add_n([tf.reduce_sum(w) for w in self.blocks]))
+
+    inputs = tf_keras.Input(shape=(1,), name="x")
+    model = tf_keras.Model(inputs, GradientBlock(name=f"probe_{shape.name}")(inputs), name=f"ring_probe_{shape.name}")
+    return model
+
+
+def few_large() -> Any:
+    return build_probe(PROBES["few_large"])
+
+
+def few_small() -> Any:
+    return build_probe(PROBES["few_small"])
+
+
+def many_small() -> Any:
+    return build_probe(PROBES["many_small"])
