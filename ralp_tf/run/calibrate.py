@@ -332,7 +332,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     ``testbed`` (layout, link cap, CPU budget) when the cluster is the namespace testbed's."""
     import tensorflow as tf
 
-    from ralp_tf.run.device_times import time_model, time_table_pass, time_table_passes
+    from ralp_tf.run.device_times import time_model, time_table_pass
 
     if not spec.get("worker") or not spec.get("ps"):
         raise ValidationError("calibration needs at least one worker and one PS task in the cluster")
@@ -381,15 +381,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
             rate = sum(e.flops for e in entries) / sum(e.step_s for e in entries)
             compute.append(DeviceCompute(task=t.key, device=t.device, device_kind=t.device_kind, flops_per_s=rate,
                                          models=tuple(entries), table_pass_s_per_byte=passes))
-    together = None
-    ps_devices = [t.device for t in tasks if t.job == "ps"]
-    if len(ps_devices) > 1:
-        if meter.over():
-            skipped.append("table passes together")
-        else:
-            together = time_table_passes(ps_devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
-        tick("compute", f"table passes on {len(ps_devices)} PS tasks at once"
-             + (f": {together * 1e9:.2f} ns a byte" if together is not None else " skipped (time cap)"))
+    together = _passes_together([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
     floor, plain = (None, {})
     if meter.over():
         skipped.append("floor")
@@ -406,6 +398,24 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
         host_cores=dict(host_cores or {}), shared_cores=shared_cores, testbed=dict(testbed) if testbed else None,
         budget={**budget.to_dict(), "models": list(models), "batch_size": batch_size, "skipped": skipped},
         wall_s=time.monotonic() - started)
+
+
+def _passes_together(devices: Sequence[str], budget: Budget, meter: _Meter, skipped: list[str],
+                     tick: Callable[[str, str], None]) -> float | None:
+    """The whole-table pass timed on every PS device at once (two or more of them; None: one, or the
+    time cap came first, which ``skipped`` then says)."""
+    from ralp_tf.run.device_times import time_table_passes
+
+    if len(devices) < 2:
+        return None
+    together = None
+    if meter.over():
+        skipped.append("table passes together")
+    else:
+        together = time_table_passes(devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
+    tick("compute", f"table passes on {len(devices)} PS tasks at once"
+         + (f": {together * 1e9:.2f} ns a byte" if together is not None else " skipped (time cap)"))
+    return together
 
 
 def _version() -> str:
