@@ -165,21 +165,19 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
 @pytest.mark.needs_root
 def test_calibrate_finds_a_100mbit_cap_on_the_testbed(tmp_path: Path) -> None:
     """Namespace hosts whose links tc caps at 100 Mbit/s: the calibration, not told the cap, finds it
-    within 10% on every link, times the PS tasks' table passes together, and leaves no namespace behind."""
+    within 10% on every link, and leaves no namespace behind."""
     from ralp_tf.testbed import netns_support
 
     ok, why = netns_support()
     if not ok:
         pytest.skip(why)
     out = tmp_path / "cal.json"
-    proc = subprocess.run([RALP_TF, "calibrate", "--testbed", "--prefix", "rcaltest", "--workers", "1", "--ps", "2",
+    proc = subprocess.run([RALP_TF, "calibrate", "--testbed", "--prefix", "rcaltest", "--workers", "1", "--ps", "1",
                            "--bandwidth", "100mbit", "--quick", "--models", "small_cnn", "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     cal = load_calibration(str(out))
-    # both PS tasks' table passes at once, timed where this process is unreachable from the tasks
-    assert cal.table_pass_together_s_per_byte is not None and cal.table_pass_together_s_per_byte > 0
-    assert len(cal.links) == 4
+    assert len(cal.links) == 2
     for link in cal.links:
         assert link.bandwidth_bps == pytest.approx(1e8, rel=0.10), (link.src, link.dst, link.bandwidth_bps)
     assert cal.testbed == {"layout": "dedicated", "bandwidth_bps": 1e8, "host_cpu": None, "prefix": "rcaltest"}
