@@ -93,9 +93,7 @@ class ServingCpu:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise ClusterConfigError(f"serving CPU {f.name} must be a number of core-seconds >= 0, got {v!r}")
+            _check_core_seconds("serving CPU", f.name, getattr(self, f.name))
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -118,12 +116,15 @@ class RingCpu:
         if self.implementation not in ("mwms", "horovod"):
             raise ClusterConfigError(f"ring CPU implementation must be 'mwms' or 'horovod', got {self.implementation!r}")
         for name in ("s_per_byte", "step_s", "tensor_hop_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise ClusterConfigError(f"ring CPU {name} must be a number of core-seconds >= 0, got {v!r}")
+            _check_core_seconds("ring CPU", name, getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _check_core_seconds(what: str, name: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+        raise ClusterConfigError(f"{what} {name} must be a number of core-seconds >= 0, got {v!r}")
 
 
 def positive_flops(value: Any) -> float:

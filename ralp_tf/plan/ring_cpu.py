@@ -25,6 +25,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ralp_tf.errors import ValidationError
+from ralp_tf.plan.costmodel import ring_allreduce_bytes
 from ralp_tf.plan.rates import RingCpu
 
 __all__ = ["RingProbeSample", "ring_moved_bytes", "ring_tensor_hops", "fit_ring_cpu"]
@@ -32,8 +33,9 @@ __all__ = ["RingProbeSample", "ring_moved_bytes", "ring_tensor_hops", "fit_ring_
 
 def ring_moved_bytes(workers: int, param_bytes: float) -> float:
     """Bytes a worker host sends plus receives per synchronous step of a dense ring all-reduce of
-    ``param_bytes`` over ``workers`` workers on hosts of their own: ``2 x 2 (N-1)/N x P``."""
-    return 2.0 * 2.0 * (workers - 1) / workers * param_bytes if workers > 1 else 0.0
+    ``param_bytes`` over ``workers`` workers on hosts of their own: ``2 x 2 (N-1)/N x P``, twice the
+    cost model's :func:`~ralp_tf.plan.costmodel.ring_allreduce_bytes`."""
+    return 2.0 * ring_allreduce_bytes(workers, param_bytes)
 
 
 def ring_tensor_hops(workers: int, tensors: int) -> int:
