@@ -1,9 +1,9 @@
-"""The ring's CPU measured on a testbed: the probes of :mod:`ralp_tf.plan.ring_cpu` trained with
-MultiWorkerMirroredStrategy (:func:`ralp_tf.testbed.mwms_job.run_mwms`) on the testbed's worker hosts.
+"""The ring's CPU measured on a testbed: the probe models of :mod:`ralp_tf.model.ring_probe` trained
+with MultiWorkerMirroredStrategy (:func:`ralp_tf.testbed.mwms_job.run_mwms`) on its worker hosts.
 
-:func:`measure_ring_cpu` runs each probe model (:mod:`ralp_tf.model.ring_probe`) for ``warmup`` +
-its ``steps`` synchronous steps (times ``scale``), reads each worker host's CPU seconds per step from its CPU group over
-the timed window, and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`).
+:func:`measure_ring_cpu` runs each probe for ``warmup`` + its ``steps`` synchronous steps (times
+``scale``), reads each worker host's CPU seconds per step from its CPU group over the timed window,
+and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`).
 It needs CPU budgets on the hosts (the CPU groups it reads; the cost model prices the ring's CPU only
 where a host's cores are known) and two or more workers on hosts of their own.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ralp_tf.plan.rates import RingCpu
 from ralp_tf.model.ring_probe import PROBES
+from ralp_tf.plan.rates import RingCpu
 from ralp_tf.plan.ring_cpu import RingProbeSample, fit_ring_cpu
 from ralp_tf.run.training import LOOP_OPTIMIZER
 from ralp_tf.testbed.errors import TestbedError
