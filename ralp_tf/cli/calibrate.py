@@ -349,6 +349,9 @@ def summary(cal: Any, path: str) -> str:
         lines += ["", "whole-table pass per byte: " + ", ".join(alone) + " alone"
                   + (f"; {together * 1e9:.2f} ns with every PS task passing at once" if together is not None else "")
                   + f" (priced: {cal.table_pass_s_per_byte() * 1e9:.2f} ns)"]
+    if cal.dense_update_s_per_byte:
+        lines += ["", "dense update per variable byte, every PS task at once: "
+                  + ", ".join(f"{k} {v * 1e9:.2f} ns" for k, v in cal.dense_update_s_per_byte.items())]
     lines += ["", ring_line(cal)]
     lines += ["", f"{'compute':<10}{'device':<44}{'FLOP/s':>10}  model (batch): forward+backward step"]
     for c in cal.compute:

@@ -21,6 +21,9 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
   a sparse update's whole-table pass (``table_pass_s_per_byte``), and with two or more PS tasks the
   same pass timed on all of them at once (``table_pass_together_s_per_byte``: a job's tasks pass
   together, and where hosts share a memory bus one slows the others);
+* ``dense_update_s_per_byte``: per optimizer (``sgd``, ``legacy-sgd``), the seconds per variable byte
+  of its update of a dense gradient, timed on every PS task at once (the forward+backward times
+  above hold no optimizer update, and a PS task applies every update of the variables it holds);
 * ``ring`` (``--testbed`` with CPU budgets; null elsewhere): a ring all-reduce's own CPU per worker
   host, fitted on probe models trained with MultiWorkerMirroredStrategy (:mod:`ralp_tf.plan.ring_cpu`):
   ``implementation``, ``s_per_byte``, ``step_s``, ``tensor_hop_s`` and every probe run (``probes``);
@@ -38,8 +41,8 @@ the values it prices with (:func:`calibrated_cluster`, :func:`calibrated_profile
   linearly to the profile's batch; these win over the chief's measured times and FLOP rates. A
   model the file did not measure is priced at the tasks' FLOP rates (the chief's times dropped);
 * the serving CPU (``Cluster.serving``), the floor (``Cluster.floor``), the host budgets, the
-  seconds per byte of a sparse update's whole-table pass on a PS task (``Cluster.table_pass_s_per_byte``)
-  and the ring's CPU (``Cluster.ring_cpu``).
+  seconds per byte of a sparse update's whole-table pass on a PS task (``Cluster.table_pass_s_per_byte``),
+  of a dense update there (``Cluster.dense_update_s_per_byte``) and the ring's CPU (``Cluster.ring_cpu``).
 
 **Refused** (:class:`~ralp_tf.errors.CalibrationError`, one line naming what differs and the fix,
 ``ralp-tf calibrate`` again): another format version, another TensorFlow version, other tasks or
@@ -107,6 +110,9 @@ class Calibration:
     #: the ring's CPU fitted on probe runs, and those runs (None, (): not measured)
     ring_cpu: RingCpu | None = None
     ring_probes: tuple[RingProbeSample, ...] = ()
+    #: optimizer name -> seconds per variable byte of its update of a dense gradient on each PS task
+    #: while every PS task updates at once (empty: not timed)
+    dense_update_s_per_byte: Mapping[str, float] = dataclasses.field(default_factory=dict)
     #: where it was read from (not stored), for messages
     path: str = dataclasses.field(default="the calibration", compare=False)
 
@@ -259,6 +265,7 @@ class Calibration:
                        "samples": [dataclasses.asdict(s) for s in l.samples]} for l in self.links],
             "serving": self.serving.to_dict() if self.serving else None,
             "table_pass_together_s_per_byte": self.table_pass_together_s_per_byte,
+            "dense_update_s_per_byte": dict(self.dense_update_s_per_byte) or None,
             "ring": {**self.ring_cpu.to_dict(), "probes": [p.to_dict() for p in self.ring_probes]}
             if self.ring_cpu else None,
             "floor": {k: (None if isinstance(v, float) and math.isnan(v) else v)
@@ -298,6 +305,7 @@ class Calibration:
                    ring_cpu=ring_cpu, ring_probes=ring_probes,
                    table_pass_together_s_per_byte=r.optional(doc.get("table_pass_together_s_per_byte"),
                                                              "'table_pass_together_s_per_byte'"),
+                   dense_update_s_per_byte=r.dense_updates(doc.get("dense_update_s_per_byte")),
                    floor=r.floor(doc.get("floor")), tensorflow_version=r.text(doc, "tensorflow_version"),
                    ralp_tf_version=r.text(doc, "ralp_tf_version"), machine=r.text(doc, "machine"),
                    source=r.text(doc, "source"), created=str(doc.get("created", "")),
@@ -336,7 +344,8 @@ def calibrated_cluster(cal: Calibration, cluster: Cluster, **check: Any) -> Clus
                               shared_cores=cal.shared_cores if cal.shared_cores else cluster.shared_cores,
                               serving=cal.serving if cal.serving is not None else cluster.serving,
                               table_pass_s_per_byte=cal.table_pass_s_per_byte() or cluster.table_pass_s_per_byte,
-                              ring_cpu=cal.ring_cpu if cal.ring_cpu is not None else cluster.ring_cpu)
+                              ring_cpu=cal.ring_cpu if cal.ring_cpu is not None else cluster.ring_cpu,
+                              dense_update_s_per_byte={**cluster.dense_update_s_per_byte, **cal.dense_update_s_per_byte})
     return out.with_closures(cluster.steps_per_closure, cal.floor) if cal.floor is not None else out
 
 

@@ -241,3 +241,15 @@ class FieldReader:
             else:
                 out[f.name] = self.number(v, f"floor.{f.name}")
         return FloorTerms(**out)
+
+    def dense_updates(self, d: Any) -> dict[str, float]:
+        """``dense_update_s_per_byte``: optimizer name (one the cost model prices) -> seconds per byte."""
+        from ralp_tf.model.optimizers import SPARSE_UPDATES
+
+        if d is None:
+            return {}
+        d = self.mapping(d, "'dense_update_s_per_byte'")
+        for name in d:
+            if name not in SPARSE_UPDATES:
+                raise self.fail(f"dense_update_s_per_byte names optimizer {name!r}, not one of {', '.join(SPARSE_UPDATES)}")
+        return {str(k): self.number(v, f"dense_update_s_per_byte.{k}") for k, v in d.items()}

@@ -207,6 +207,9 @@ class Cluster:
     #: a ring all-reduce's own CPU, measured on it (``ralp-tf calibrate --testbed --host-cpu``); None,
     #: or another implementation's: the cost model's ``RING_*`` constants
     ring_cpu: RingCpu | None = None
+    #: optimizer name -> seconds per variable byte of its update of a dense gradient on a PS task,
+    #: measured there (``ralp-tf calibrate``); an optimizer not in it: the update is not priced
+    dense_update_s_per_byte: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure
@@ -237,6 +240,11 @@ class Cluster:
         if shared is not None and (isinstance(shared, bool) or not isinstance(shared, (int, float))
                                    or not 0 < shared < math.inf):
             raise ClusterConfigError(f"shared_cores must be a positive number of cores or None, got {shared!r}")
+        for name, rate in self.dense_update_s_per_byte.items():
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
+                raise ClusterConfigError(f"dense update rate of optimizer {name!r} must be seconds per byte >= 0, "
+                                         f"got {rate!r}")
+        object.__setattr__(self, "dense_update_s_per_byte", dict(self.dense_update_s_per_byte))
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
         object.__setattr__(self, "host_cores", dict(self.host_cores))
 

@@ -68,6 +68,14 @@ included) spends ``passes * DENSE_PASS_S_PER_BYTE * p_v`` per worker step on eac
 task (a shard its share): PS compute after the push, one more stage of the chain and of the
 host's CPU load, whatever the plan.
 
+**Dense updates.** A PS task applies the optimizer's update of every variable it holds, each
+worker step: where the cluster carries a measured rate for the profile's optimizer
+(``Cluster.dense_update_s_per_byte``, ``ralp-tf calibrate``), each trainable variable with a dense
+gradient costs ``u_o * p_v`` on each of its tasks (a shard its share), in the same last stage as
+the sparse passes. The layer times hold no update; without a measured rate it is not priced (the
+fitted serving constants hold the update of pushed gradients they were fitted with). A ring
+worker's update of its replica is in the ring's per-byte CPU, which its probes measure with it.
+
 **Step time.** One step of worker w, with no contention, takes
 ``t_w = sum_{l on worker} c(l, w) + sum_{l on PS} c(l, ps) + sum_{x -> y crossing hosts} 8 * bytes / min(B_host(x), B_host(y))``
 (pull, compute and push one after another, less the overlap below); a split layer's shards
@@ -130,7 +138,6 @@ import math
 from typing import Any, Iterable, Mapping
 
 from ralp_tf.errors import PlanError
-from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
 from ralp_tf.plan.closures import dispatch_bytes_per_step
 from ralp_tf.plan.cluster import Cluster, Task, TaskRef
@@ -141,6 +148,8 @@ from ralp_tf.plan.serving import (COLOCATED_MESSAGE_CPU_S, COLOCATED_PS_STEP_CPU
                                   COLOCATED_WORKER_STEP_CPU_S, PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE, WORKER_STEP_CPU_S,
                                   serving_core_seconds, serving_seconds, task_cpu_seconds)
 from ralp_tf.plan.lookups import embedding_ids, gathered_rows
+from ralp_tf.plan.updates import (DENSE_PASS_S_PER_BYTE, dense_pass_seconds, dense_update_seconds,
+                                  ring_table_pass_seconds, updated_sparsely)
 from ralp_tf.plan.traffic import (HANDLES, INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
                                   split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
@@ -155,14 +164,9 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "ring_allgather_bytes",
            "ring_gradient_bytes", "ring_table_pass_seconds", "layer_seconds",
            "resolve_placements", "variable_traffic_bytes", "variable_homes", "compressed_ratios",
-           "worker_step_traffic", "estimate", "serving_core_seconds", "serving_seconds", "task_cpu_seconds",
+           "worker_step_traffic", "estimate", "dense_update_seconds", "serving_core_seconds", "serving_seconds", "task_cpu_seconds",
            "RING_CPU_S_PER_BYTE", "RING_STEP_CPU_S", "RING_TENSOR_HOP_CPU_S", "ring_cpu_seconds", "ring_cpu_terms", "estimate_allreduce"]
 
-#: Seconds per table byte of one whole-table pass of a sparse update (module docstring, *Sparse
-#: updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
-#: ctr_dnn``: 41.3 ms per step with tf_keras.optimizers.SGD (2 passes) against 2.3 ms with
-#: legacy.SGD (none), over 70.4 MB of tables: (41.3 - 2.3) ms / (2 * 70.4 MB).
-DENSE_PASS_S_PER_BYTE = 2.77e-10
 #: Ring CPU per byte a host sends or receives (by implementation) and per step (module docstring),
 #: fitted on budgeted Horovod and MWMS runs (``python benchmarks/fit_ring_cpu.py``).
 RING_CPU_S_PER_BYTE = {"horovod": 1.4e-9, "mwms": 3.2e-9}
@@ -250,13 +254,6 @@ def ring_allreduce_bytes(num_workers: int, param_bytes: float) -> float:
     return 2.0 * (num_workers - 1) / num_workers * param_bytes if num_workers > 1 else 0.0
 
 
-def updated_sparsely(layer: LayerProfile, index: int) -> bool:
-    """Whether variable ``index`` of ``layer`` gets an IndexedSlices gradient: the layer looks up its
-    rows (an embedding's table, a ``gathered`` variable) and no regulariser reads it whole."""
-    looked_up = layer.kind == "embedding" or (index < len(layer.gathered) and any(layer.gathered[index]))
-    return looked_up and not regularised(layer, index)
-
-
 def ring_allgather_bytes(num_workers: int, contributed_bytes: float) -> float:
     """Bytes each worker sends (and receives) per ring all-gather in which every worker contributes
     ``contributed_bytes``: it passes on the N-1 other workers' pieces, (N-1) * s."""
@@ -283,19 +280,6 @@ def ring_gradient_bytes(layer: LayerProfile, batch_size: int) -> tuple[float, fl
             values, ids = embedding_ids(layer, batch_size, 1.0)
             gathered += values + layer.id_bytes * ids
     return dense, gathered
-
-
-def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_S_PER_BYTE) -> float:
-    """Seconds a ring worker's own sparse updates spend in whole-table passes per step: every worker
-    applies the gathered gradient to its replica of each looked-up table, ``dense_passes * per_byte *
-    p_v`` (:func:`dense_pass_seconds`, on the worker instead of a PS task)."""
-    passes = sparse_update(profile.optimizer).dense_passes
-    total = 0.0
-    for l in profile.layers:
-        for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables]):
-            if updated_sparsely(l, i):
-                total += passes * per_byte * v
-    return total
 
 
 def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
@@ -352,25 +336,6 @@ def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, Tas
     return ps_s, stages, dict(loads)
 
 
-def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
-                       per_byte: float = DENSE_PASS_S_PER_BYTE) -> dict[TaskRef, float]:
-    """Per PS task, the seconds one worker step's sparse updates spend in whole-table passes
-    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * per_byte * p_v * share`` for every looked-up
-    variable (an embedding's table, a composite layer's gathered tables) and shard; ``per_byte`` is
-    ``DENSE_PASS_S_PER_BYTE``, or what ``ralp-tf calibrate`` measured on the PS tasks."""
-    passes = sparse_update(profile.optimizer).dense_passes
-    out: dict[TaskRef, float] = collections.defaultdict(float)
-    if not passes:
-        return {}
-    for l in profile.layers:
-        for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
-            if updated_sparsely(l, i):
-                for task, share in shards:
-                    if task.is_ps:
-                        out[task] += passes * per_byte * v * share
-    return dict(out)
-
-
 def estimate(profile: ModelProfile, cluster: Cluster,
              placements: Plan | Mapping[str, str] | None = None) -> StepEstimate:
     """Predict bytes (per task pair and per host link) and time per step for ``placements``
@@ -396,6 +361,10 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
     passes = dense_pass_seconds(profile, step.homes, cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE)
+    update_rate = cluster.dense_update_s_per_byte.get(profile.optimizer)
+    if update_rate is not None:
+        for task, seconds in dense_update_seconds(profile, step.homes, update_rate).items():
+            passes[task] = passes.get(task, 0.0) + seconds
     ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, passes)
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)

@@ -27,7 +27,9 @@ devices (what it writes: :mod:`ralp_tf.plan.calibration`):
    to the whole pass (a layer shorter than a CPU-quota period runs unthrottled: ``quota_profile``'s
    reason). The device's FLOP rate is ``3 b sum_l f_l`` over the whole pass. On PS tasks, a sparse
    update's whole-table pass is timed too (:func:`~ralp_tf.run.device_times.time_table_pass`), and
-   with two or more PS tasks on all of them at once (:func:`~ralp_tf.run.device_times.time_table_passes`).
+   with two or more PS tasks on all of them at once (:func:`~ralp_tf.run.device_times.time_table_passes`);
+   so is each SGD's update of a dense gradient, on every PS task at once
+   (:func:`~ralp_tf.run.device_times.time_dense_updates`).
 
 The budget is work (:class:`Budget`: transfers, steps, closures), with wall time only as a safety
 cap (``max_seconds``: what is left is skipped, and the file says so). ``on_progress(stage, done,
@@ -347,7 +349,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     pairs = link_pairs(spec, host_of, quick=not budget.all_hosts)
     timed = compute_tasks(tasks, budget.all_hosts)
     cases = len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps))
-    total, done = len(pairs) + cases + len(timed) * len(models) + (len(spec["ps"]) > 1), [0]
+    total, done = len(pairs) + cases + len(timed) * len(models) + (len(spec["ps"]) > 1) + 1, [0]
     skipped: list[str] = []
 
     def tick(stage: str, detail: str) -> None:
@@ -382,6 +384,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
             compute.append(DeviceCompute(task=t.key, device=t.device, device_kind=t.device_kind, flops_per_s=rate,
                                          models=tuple(entries), table_pass_s_per_byte=passes))
     together = _passes_together([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
+    updates = _dense_updates([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
     floor, plain = (None, {})
     if meter.over():
         skipped.append("floor")
@@ -392,7 +395,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                                   "raise --max-seconds or give a smaller budget")
     return Calibration(
         tasks=tuple(tasks), links=tuple(links), compute=tuple(compute), serving=_serving(links, plain), floor=floor,
-        table_pass_together_s_per_byte=together,
+        table_pass_together_s_per_byte=together, dense_update_s_per_byte=updates,
         tensorflow_version=tf.__version__, ralp_tf_version=_version(), machine=socket.gethostname(),
         source=source or "cluster", created=datetime.datetime.now().isoformat(timespec="seconds"),
         host_cores=dict(host_cores or {}), shared_cores=shared_cores, testbed=dict(testbed) if testbed else None,
@@ -416,6 +419,22 @@ def _passes_together(devices: Sequence[str], budget: Budget, meter: _Meter, skip
     tick("compute", f"table passes on {len(devices)} PS tasks at once"
          + (f": {together * 1e9:.2f} ns a byte" if together is not None else " skipped (time cap)"))
     return together
+
+
+def _dense_updates(devices: Sequence[str], budget: Budget, meter: _Meter, skipped: list[str],
+                   tick: Callable[[str, str], None]) -> dict[str, float]:
+    """Each SGD's update of a dense gradient timed on every PS device at once (empty: the time cap
+    came first, which ``skipped`` then says)."""
+    from ralp_tf.run.device_times import time_dense_updates
+
+    rates: dict[str, float] = {}
+    if meter.over():
+        skipped.append("dense updates")
+    else:
+        rates = time_dense_updates(devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
+    tick("compute", f"dense updates on {len(devices)} PS task(s) at once"
+         + (": " + ", ".join(f"{k} {v * 1e9:.2f} ns a byte" for k, v in rates.items()) if rates else " skipped (time cap)"))
+    return rates
 
 
 def _version() -> str:

@@ -26,10 +26,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ralp_tf.plan.calibration import ModelTimes
 
-__all__ = ["loop_seconds", "loops_seconds", "time_model", "TABLE_BYTES", "time_table_pass", "time_table_passes"]
+__all__ = ["loop_seconds", "loops_seconds", "time_model", "TABLE_BYTES", "time_table_pass", "time_table_passes",
+           "UPDATE_BYTES", "time_dense_updates"]
 
 #: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
 TABLE_BYTES = 32 << 20
+#: bytes of the variable :func:`time_dense_updates` updates: bigger than a cache, as the weights a
+#: PS task updates are
+UPDATE_BYTES = 16 << 20
 
 
 def loop_seconds(body: Callable[[], Sequence[Any]], steps: int, repeats: int = 2, min_loop_s: float = 0.0) -> float:
@@ -174,3 +178,37 @@ def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: fl
             seconds[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s)
     passes = sparse_update("sgd").dense_passes
     return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)
+
+
+def time_dense_updates(devices: Sequence[str], optimizers: Sequence[str] = ("sgd", "legacy-sgd"), *,
+                       steps: int = 10, min_loop_s: float = 0.0, nbytes: int = UPDATE_BYTES) -> dict[str, float]:
+    """Optimizer name -> seconds per variable byte of its update of a dense gradient on each of
+    ``devices`` while every one of them updates at once (:func:`loops_seconds`), as a job's PS tasks
+    update the variables they hold every worker step: ``optimizer.apply_gradients`` of a float32
+    gradient made there to a variable of ``nbytes`` made there (``tf_keras.optimizers.SGD`` scales its
+    slot and adds it, several passes; ``legacy.SGD`` one), the loop's seconds over ``nbytes``."""
+    import tensorflow as tf
+
+    from ralp_tf.run.training import sgd_optimizer
+
+    elements = max(nbytes // 4, 1)
+    rates = {}
+    with tf.device(devices[0]):  # as time_table_passes: an op without a device of its own lands on a task
+        for name in optimizers:
+            bodies = {}
+            for device in devices:
+                with tf.device(device):
+                    variable = tf.Variable(tf.zeros([elements]), trainable=True)
+                    optimizer = sgd_optimizer(name, 0.01)
+                    gradient = tf.ones([elements])
+                    optimizer.apply_gradients([(gradient, variable)])  # its slots, made there before tracing
+
+                def update(optimizer: Any = optimizer, variable: Any = variable, gradient: Any = gradient) -> list[Any]:
+                    optimizer.apply_gradients([(gradient, variable)])
+                    # read after the update (automatic control dependencies); a dense read, as a layer's,
+                    # leaves the variable out of the copy-on-read mode a gather puts it in
+                    return [variable.read_value()[:1]]
+
+                bodies[device] = update
+            rates[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s) / (elements * 4)
+    return rates

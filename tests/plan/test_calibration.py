@@ -194,3 +194,64 @@ def test_every_ps_tasks_table_pass_counts_in_the_one_rate_priced():
         if c["task"].startswith("ps:"):
             c["table_pass_s_per_byte"] = next(rates)
     assert Calibration.from_dict(doc).cluster().table_pass_s_per_byte == pytest.approx(1.5e-9)
+
+
+def _dense_trainable_bytes(prof, sparse: bool = False) -> float:
+    from ralp_tf.plan.costmodel import updated_sparsely
+
+    return sum(v for l in prof.layers for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables])
+               if updated_sparsely(l, i) == sparse)
+
+
+def test_a_ps_tasks_dense_updates_are_priced_at_the_measured_rate_of_the_profiles_optimizer():
+    """Stock PS with one PS task: every dense trainable variable is updated there each worker step,
+    ``u * p_v``; the tables' sparse updates are not counted again; another optimizer's rate is not
+    used, and a file without the field prices no update."""
+    prof = cached_profile("ctr_dnn").with_optimizer("sgd")
+    doc = calibration_doc(flops={"worker:0": 5e10, "ps:0": 5e10})
+    plain = Calibration.from_dict(doc)
+    assert plain.dense_update_s_per_byte == {} and plain.cluster().dense_update_s_per_byte == {}
+    doc["dense_update_s_per_byte"] = {"sgd": 2e-9, "legacy-sgd": 5e-10}
+    cal = Calibration.from_dict(json.loads(json.dumps(Calibration.from_dict(doc).to_dict())))
+    assert cal.dense_update_s_per_byte == {"sgd": 2e-9, "legacy-sgd": 5e-10}
+    before, after = estimate(prof, plain.cluster()).ps_compute_s["ps:0"], estimate(prof, cal.cluster()).ps_compute_s["ps:0"]
+    assert after - before == pytest.approx(2e-9 * _dense_trainable_bytes(prof), rel=1e-6)
+    assert _dense_trainable_bytes(prof) < 0.1 * _dense_trainable_bytes(prof, sparse=True)  # the tables are not in it
+    legacy = prof.with_optimizer("legacy-sgd")
+    assert (estimate(legacy, cal.cluster()).ps_compute_s["ps:0"] - estimate(legacy, plain.cluster()).ps_compute_s.get("ps:0", 0)
+            == pytest.approx(5e-10 * _dense_trainable_bytes(legacy), rel=1e-6))
+    adam = prof.with_optimizer("adam")
+    assert estimate(adam, cal.cluster()).ps_compute_s == estimate(adam, plain.cluster()).ps_compute_s
+
+
+def test_dense_updates_follow_the_variables_to_their_ps_tasks_and_raise_the_step():
+    """alexnet_cifar's plan with its head split over two PS tasks: each task pays the update of its
+    shares of the variables it holds, their sum is every dense trainable byte's, and a host-budgeted
+    cluster's predicted step grows with the rate."""
+    from ralp_tf.plan.costmodel import dense_update_seconds
+    from ralp_tf.plan.traffic import resolve_placements, resolve_splits, resolve_storage, variable_shards
+
+    prof = cached_profile("alexnet_cifar")
+    doc = calibration_doc(2, 2, layout="colocated", flops={"worker:0": 5e10, "ps:0": 5e10, "ps:1": 5e10},
+                          host_cores={"10.0.0.1": 0.3, "10.0.0.2": 0.3})
+    plain = Calibration.from_dict(doc).cluster()
+    plan = analyze(prof, plain).plan
+    where, splits = resolve_placements(prof, plan), resolve_splits(plan)
+    homes = variable_shards(prof, where, 2, resolve_storage(plan), splits)
+    per_task = dense_update_seconds(prof, homes, 1e-9)
+    assert set(map(str, per_task)) == {"ps:0", "ps:1"}
+    assert sum(per_task.values()) == pytest.approx(1e-9 * _dense_trainable_bytes(prof), rel=1e-6)
+    doc["dense_update_s_per_byte"] = {"sgd": 1e-9}
+    priced = Calibration.from_dict(doc).cluster()
+    assert estimate(prof, priced, plan).step_s > estimate(prof, plain, plan).step_s
+    for t, s in per_task.items():
+        assert estimate(prof, priced, plan).ps_compute_s[str(t)] - estimate(prof, plain, plan).ps_compute_s.get(str(t), 0) \
+            == pytest.approx(s, rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", [{"nadam-x": 1e-9}, {"sgd": -1.0}, {"sgd": "fast"}, [1e-9]])
+def test_a_malformed_dense_update_rate_names_itself(bad):
+    doc = calibration_doc()
+    doc["dense_update_s_per_byte"] = bad
+    with pytest.raises(CalibrationError, match="dense_update_s_per_byte"):
+        Calibration.from_dict(doc)

@@ -103,13 +103,17 @@ def test_the_summary_says_the_ring_cpu_or_why_it_was_not_measured() -> None:
     assert "ring CPU (mwms, 0 probes): 2.50 ns per byte sent or received + 12.00 ms per step + 60 us" \
         in summary(measured, "c.json")
     assert "ring CPU: not measured (measured on --testbed" in summary(dataclasses.replace(cal, testbed=None), "c.json")
+    assert "dense update" not in summary(cal, "c.json")
+    updated = dataclasses.replace(cal, dense_update_s_per_byte={"sgd": 1.5e-9, "legacy-sgd": 4e-10})
+    assert "dense update per variable byte, every PS task at once: sgd 1.50 ns, legacy-sgd 0.40 ns" \
+        in summary(updated, "c.json")
 
 
 TWO_DEVICES = """
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from ralp_tf.run.device_times import loops_seconds, time_table_passes
+from ralp_tf.run.device_times import loops_seconds, time_dense_updates, time_table_passes
 names = [d.name for d in tf.config.list_logical_devices("CPU")]
 seen = {}
 def on(device):
@@ -119,6 +123,8 @@ def on(device):
     return body
 assert loops_seconds({d: on(d) for d in names}, 2) >= 0 and sorted(seen) == sorted(names)
 assert all(seen[d] == d for d in names), seen
+updates = time_dense_updates(names, steps=2, nbytes=4 << 20)
+assert set(updates) == {"sgd", "legacy-sgd"} and all(v > 0 for v in updates.values()), updates
 print(time_table_passes(names, steps=2, nbytes=4 << 20))
 """
 
@@ -126,7 +132,8 @@ print(time_table_passes(names, steps=2, nbytes=4 << 20))
 @pytest.mark.slow
 def test_table_passes_run_on_every_device_at_once() -> None:
     """:func:`ralp_tf.run.device_times.time_table_passes` runs one loop per device in one call, each
-    loop's ops on its own device (two logical CPUs of a child process), and prices a pass > 0."""
+    loop's ops on its own device (two logical CPUs of a child process), and prices a pass > 0; so
+    does each SGD's dense update (:func:`~ralp_tf.run.device_times.time_dense_updates`)."""
     proc = subprocess.run([sys.executable, "-c", TWO_DEVICES], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert float(proc.stdout.strip().splitlines()[-1]) > 0
@@ -150,6 +157,7 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
     assert all(m.model == "small_cnn" and m.step_s > 0 and "fc1" in dict(m.layers) for c in cal.compute for m in c.models)
     assert cal.floor is not None and cal.floor.plain_closure_s > 0 and cal.serving is not None
     assert cal.table_pass_s_per_byte() > 0  # timed on the PS task
+    assert set(cal.dense_update_s_per_byte) == {"sgd", "legacy-sgd"} and cal.cluster().dense_update_s_per_byte["sgd"] > 0
     assert cal.shared_cores and cal.budget["transfers"] == 1
     plan = subprocess.run([RALP_TF, "plan", "--model", "small_cnn", "--workers", "1", "--calibration", str(out),
                            "--json"], capture_output=True, text=True, timeout=300)
