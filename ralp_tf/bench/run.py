@@ -39,8 +39,11 @@ timed window``. ``measured_step_s`` = seconds per global step. ``bytes_per_step`
 
 **Steps per run.** With ``--steps auto`` (default) each strategy of a cell gets
 ``steps = clamp(ceil(window_s / predicted_step_s), min_steps, max_steps)`` timed global steps
-and ``warmup = 1`` if ``predicted_step_s > 5 s`` else 2, so a stock-PSS run at 100 Mbit/s
-(~46 s per alexnet global step) stays at a few minutes while fast runs time enough steps.
+and ``warmup = 1`` if ``predicted_step_s > 5 s`` else ``clamp(ceil(WARMUP_S / predicted_step_s), 2,
+MAX_WARMUP)``, so a stock-PSS run at 100 Mbit/s (~46 s per alexnet global step) stays at a few
+minutes while fast runs time enough steps, after the first seconds of a job, which run slower
+(ctr_dnn's ring on 2 colocated 0.3-core hosts: 0.239-0.261 s a step after 2 warm-up steps,
+0.192-0.209 s after 10).
 
 **Faults.** A run whose job dies or times out is recorded with ``valid: false``, its reason and
 log tail; a cell whose testbed cannot be built is marked failed; the matrix goes on. Ctrl-C /
@@ -85,12 +88,26 @@ UNITS = {"bytes_per_step": "wire bytes (Ethernet frames) summed over every link'
          "samples_per_s": "global samples per second, median of the repetitions"}
 
 
+#: auto warm-up: at least this many seconds of untimed steps (module docstring), and at most
+#: MAX_WARMUP of them
+WARMUP_S = 2.0
+MAX_WARMUP = 10
+
+
 def choose_steps(cfg: BenchConfig, predicted_step_s: float | None) -> tuple[int, int]:
     """(timed global steps, warm-up global steps) for one run: ``--steps``/``--warmup`` if given,
     else ``clamp(ceil(window_s / predicted_step_s), min_steps, max_steps)`` (``max_steps``
-    without a prediction) and 1 warm-up step if ``predicted_step_s > 5`` else 2."""
-    slow = predicted_step_s is not None and predicted_step_s > 5.0
-    warmup = cfg.warmup if cfg.warmup is not None else (1 if slow else 2)
+    without a prediction) and 1 warm-up step if ``predicted_step_s > 5``, else
+    ``clamp(ceil(WARMUP_S / predicted_step_s), 2, MAX_WARMUP)`` (2 without a prediction)."""
+    known = predicted_step_s is not None and math.isfinite(predicted_step_s) and predicted_step_s > 0
+    if cfg.warmup is not None:
+        warmup = cfg.warmup
+    elif not known:
+        warmup = 2
+    elif predicted_step_s > 5.0:  # type: ignore[operator]
+        warmup = 1
+    else:
+        warmup = max(2, min(MAX_WARMUP, math.ceil(WARMUP_S / predicted_step_s)))  # type: ignore[operator]
     if cfg.steps is not None:
         return cfg.steps, warmup
     if not predicted_step_s or not math.isfinite(predicted_step_s) or predicted_step_s <= 0:

@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--repeats", type=int, default=None, help="repetitions per strategy, median reported (default 3)")
     p.add_argument("--batch", type=int, default=32, help="batch per worker (default 32)")
     p.add_argument("--steps", type=int, default=None, help="timed global steps per run (default: auto)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed global steps first (default: auto, 1-2)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed global steps first (default: auto, 1-10: about 2 s of steps)")
     p.add_argument("--window-s", type=float, default=20.0,
                    help="auto steps: aim for this many seconds of timed steps per run (default 20)")
     p.add_argument("--max-steps", type=int, default=10, help="auto steps: at most this many (default 10)")

@@ -89,7 +89,8 @@ def test_choose_steps_fits_the_window():
     cfg = bench.BenchConfig(cells=[], strategies=("ps",), window_s=20, min_steps=2, max_steps=10)
     assert bench.choose_steps(cfg, 46.0) == (2, 1)  # slow: minimum steps, 1 warm-up step
     assert bench.choose_steps(cfg, 4.0) == (5, 2)
-    assert bench.choose_steps(cfg, 0.01) == (10, 2)
+    assert bench.choose_steps(cfg, 0.5) == (10, 4)  # fast: 2 s of warm-up steps
+    assert bench.choose_steps(cfg, 0.01) == (10, 10)  # at most 10
     assert bench.choose_steps(cfg, None) == (10, 2)
     cfg.steps, cfg.warmup = 3, 4
     assert bench.choose_steps(cfg, 46.0) == (3, 4)
