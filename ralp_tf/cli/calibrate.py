@@ -163,7 +163,7 @@ def register(subparsers: Any) -> None:
     what.add_argument("--transfers", type=positive_int, default=None, help="timed transfers per tensor size (3)")
     what.add_argument("--steps", type=positive_int, default=None, help="timed iterations per compute loop (10)")
     what.add_argument("--closures", type=positive_int, default=None, help="closures per floor case (40)")
-    what.add_argument("--max-seconds", type=float, default=None, help="safety cap on the measuring time (1800)")
+    what.add_argument("--max-seconds", type=float, default=None, help="safety cap on the measuring time (2400)")
     what.add_argument("--ring-probes", type=float, default=None, metavar="SCALE",
                       help="--testbed with --host-cpu: the ring CPU probes' steps times SCALE (1; --quick 0: none)")
     p.add_argument("--json", action="store_true", help="print the calibration document")

@@ -73,12 +73,14 @@ class Budget:
     closures: int = 40
     min_transfer_s: float = 0.5
     max_bytes: int = 256 * _MB
-    max_variables: int = 16
+    #: the plain closures' variables (1 and this many): the floor's and the serving CPU's slope per
+    #: variable, measured across as many variables as a model's step moves (resnet_cifar: 107)
+    max_variables: int = 64
     loop_steps: tuple[int, ...] = (1, 8)
     all_hosts: bool = True
     #: a whole step's timing loop lasts at least this long (a CPU quota's periods average out)
     min_loop_s: float = 2.0
-    max_seconds: float = 1800.0
+    max_seconds: float = 2400.0
     #: the ring probes' steps as a multiple of theirs (``ralp_tf.model.ring_probe.PROBES``); 0: no probes.
     #: ``--testbed`` with ``--host-cpu`` only (:mod:`ralp_tf.testbed.ring_probe`)
     ring_probes: float = 1.0
