@@ -143,6 +143,40 @@ def time_table_pass(device: str, *, steps: int = 10, min_loop_s: float = 0.0, nb
     return time_table_passes([device], steps=steps, min_loop_s=min_loop_s, nbytes=nbytes)
 
 
+def _update_loops(devices: Sequence[str], optimizers: Sequence[str], shape: Sequence[int],
+                  gradient: Callable[[], Any], read: Callable[[Any], Any], steps: int, min_loop_s: float
+                  ) -> dict[str, float]:
+    """Optimizer name -> seconds per iteration of :func:`loops_seconds` whose body, on every device of
+    ``devices`` at once, applies ``gradient()`` (made there) to a float32 variable of ``shape`` made
+    there with that optimizer (:func:`ralp_tf.run.training.sgd_optimizer`), then returns ``read`` of
+    the variable (after the update: automatic control dependencies)."""
+    import tensorflow as tf
+
+    from ralp_tf.run.training import sgd_optimizer
+
+    seconds = {}
+    # Under the first device's scope as a whole, as one device's loop was timed alone: an op the
+    # optimizer makes without a device of its own lands on a task, never on this process (which, on
+    # the testbed, the tasks cannot reach).
+    with tf.device(devices[0]):
+        for name in optimizers:
+            bodies = {}
+            for device in devices:
+                with tf.device(device):
+                    variable = tf.Variable(tf.zeros(list(shape)), trainable=True)
+                    optimizer = sgd_optimizer(name, 0.01)
+                    grad = gradient()
+                    optimizer.apply_gradients([(grad, variable)])  # its slots, made there before the loop is traced
+
+                def update(optimizer: Any = optimizer, variable: Any = variable, grad: Any = grad) -> list[Any]:
+                    optimizer.apply_gradients([(grad, variable)])
+                    return [read(variable)]
+
+                bodies[device] = update
+            seconds[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s)
+    return seconds
+
+
 def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: float = 0.0,
                       nbytes: int = TABLE_BYTES) -> float:
     """:func:`time_table_pass` on every device of ``devices`` at once, each over a table of its own
@@ -151,31 +185,16 @@ def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: fl
     import tensorflow as tf
 
     from ralp_tf.model.optimizers import sparse_update
-    from ralp_tf.run.training import sgd_optimizer
 
     width = 32
     rows = max(nbytes // (4 * width), 64)
-    seconds = {}
-    # Under the first device's scope as a whole, as one device's pass was timed alone: an op the
-    # optimizer makes without a device of its own lands on a task, never on this process (which, on
-    # the testbed, the tasks cannot reach).
-    with tf.device(devices[0]):
-        for name in ("sgd", "legacy-sgd"):
-            bodies = {}
-            for device in devices:
-                with tf.device(device):
-                    table = tf.Variable(tf.zeros([rows, width]), trainable=True)
-                    optimizer = sgd_optimizer(name, 0.01)
-                    ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
-                    grad = tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
-                    optimizer.apply_gradients([(grad, table)])  # its slots, made there before the loop is traced
 
-                def update(optimizer: Any = optimizer, table: Any = table, grad: Any = grad) -> list[Any]:
-                    optimizer.apply_gradients([(grad, table)])
-                    return [table.sparse_read([0])]  # read after the update (automatic control dependencies)
+    def rows_gradient() -> Any:
+        ids = tf.random.uniform([32], 0, rows, dtype=tf.int32)
+        return tf.IndexedSlices(tf.ones([32, width]), ids, tf.constant([rows, width]))
 
-                bodies[device] = update
-            seconds[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s)
+    seconds = _update_loops(devices, ("sgd", "legacy-sgd"), (rows, width), rows_gradient,
+                            lambda table: table.sparse_read([0]), steps, min_loop_s)
     passes = sparse_update("sgd").dense_passes
     return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)
 
@@ -189,26 +208,8 @@ def time_dense_updates(devices: Sequence[str], optimizers: Sequence[str] = ("sgd
     slot and adds it, several passes; ``legacy.SGD`` one), the loop's seconds over ``nbytes``."""
     import tensorflow as tf
 
-    from ralp_tf.run.training import sgd_optimizer
-
     elements = max(nbytes // 4, 1)
-    rates = {}
-    with tf.device(devices[0]):  # as time_table_passes: an op without a device of its own lands on a task
-        for name in optimizers:
-            bodies = {}
-            for device in devices:
-                with tf.device(device):
-                    variable = tf.Variable(tf.zeros([elements]), trainable=True)
-                    optimizer = sgd_optimizer(name, 0.01)
-                    gradient = tf.ones([elements])
-                    optimizer.apply_gradients([(gradient, variable)])  # its slots, made there before tracing
-
-                def update(optimizer: Any = optimizer, variable: Any = variable, gradient: Any = gradient) -> list[Any]:
-                    optimizer.apply_gradients([(gradient, variable)])
-                    # read after the update (automatic control dependencies); a dense read, as a layer's,
-                    # leaves the variable out of the copy-on-read mode a gather puts it in
-                    return [variable.read_value()[:1]]
-
-                bodies[device] = update
-            rates[name] = loops_seconds(bodies, steps, min_loop_s=min_loop_s) / (elements * 4)
-    return rates
+    # a dense read, as a layer's, leaves the variable out of the copy-on-read mode a gather puts it in
+    seconds = _update_loops(devices, optimizers, (elements,), lambda: tf.ones([elements]),
+                            lambda variable: variable.read_value()[:1], steps, min_loop_s)
+    return {name: s / (elements * 4) for name, s in seconds.items()}
