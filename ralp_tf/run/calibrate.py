@@ -405,38 +405,46 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
         wall_s=time.monotonic() - started)
 
 
+def _on_ps_tasks_at_once(what: str, skipped_as: str, devices: Sequence[str], measure: Callable[[], Any],
+                         describe: Callable[[Any], str], meter: _Meter, skipped: list[str],
+                         tick: Callable[[str, str], None]) -> Any:
+    """``measure()`` (a timing on every PS device at once), or None when the time cap came first,
+    which ``skipped`` then says (``skipped_as``); ticks ``what`` with ``describe`` of the result."""
+    result = None
+    if meter.over():
+        skipped.append(skipped_as)
+    else:
+        result = measure()
+    tick("compute", f"{what} on {len(devices)} PS task{'s' if len(devices) > 1 else ''} at once"
+         + (f": {describe(result)}" if result is not None else " skipped (time cap)"))
+    return result
+
+
 def _passes_together(devices: Sequence[str], budget: Budget, meter: _Meter, skipped: list[str],
                      tick: Callable[[str, str], None]) -> float | None:
     """The whole-table pass timed on every PS device at once (two or more of them; None: one, or the
-    time cap came first, which ``skipped`` then says)."""
+    time cap came first)."""
     from ralp_tf.run.device_times import time_table_passes
 
     if len(devices) < 2:
         return None
-    together = None
-    if meter.over():
-        skipped.append("table passes together")
-    else:
-        together = time_table_passes(devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
-    tick("compute", f"table passes on {len(devices)} PS tasks at once"
-         + (f": {together * 1e9:.2f} ns a byte" if together is not None else " skipped (time cap)"))
-    return together
+    return _on_ps_tasks_at_once(
+        "table passes", "table passes together", devices,
+        lambda: time_table_passes(devices, steps=budget.steps, min_loop_s=budget.min_loop_s),
+        lambda rate: f"{rate * 1e9:.2f} ns a byte", meter, skipped, tick)
 
 
 def _dense_updates(devices: Sequence[str], budget: Budget, meter: _Meter, skipped: list[str],
                    tick: Callable[[str, str], None]) -> dict[str, float]:
     """Each SGD's update of a dense gradient timed on every PS device at once (empty: the time cap
-    came first, which ``skipped`` then says)."""
+    came first)."""
     from ralp_tf.run.device_times import time_dense_updates
 
-    rates: dict[str, float] = {}
-    if meter.over():
-        skipped.append("dense updates")
-    else:
-        rates = time_dense_updates(devices, steps=budget.steps, min_loop_s=budget.min_loop_s)
-    tick("compute", f"dense updates on {len(devices)} PS task(s) at once"
-         + (": " + ", ".join(f"{k} {v * 1e9:.2f} ns a byte" for k, v in rates.items()) if rates else " skipped (time cap)"))
-    return rates
+    rates = _on_ps_tasks_at_once(
+        "dense updates", "dense updates", devices,
+        lambda: time_dense_updates(devices, steps=budget.steps, min_loop_s=budget.min_loop_s),
+        lambda rates: ", ".join(f"{k} {v * 1e9:.2f} ns a byte" for k, v in rates.items()), meter, skipped, tick)
+    return rates or {}
 
 
 def _version() -> str:
