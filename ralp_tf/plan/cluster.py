@@ -39,7 +39,8 @@ from typing import Any, Iterator, Mapping
 
 from ralp_tf.errors import ClusterConfigError, parse_json
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
-from ralp_tf.plan.rates import JOBS, Rates, RingCpu, ServingCpu, format_bandwidth, parse_bandwidth, parse_flops, positive_flops
+from ralp_tf.plan.rates import (JOBS, Rates, RingCpu, ServingCpu, check_measured, format_bandwidth, parse_bandwidth,
+                                parse_flops, positive_flops)
 
 __all__ = ["JOBS", "DEFAULT_BANDWIDTH_BPS", "DEFAULT_CPU_FLOPS", "DEFAULT_GPU_FLOPS", "LAYOUTS", "PS_HOST_PREFIX",
            "parse_bandwidth", "parse_flops", "format_bandwidth", "address_host", "TaskRef", "Rates", "ServingCpu", "RingCpu",
@@ -241,9 +242,7 @@ class Cluster:
                                    or not 0 < shared < math.inf):
             raise ClusterConfigError(f"shared_cores must be a positive number of cores or None, got {shared!r}")
         for name, rate in self.dense_update_s_per_byte.items():
-            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
-                raise ClusterConfigError(f"dense update rate of optimizer {name!r} must be seconds per byte >= 0, "
-                                         f"got {rate!r}")
+            check_measured(f"dense update rate of optimizer {name!r}", rate, "seconds per byte")
         object.__setattr__(self, "dense_update_s_per_byte", dict(self.dense_update_s_per_byte))
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
         object.__setattr__(self, "host_cores", dict(self.host_cores))

@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from ralp_tf.errors import ClusterConfigError
 
-__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu", "RingCpu"]
+__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu", "RingCpu",
+           "check_measured"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
 
@@ -93,7 +94,7 @@ class ServingCpu:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            _check_core_seconds("serving CPU", f.name, getattr(self, f.name))
+            check_measured(f"serving CPU {f.name}", getattr(self, f.name))
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
@@ -116,15 +117,16 @@ class RingCpu:
         if self.implementation not in ("mwms", "horovod"):
             raise ClusterConfigError(f"ring CPU implementation must be 'mwms' or 'horovod', got {self.implementation!r}")
         for name in ("s_per_byte", "step_s", "tensor_hop_s"):
-            _check_core_seconds("ring CPU", name, getattr(self, name))
+            check_measured(f"ring CPU {name}", getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def _check_core_seconds(what: str, name: str, v: Any) -> None:
+def check_measured(what: str, v: Any, unit: str = "core-seconds") -> None:
+    """ClusterConfigError unless ``v`` (the measured ``what``) is a finite number >= 0 of ``unit``."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-        raise ClusterConfigError(f"{what} {name} must be a number of core-seconds >= 0, got {v!r}")
+        raise ClusterConfigError(f"{what} must be a number of {unit} >= 0, got {v!r}")
 
 
 def positive_flops(value: Any) -> float:
