@@ -99,20 +99,18 @@ def choose_steps(cfg: BenchConfig, predicted_step_s: float | None) -> tuple[int,
     else ``clamp(ceil(window_s / predicted_step_s), min_steps, max_steps)`` (``max_steps``
     without a prediction) and 1 warm-up step if ``predicted_step_s > 5``, else
     ``clamp(ceil(WARMUP_S / predicted_step_s), 2, MAX_WARMUP)`` (2 without a prediction)."""
-    known = predicted_step_s is not None and math.isfinite(predicted_step_s) and predicted_step_s > 0
+    step = predicted_step_s if predicted_step_s is not None and 0 < predicted_step_s < math.inf else None
     if cfg.warmup is not None:
         warmup = cfg.warmup
-    elif not known:
+    elif step is None:
         warmup = 2
-    elif predicted_step_s > 5.0:  # type: ignore[operator]
-        warmup = 1
     else:
-        warmup = max(2, min(MAX_WARMUP, math.ceil(WARMUP_S / predicted_step_s)))  # type: ignore[operator]
+        warmup = 1 if step > 5.0 else max(2, min(MAX_WARMUP, math.ceil(WARMUP_S / step)))
     if cfg.steps is not None:
         return cfg.steps, warmup
-    if not predicted_step_s or not math.isfinite(predicted_step_s) or predicted_step_s <= 0:
+    if step is None:
         return cfg.max_steps, warmup
-    steps = math.ceil(cfg.window_s / predicted_step_s)
+    steps = math.ceil(cfg.window_s / step)
     return max(cfg.min_steps, min(cfg.max_steps, steps)), warmup
 
 

@@ -303,11 +303,12 @@ def _check_ps_indices(locations: set[int], num_ps: int, what: str) -> None:
 
 
 def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, TaskRef],
-                splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]], passes: Mapping[TaskRef, float]
+                splits: Mapping[str, tuple[str, tuple[TaskRef, ...]]], updates: Mapping[TaskRef, float]
                 ) -> tuple[dict[TaskRef, float], list[dict[str, float]], dict[str, float]]:
     """Per PS task, its compute seconds per worker step; the chain's PS stages (``{host: seconds}``,
-    a split layer's shards at once; ``passes``, the sparse updates' whole-table passes per task, a
-    last stage after the push); per host, that compute at the host's CPU budget."""
+    a split layer's shards at once; ``updates``, the optimizer's work per task, sparse updates'
+    whole-table passes and dense updates, a last stage after the push); per host, that compute at
+    the host's CPU budget."""
     hosts = {h.name: h for h in cluster.hosts}
     ps_s: dict[TaskRef, float] = {}
     stages: list[dict[str, float]] = []
@@ -331,8 +332,8 @@ def _ps_compute(profile: ModelProfile, cluster: Cluster, where: Mapping[str, Tas
         shares = list(zip(split[1], split_shares(l, split[0], len(split[1])))) if split else [(loc, 1.0)]
         add_stage([(ref, share * layer_seconds(l, cluster.task("ps", ref.index), profile.batch_size))  # type: ignore[arg-type]
                    for ref, share in shares])
-    if passes:
-        add_stage(passes.items())
+    if updates:
+        add_stage(updates.items())
     return ps_s, stages, dict(loads)
 
 
@@ -360,12 +361,12 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
-    passes = dense_pass_seconds(profile, step.homes, cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE)
+    updates = collections.Counter(dense_pass_seconds(profile, step.homes,
+                                                     cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE))
     update_rate = cluster.dense_update_s_per_byte.get(profile.optimizer)
     if update_rate is not None:
-        for task, seconds in dense_update_seconds(profile, step.homes, update_rate).items():
-            passes[task] = passes.get(task, 0.0) + seconds
-    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, passes)
+        updates.update(dense_update_seconds(profile, step.homes, update_rate))
+    ps_s, stages, cpu_loads = _ps_compute(profile, cluster, where, splits, updates)
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
     priced = any(h.cores for h in cluster.hosts)  # serving CPU is priced only where cores are known
