@@ -47,15 +47,17 @@ def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_
 def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
                        per_byte: float = DENSE_PASS_S_PER_BYTE) -> dict[TaskRef, float]:
     """Per PS task, the seconds one worker step's sparse updates spend in whole-table passes
-    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * per_byte * p_v * share`` for every looked-up
-    variable (an embedding's table, a composite layer's gathered tables) and shard; ``per_byte`` is
+    (:mod:`ralp_tf.model.optimizers`): ``dense_passes * per_byte * p_v * share`` for every trainable
+    looked-up variable (an embedding's table, a composite layer's gathered tables) and shard; a frozen
+    table (``trainable=False``) is never updated and costs none; ``per_byte`` is
     ``DENSE_PASS_S_PER_BYTE``, or what ``ralp-tf calibrate`` measured on the PS tasks."""
     passes = sparse_update(profile.optimizer).dense_passes
     out: dict[TaskRef, float] = collections.defaultdict(float)
     if not passes:
         return {}
     for l in profile.layers:
-        for i, (v, shards) in enumerate(zip(l.var_bytes, homes.get(l.name, []))):
+        trainable = len(l.var_bytes) - l.untrainable_variables
+        for i, (v, shards) in enumerate(zip(l.var_bytes[:trainable], homes.get(l.name, []))):
             if updated_sparsely(l, i):
                 for task, share in shards:
                     if task.is_ps:

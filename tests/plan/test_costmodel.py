@@ -429,6 +429,25 @@ def test_an_optimizer_that_passes_over_whole_tables_pays_for_them_on_their_ps() 
         assert keras.step_s > legacy.step_s + passes
 
 
+def test_a_frozen_table_is_never_updated_so_no_ps_or_ring_worker_pays_its_passes() -> None:
+    """An ``Embedding(trainable=False)`` has no gradient: the optimizer never passes over it, on its
+    PS task or on a ring worker's replica. Only the trainable tables are charged."""
+    from ralp_tf.plan.costmodel import DENSE_PASS_S_PER_BYTE, ring_table_pass_seconds
+
+    p = builtin("ctr_dnn")
+    tables = [l for l in p.layers if l.kind == "embedding"]
+    frozen = tables[0]
+    q = dataclasses.replace(p, layers=tuple(
+        dataclasses.replace(l, trainable_param_bytes=0) if l.name == frozen.name else l for l in p.layers))
+    assert next(l for l in q.layers if l.name == frozen.name).untrainable_variables == 1
+    cluster = Cluster.local(2, 1, bandwidth="1gbit")
+    legacy = estimate(q.with_optimizer("legacy-sgd"), cluster)
+    passes = estimate(q, cluster).ps_compute_s["ps:0"] - legacy.ps_compute_s.get("ps:0", 0.0)
+    trained = sum(l.var_bytes[0] for l in tables if l.name != frozen.name)
+    assert passes == pytest.approx(2 * DENSE_PASS_S_PER_BYTE * trained)
+    assert ring_table_pass_seconds(q) == pytest.approx(2 * DENSE_PASS_S_PER_BYTE * trained)
+
+
 def test_a_profile_names_the_optimizer_it_is_priced_with() -> None:
     from ralp_tf.errors import ValidationError
 
