@@ -302,7 +302,7 @@ def ring_line(cal: Any) -> str:
     if r is not None:
         return (f"ring CPU ({r.implementation}, {len(cal.ring_probes)} probes): {r.s_per_byte * 1e9:.2f} ns per byte "
                 f"sent or received + {r.step_s * 1e3:.2f} ms per step + {r.tensor_hop_s * 1e6:.0f} us per gradient "
-                "tensor and hop")
+                f"tensor and hop + {r.sparse_gradient_s * 1e3:.2f} ms per sparse gradient")
     if "ring" in (cal.budget.get("skipped") or []):
         why = "the --max-seconds cap"
     elif cal.testbed is None:

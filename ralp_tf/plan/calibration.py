@@ -26,7 +26,9 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
   above hold no optimizer update, and a PS task applies every update of the variables it holds);
 * ``ring`` (``--testbed`` with CPU budgets; null elsewhere): a ring all-reduce's own CPU per worker
   host, fitted on probe models trained with MultiWorkerMirroredStrategy (:mod:`ralp_tf.plan.ring_cpu`):
-  ``implementation``, ``s_per_byte``, ``step_s``, ``tensor_hop_s`` and every probe run (``probes``);
+  ``implementation``, ``s_per_byte``, ``step_s``, ``tensor_hop_s``, ``sparse_gradient_s`` (per
+  IndexedSlices gradient, which the ring all-gathers on its own; 0 in a file without it) and every
+  probe run (``probes``);
 * ``host_cores`` (CPU budgets known per host) and ``shared_cores`` (the cores of one machine every
   host shares), ``budget`` (the work it was given: transfers, steps, closures) and ``wall_s``.
 

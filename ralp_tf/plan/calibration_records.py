@@ -220,7 +220,8 @@ class FieldReader:
         if d.get("implementation") not in ("mwms", "horovod"):
             raise self.fail(f"ring.implementation is 'mwms' or 'horovod', got {d.get('implementation')!r}")
         terms = RingCpu(implementation=d["implementation"],
-                        **{k: self.number(d.get(k), f"ring.{k}") for k in ("s_per_byte", "step_s", "tensor_hop_s")})
+                        **{k: self.number(d.get(k), f"ring.{k}") for k in ("s_per_byte", "step_s", "tensor_hop_s")},
+                        sparse_gradient_s=self.number(d.get("sparse_gradient_s", 0.0), "ring.sparse_gradient_s"))
         probes = []
         for i, p in enumerate(self.items(d, "probes")):
             try:

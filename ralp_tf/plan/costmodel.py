@@ -128,7 +128,9 @@ every worker. Where host cores ``K_h`` are known, the ring's own CPU per synchro
 ``r_h = RING_CPU_S_PER_BYTE[i] (out_h + in_h) + RING_STEP_CPU_S + RING_TENSOR_HOP_CPU_S[i] G 2 (N-1)``
 (implementation i, G gradient tensors), adds ``max_h r_h / K_h`` to ``t``, after the compute and
 the link (``benchmarks/fit_ring_cpu.py``; docs/costmodel.md, "The ring's CPU"); a cluster whose ring
-CPU was measured (``Cluster.ring_cpu``, ``ralp-tf calibrate``) prices its three terms instead.
+CPU was measured (``Cluster.ring_cpu``, ``ralp-tf calibrate``) prices its terms instead, and one
+more: ``sparse_gradient_s`` per IndexedSlices gradient, which the ring all-gathers on its own (the
+constants have none).
 """
 from __future__ import annotations
 
@@ -268,18 +270,30 @@ def ring_gradient_bytes(layer: LayerProfile, batch_size: int) -> tuple[float, fl
     (values and indices) instead of all-reducing: the step's rows with their ids, repeats included,
     ``n r + n q`` (module docstring, *Ring all-reduce*)."""
     dense = gathered = 0.0
+    for kind, nbytes in _ring_gradients(layer, batch_size):
+        if kind == "dense":
+            dense += nbytes
+        else:
+            gathered += nbytes
+    return dense, gathered
+
+
+def _ring_gradients(layer: LayerProfile, batch_size: int) -> list[tuple[str, float]]:
+    """Per trainable variable of ``layer``, ``("dense", its bytes)`` or ``("gathered", the bytes one
+    worker contributes to its all-gather)`` (:func:`ring_gradient_bytes`)."""
+    out = []
     trainable = len(layer.var_bytes) - layer.untrainable_variables
     for i, v in enumerate(layer.var_bytes[:trainable]):
         rows = gathered_rows(layer, i, batch_size, 1.0)
         if regularised(layer, i) or (layer.kind != "embedding" and rows is None):
-            dense += v
+            out.append(("dense", float(v)))
         elif rows is not None:
             ids, _, row = rows
-            gathered += ids * (row + layer.id_bytes)
+            out.append(("gathered", ids * (row + layer.id_bytes)))
         else:
             values, ids = embedding_ids(layer, batch_size, 1.0)
-            gathered += values + layer.id_bytes * ids
-    return dense, gathered
+            out.append(("gathered", values + layer.id_bytes * ids))
+    return out
 
 
 def layer_seconds(layer: LayerProfile, task: Task, batch_size: int) -> float:
@@ -485,27 +499,29 @@ def best_steps_per_closure(profile: ModelProfile, cluster: Cluster, placements: 
 
 
 def ring_cpu_seconds(cluster: Cluster, bytes_out: Mapping[str, float], bytes_in: Mapping[str, float],
-                     implementation: str = "horovod", gradients: int = 0) -> dict[str, float]:
+                     implementation: str = "horovod", gradients: int = 0, sparse_gradients: int = 0) -> dict[str, float]:
     """Host -> seconds of its CPU budget a ring all-reduce's own work takes per synchronous step,
     ``r_h / K_h`` (module docstring, *Ring all-reduce*), for worker hosts whose cores are known;
-    ``gradients`` is the number of gradient tensors all-reduced."""
+    ``gradients`` is the number of gradient tensors, ``sparse_gradients`` how many of them are
+    IndexedSlices (each all-gathered on its own: priced where the cluster's ring CPU measured it)."""
     if implementation not in RING_CPU_S_PER_BYTE:
         raise PlanError(f"unknown ring implementation {implementation!r}; use one of {', '.join(RING_CPU_S_PER_BYTE)}")
-    per_byte, step, hop = ring_cpu_terms(cluster, implementation)
-    fixed = step + 2 * (cluster.num_workers - 1) * gradients * hop
+    per_byte, step, hop, sparse = ring_cpu_terms(cluster, implementation)
+    fixed = step + 2 * (cluster.num_workers - 1) * gradients * hop + sparse * sparse_gradients
     moved = {h: bytes_out.get(h, 0.0) + bytes_in.get(h, 0.0) for h in {w.host for w in cluster.workers}}
     return {h: (per_byte * b + fixed) / cluster.host(h).cores  # type: ignore[operator]
             for h, b in moved.items() if cluster.host(h).cores}
 
 
-def ring_cpu_terms(cluster: Cluster, implementation: str) -> tuple[float, float, float]:
-    """The ring's CPU per byte, per step and per gradient tensor and hop for ``implementation``: the
-    cluster's measured ones (``Cluster.ring_cpu``) where they are that implementation's, else
-    ``RING_CPU_S_PER_BYTE``, ``RING_STEP_CPU_S`` and ``RING_TENSOR_HOP_CPU_S``."""
+def ring_cpu_terms(cluster: Cluster, implementation: str) -> tuple[float, float, float, float]:
+    """The ring's CPU per byte, per step, per gradient tensor and hop, and per sparse gradient for
+    ``implementation``: the cluster's measured ones (``Cluster.ring_cpu``) where they are that
+    implementation's, else ``RING_CPU_S_PER_BYTE``, ``RING_STEP_CPU_S``, ``RING_TENSOR_HOP_CPU_S``
+    and no sparse term (the constants' fits had no sparse gradients)."""
     measured = cluster.ring_cpu
     if measured is not None and measured.implementation == implementation:
-        return measured.s_per_byte, measured.step_s, measured.tensor_hop_s
-    return RING_CPU_S_PER_BYTE[implementation], RING_STEP_CPU_S, RING_TENSOR_HOP_CPU_S[implementation]
+        return measured.s_per_byte, measured.step_s, measured.tensor_hop_s, measured.sparse_gradient_s
+    return RING_CPU_S_PER_BYTE[implementation], RING_STEP_CPU_S, RING_TENSOR_HOP_CPU_S[implementation], 0.0
 
 
 def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: str = "none",
@@ -540,7 +556,8 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
     ring = [(layer_seconds(l, worker, b), 0.0, comm_s * layer_bytes[l.name] / per_worker if per_worker else 0.0)
             for l in profile.layers]
     gradients = sum(len(l.var_bytes) - l.untrainable_variables for l in profile.layers)
-    cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients)
+    sparse = sum(1 for l in profile.layers for kind, _ in _ring_gradients(l, b) if kind == "gathered")
+    cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients, sparse)
     ring_cpu_s = max(cpu_s.values(), default=0.0)
     step_s = compute_s + comm_s - PULL_PUSH_OVERLAP * free_core(cluster, worker.host, {}, math.inf) * pipeline_savings(ring)
     step_s += ring_cpu_s

@@ -104,19 +104,22 @@ class ServingCpu:
 class RingCpu:
     """A ring all-reduce's own CPU on each worker host per synchronous step, measured on a cluster
     (``ralp-tf calibrate``, :mod:`ralp_tf.plan.ring_cpu`), in core-seconds:
-    ``r_h = s_per_byte (out_h + in_h) + step_s + tensor_hop_s G 2 (N-1)`` for ``implementation``
-    (``"mwms"`` or ``"horovod"``); the cost model's ``RING_*`` constants for that implementation
-    otherwise (:func:`ralp_tf.plan.costmodel.ring_cpu_seconds`)."""
+    ``r_h = s_per_byte (out_h + in_h) + step_s + tensor_hop_s G 2 (N-1) + sparse_gradient_s S`` for
+    ``implementation`` (``"mwms"`` or ``"horovod"``), ``S`` the step's sparse (IndexedSlices)
+    gradients, each all-gathered on its own; the cost model's ``RING_*`` constants for that
+    implementation otherwise (:func:`ralp_tf.plan.costmodel.ring_cpu_seconds`). A file without
+    ``sparse_gradient_s`` (no sparse probe) prices none."""
 
     implementation: str
     s_per_byte: float
     step_s: float
     tensor_hop_s: float
+    sparse_gradient_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.implementation not in ("mwms", "horovod"):
             raise ClusterConfigError(f"ring CPU implementation must be 'mwms' or 'horovod', got {self.implementation!r}")
-        for name in ("s_per_byte", "step_s", "tensor_hop_s"):
+        for name in ("s_per_byte", "step_s", "tensor_hop_s", "sparse_gradient_s"):
             check_measured(f"ring CPU {name}", getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,14 +3,15 @@
 The cost model prices the ring's CPU on a worker host with a known budget as
 (:mod:`ralp_tf.plan.costmodel`, *Ring all-reduce*)::
 
-    r_h = s_per_byte (out_h + in_h) + step_s + tensor_hop_s G 2 (N-1)
+    r_h = s_per_byte (out_h + in_h) + step_s + tensor_hop_s G 2 (N-1) + sparse_gradient_s S
 
 A **probe** is a model whose step is almost nothing but that exchange: ``tensors`` dense weights of
-``param_bytes`` in all, a forward pass that only sums them (:mod:`ralp_tf.model.ring_probe`).
+``param_bytes`` in all, a forward pass that only sums them, and ``tables`` small tables it looks
+rows up in (``S``: sparse gradients, each all-gathered on its own) (:mod:`ralp_tf.model.ring_probe`).
 Trained with the ring on N workers, each worker host sends and receives ``2 (N-1)/N P`` bytes a
 synchronous step and spends ``r_h`` core-seconds on it (read from its CPU group). The probes
-(``ralp_tf.model.ring_probe.PROBES``) vary the bytes at a few tensors and the tensors at a few
-bytes, so the three terms separate;
+(``ralp_tf.model.ring_probe.PROBES``) vary the bytes at a few tensors, the tensors at a few
+bytes, and the sparse gradients at both, so the four terms separate;
 :func:`fit_ring_cpu` is the least-squares fit over every probe's hosts with no negative term
 (a term the probes cannot see is 0, not a negative number that would price a saving).
 
@@ -45,8 +46,9 @@ def ring_tensor_hops(workers: int, tensors: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class RingProbeSample:
-    """One probe run: its shape, the ring's workers, and each worker host's CPU core-seconds per
-    synchronous step over the timed window (its CPU group), with the measured step."""
+    """One probe run: its shape (``tables``: its sparse gradients), the ring's workers, and each
+    worker host's CPU core-seconds per synchronous step over the timed window (its CPU group), with
+    the measured step."""
 
     probe: str
     tensors: int
@@ -54,9 +56,10 @@ class RingProbeSample:
     workers: int
     host_cpu_s: Mapping[str, float]
     step_s: float
+    tables: int = 0
 
     def __post_init__(self) -> None:
-        if self.workers < 2 or self.tensors < 1 or self.param_bytes < 1:
+        if self.workers < 2 or self.tensors < 1 or self.param_bytes < 1 or self.tables < 0:
             raise ValidationError(f"a ring probe needs 2 or more workers and some gradients, got {self.workers} "
                                   f"workers, {self.tensors} tensors, {self.param_bytes} bytes")
         if not self.host_cpu_s or any(not (0 <= v < math.inf) for v in self.host_cpu_s.values()):
@@ -70,37 +73,40 @@ class RingProbeSample:
     def from_dict(cls, d: Mapping[str, Any]) -> "RingProbeSample":
         return cls(probe=str(d["probe"]), tensors=int(d["tensors"]), param_bytes=int(d["param_bytes"]),
                    workers=int(d["workers"]), host_cpu_s={str(k): float(v) for k, v in d["host_cpu_s"].items()},
-                   step_s=float(d["step_s"]))
+                   step_s=float(d["step_s"]), tables=int(d.get("tables", 0)))
 
 
 def fit_ring_cpu(samples: Sequence[RingProbeSample], implementation: str = "mwms") -> RingCpu:
     """The :class:`RingCpu` that best fits ``samples`` (module docstring): least squares of each host's
-    CPU per step on ``[moved bytes, 1, tensor hops]``, every term >= 0 (the best of the fits over
-    each subset of the terms whose coefficients are all >= 0). Needs probes that vary both the bytes
-    and the tensors (``ralp_tf.model.ring_probe.PROBES``)."""
+    CPU per step on ``[moved bytes, 1, tensor hops, sparse gradients]``, every term >= 0 (the best of
+    the fits over each subset of the terms whose coefficients are all >= 0). Needs probes that vary
+    both the bytes and the tensors (``ralp_tf.model.ring_probe.PROBES``); without a probe with tables
+    ``sparse_gradient_s`` is 0 (not measured, not priced)."""
     import numpy as np
 
     rows, ys = [], []
     for s in samples:
         for cpu in s.host_cpu_s.values():
-            rows.append((ring_moved_bytes(s.workers, s.param_bytes), 1.0, float(ring_tensor_hops(s.workers, s.tensors))))
+            rows.append((ring_moved_bytes(s.workers, s.param_bytes), 1.0, float(ring_tensor_hops(s.workers, s.tensors)),
+                         float(s.tables)))
             ys.append(cpu)
     if len({(r[0], r[2]) for r in rows}) < 3:
         raise ValidationError(f"fitting the ring's CPU needs probes of 3 shapes (bytes and tensors varied), got "
                               f"{sorted({s.probe for s in samples})}")
     a, y = np.array(rows), np.array(ys)
     scale = a.max(axis=0)  # bytes are ~1e7 and the intercept 1: fit on comparable columns
+    scale[scale == 0] = 1.0  # no probe had tables: that column is all 0, and so is its term
     best: tuple[float, np.ndarray] | None = None
-    for k in range(3, 0, -1):
-        for cols in itertools.combinations(range(3), k):
+    for k in range(4, 0, -1):
+        for cols in itertools.combinations(range(4), k):
             coef, *_ = np.linalg.lstsq(a[:, cols] / scale[list(cols)], y, rcond=None)
             if (coef < 0).any():
                 continue
-            full = np.zeros(3)
+            full = np.zeros(4)
             full[list(cols)] = coef / scale[list(cols)]
             ssr = float(((a @ full - y) ** 2).sum())
             if best is None or ssr < best[0] - 1e-18:
                 best = (ssr, full)
-    terms = best[1] if best is not None else np.zeros(3)
+    terms = best[1] if best is not None else np.zeros(4)
     return RingCpu(implementation=implementation, s_per_byte=float(terms[0]), step_s=float(terms[1]),
-                   tensor_hop_s=float(terms[2]))
+                   tensor_hop_s=float(terms[2]), sparse_gradient_s=float(terms[3]))

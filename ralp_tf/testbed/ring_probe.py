@@ -57,7 +57,7 @@ def measure_ring_cpu(tb: Any, workers: Sequence[str] | None = None, *, scale: fl
             raise TestbedError(f"ring probe {shape.name} read no CPU for hosts {[h for h in hosts if h not in cpu]}")
         sample = RingProbeSample(probe=shape.name, tensors=shape.tensors, param_bytes=shape.param_bytes,
                                  workers=len(workers), host_cpu_s={h: float(cpu[h]) for h in hosts},
-                                 step_s=float(rec["measured_step_s"]))
+                                 step_s=float(rec["measured_step_s"]), tables=shape.tables)
         samples.append(sample)
         if on_probe:
             on_probe(shape.name, sample)

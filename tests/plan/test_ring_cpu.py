@@ -18,23 +18,24 @@ from ralp_tf.model.ring_probe import PROBES
 from ralp_tf.plan.ring_cpu import RingProbeSample, fit_ring_cpu, ring_moved_bytes, ring_tensor_hops
 from calibration_docs import calibration_doc
 
-TRUE = RingCpu("mwms", s_per_byte=2.5e-9, step_s=0.012, tensor_hop_s=6e-5)
+TRUE = RingCpu("mwms", s_per_byte=2.5e-9, step_s=0.012, tensor_hop_s=6e-5, sparse_gradient_s=9e-4)
 
 
 def probe_samples(terms: RingCpu, workers: int = 2, noise: float = 0.0) -> list[RingProbeSample]:
     out = []
     for i, p in enumerate(PROBES.values()):
         cpu = (terms.s_per_byte * ring_moved_bytes(workers, p.param_bytes) + terms.step_s
-               + terms.tensor_hop_s * ring_tensor_hops(workers, p.tensors))
+               + terms.tensor_hop_s * ring_tensor_hops(workers, p.tensors) + terms.sparse_gradient_s * p.tables)
         out.append(RingProbeSample(probe=p.name, tensors=p.tensors, param_bytes=p.param_bytes, workers=workers,
                                    host_cpu_s={f"host{h}": cpu * (1 + noise * (-1) ** (h + i)) for h in range(workers)},
-                                   step_s=0.1))
+                                   step_s=0.1, tables=p.tables))
     return out
 
 
-def test_the_probes_vary_bytes_and_tensors_apart():
-    shapes = {(p.param_bytes, p.tensors) for p in PROBES.values()}
-    assert len(shapes) == 3 and len({b for b, _ in shapes}) == 2 and len({t for _, t in shapes}) == 2
+def test_the_probes_vary_bytes_tensors_and_sparse_gradients_apart():
+    shapes = {(p.param_bytes, p.tensors, p.tables) for p in PROBES.values()}
+    assert len(shapes) == 4 and len({b for b, _, _ in shapes}) == 2 and len({t for _, t, _ in shapes}) == 2
+    assert {p.tables for p in PROBES.values()} == {0, 16}
     assert ring_moved_bytes(2, 100) == 200 and ring_moved_bytes(4, 100) == 300 and ring_tensor_hops(3, 5) == 20
 
 
@@ -45,6 +46,17 @@ def test_the_fit_recovers_the_terms_that_made_the_samples(workers):
     assert fit.s_per_byte == pytest.approx(TRUE.s_per_byte, rel=1e-6)
     assert fit.step_s == pytest.approx(TRUE.step_s, rel=1e-6)
     assert fit.tensor_hop_s == pytest.approx(TRUE.tensor_hop_s, rel=1e-6)
+    assert fit.sparse_gradient_s == pytest.approx(TRUE.sparse_gradient_s, rel=1e-6)
+
+
+def test_without_a_probe_of_tables_the_sparse_term_is_not_measured_and_prices_nothing():
+    samples = [s for s in probe_samples(TRUE) if not s.tables]
+    dense_only = RingCpu("mwms", TRUE.s_per_byte, TRUE.step_s, TRUE.tensor_hop_s)
+    fit = fit_ring_cpu([RingProbeSample(**{**s.to_dict(), "host_cpu_s": t.host_cpu_s})
+                        for s, t in zip(samples, probe_samples(dense_only))])
+    assert fit.sparse_gradient_s == 0.0 and fit.step_s == pytest.approx(TRUE.step_s, rel=1e-6)
+    old = {k: v for k, v in samples[0].to_dict().items() if k != "tables"}  # a file of before the sparse probe
+    assert RingProbeSample.from_dict(old).tables == 0
 
 
 def test_a_term_the_probes_cannot_see_is_zero_not_negative():
@@ -62,6 +74,8 @@ def test_probes_of_too_few_shapes_are_refused():
         RingProbeSample(probe="x", tensors=2, param_bytes=8, workers=1, host_cpu_s={"h": 0.1}, step_s=0.1)
     with pytest.raises(ClusterConfigError, match="'mwms' or 'horovod'"):
         RingCpu("nccl", 1e-9, 0.0, 0.0)
+    with pytest.raises(ClusterConfigError, match="sparse_gradient_s must be a number of core-seconds"):
+        RingCpu("mwms", 1e-9, 0.0, 0.0, sparse_gradient_s=-1.0)
 
 
 def test_a_measured_ring_cpu_replaces_the_constants_for_its_implementation_only():
@@ -69,10 +83,11 @@ def test_a_measured_ring_cpu_replaces_the_constants_for_its_implementation_only(
     measured = cluster.with_ring_cpu(TRUE)
     out = {w.host: 4e7 for w in cluster.workers}
     into = dict(out)
-    for h, s in ring_cpu_seconds(measured, out, into, "mwms", gradients=10).items():
-        assert s == pytest.approx((TRUE.s_per_byte * 8e7 + TRUE.step_s + TRUE.tensor_hop_s * 10 * 2) / 0.3)
-    for cl in (cluster, measured):  # Horovod keeps its constants either way
-        for h, s in ring_cpu_seconds(cl, out, into, "horovod", gradients=10).items():
+    for h, s in ring_cpu_seconds(measured, out, into, "mwms", gradients=10, sparse_gradients=3).items():
+        assert s == pytest.approx((TRUE.s_per_byte * 8e7 + TRUE.step_s + TRUE.tensor_hop_s * 10 * 2
+                                   + TRUE.sparse_gradient_s * 3) / 0.3)
+    for cl in (cluster, measured):  # Horovod keeps its constants either way, which price no sparse term
+        for h, s in ring_cpu_seconds(cl, out, into, "horovod", gradients=10, sparse_gradients=3).items():
             assert s == pytest.approx((RING_CPU_S_PER_BYTE["horovod"] * 8e7 + RING_STEP_CPU_S
                                        + RING_TENSOR_HOP_CPU_S["horovod"] * 10 * 2) / 0.3)
     prof = cached_profile("alexnet_cifar")
@@ -80,6 +95,30 @@ def test_a_measured_ring_cpu_replaces_the_constants_for_its_implementation_only(
     after = estimate_allreduce(prof, measured, implementation="mwms")
     assert after.step_s < before.step_s  # 2.5 ns a byte against 3.2
     assert after.bytes_per_step == before.bytes_per_step
+
+
+def test_each_looked_up_table_of_a_ring_step_pays_the_measured_sparse_term():
+    """ctr_dnn's 4 tables have IndexedSlices gradients, all-gathered one by one: a measured
+    ``sparse_gradient_s`` adds 4 of it to each worker host's ring CPU; a regularised table (dense
+    gradient) and a frozen one (none) do not count."""
+    import dataclasses
+
+    cluster = Cluster.local(2, 0, layout="dedicated").with_host_cores(0.3)
+    prof = cached_profile("ctr_dnn")
+    without = estimate_allreduce(prof, cluster.with_ring_cpu(dataclasses.replace(TRUE, sparse_gradient_s=0.0)), implementation="mwms")
+    withit = estimate_allreduce(prof, cluster.with_ring_cpu(TRUE), implementation="mwms")
+    for h, s in withit.host_cpu_s.items():
+        assert s - without.host_cpu_s[h] == pytest.approx(4 * TRUE.sparse_gradient_s / 0.3)
+    assert withit.step_s - without.step_s == pytest.approx(4 * TRUE.sparse_gradient_s / 0.3)
+    tables = [l.name for l in prof.layers if l.kind == "embedding"]
+    changed = dataclasses.replace(prof, layers=tuple(
+        dataclasses.replace(l, regularised=(True,)) if l.name == tables[0]
+        else dataclasses.replace(l, trainable_param_bytes=0) if l.name == tables[1] else l for l in prof.layers))
+    two = estimate_allreduce(changed, cluster.with_ring_cpu(TRUE), implementation="mwms")
+    without2 = estimate_allreduce(changed, cluster.with_ring_cpu(dataclasses.replace(TRUE, sparse_gradient_s=0.0)),
+                                  implementation="mwms")
+    for h, s in two.host_cpu_s.items():
+        assert s - without2.host_cpu_s[h] == pytest.approx(2 * TRUE.sparse_gradient_s / 0.3)
 
 
 def test_the_calibration_file_carries_the_ring_and_applies_it(tmp_path):
@@ -91,6 +130,8 @@ def test_the_calibration_file_carries_the_ring_and_applies_it(tmp_path):
     assert cal.ring_cpu == TRUE and cal.ring_probes == tuple(samples)
     assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
     assert cal.cluster().ring_cpu == TRUE
+    del doc["ring"]["sparse_gradient_s"]  # a file of before the sparse probe: its ring prices no sparse term
+    assert Calibration.from_dict(doc).ring_cpu.sparse_gradient_s == 0.0
 
 
 @pytest.mark.parametrize("field, value", [("implementation", "nccl"), ("s_per_byte", -1.0), ("step_s", "slow"),

@@ -99,9 +99,9 @@ def test_the_summary_says_the_ring_cpu_or_why_it_was_not_measured() -> None:
     assert "ring CPU: not measured (no --host-cpu" in summary(cal, "c.json")
     budgeted = dataclasses.replace(cal, testbed={**cal.testbed, "host_cpu": 0.3}, budget={"ring_probes": 0.0})
     assert "ring CPU: not measured (--quick)" in summary(budgeted, "c.json")
-    measured = dataclasses.replace(budgeted, ring_cpu=RingCpu("mwms", 2.5e-9, 0.012, 6e-5))
-    assert "ring CPU (mwms, 0 probes): 2.50 ns per byte sent or received + 12.00 ms per step + 60 us" \
-        in summary(measured, "c.json")
+    measured = dataclasses.replace(budgeted, ring_cpu=RingCpu("mwms", 2.5e-9, 0.012, 6e-5, 9e-4))
+    assert "ring CPU (mwms, 0 probes): 2.50 ns per byte sent or received + 12.00 ms per step + 60 us per gradient " \
+        "tensor and hop + 0.90 ms per sparse gradient" in summary(measured, "c.json")
     assert "ring CPU: not measured (measured on --testbed" in summary(dataclasses.replace(cal, testbed=None), "c.json")
     assert "dense update" not in summary(cal, "c.json")
     updated = dataclasses.replace(cal, dense_update_s_per_byte={"sgd": 1.5e-9, "legacy-sgd": 4e-10})
