@@ -330,13 +330,17 @@ def summary(cal: Any, path: str) -> str:
                                        + (f" ({cal.host_cores[h]:g} cores)" if h in cal.host_cores else "")
                                        for h in cal.hosts))
     s = cal.serving
-    lines += ["", f"{'serving CPU':<14}{'per byte':>12}{'per message':>14}{'per step':>12}"]
+    lines += ["", f"{'serving CPU':<14}{'per byte':>12}{'per message':>14}{'chained':>10}{'per step':>12}"]
     if s is None:
         lines.append("  not measured (the tasks' CPU was not readable: --agent-port)")
     else:
-        for who, b, m, st in (("PS task", s.ps_s_per_byte, s.ps_message_s, s.ps_step_s),
-                              ("worker", s.worker_s_per_byte, s.worker_message_s, s.worker_step_s)):
-            lines.append(f"{who:<14}{b * 1e9:>9.2f} ns{m * 1e6:>11.0f} us{st * 1e3:>9.2f} ms")
+        for who, b, m, c, st in (("PS task", s.ps_s_per_byte, s.ps_message_s, s.ps_chained_message_s, s.ps_step_s),
+                                 ("worker", s.worker_s_per_byte, s.worker_message_s, s.worker_chained_message_s,
+                                  s.worker_step_s)):
+            chained = f"{c * 1e6:>7.0f} us" if c is not None else f"{'-':>10}"
+            lines.append(f"{who:<14}{b * 1e9:>9.2f} ns{m * 1e6:>11.0f} us{chained}{st * 1e3:>9.2f} ms")
+        if s.chief_closure_s is not None:
+            lines.append(f"{'chief':<14}{'':>12}{'':>14}{'':>10}{s.chief_closure_s * 1e3:>9.2f} ms per closure")
     f = cal.floor
     if f is not None:
         lines += ["", f"floor: plain closure {f.plain_closure_s * 1e3:.2f} ms + {f.plain_step_per_variable_s * 1e3:.2f} ms "

@@ -12,8 +12,9 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
   rate, Ethernet frames, ``payload_bps x (1 + 66/1448)``, what ``--bandwidth`` means), its latency
   (``latency_s``: a 4-byte transfer less an empty call) and every size timed (``samples``: bytes,
   seconds per transfer, CPU seconds per transfer at each end);
-* ``serving``: the CPU a task spends per byte it sends or receives, per tensor message and per
-  (worker step, PS task) pair, at a PS task and at a worker (:class:`~ralp_tf.plan.rates.ServingCpu`);
+* ``serving``: the CPU a task spends per byte it sends or receives, per tensor message, per chained
+  message (one the receiver waits for in the step, one after another; null in files without it) and
+  per (worker step, PS task) pair, at a PS task and at a worker (:class:`~ralp_tf.plan.rates.ServingCpu`);
 * ``floor``: the closure floor measured on the cluster (:class:`~ralp_tf.plan.closures.FloorTerms`);
 * ``compute``: per task measured, its device, an effective FLOP rate (``3 b sum_l f_l`` over the
   measured forward+backward step time), per model each layer's forward+backward seconds for one
@@ -252,6 +253,8 @@ class Calibration:
                 hosts[job] = [t.host for t in mine]
         gpus = {job: 1 for job in jobs if any(t.device_kind == "GPU" for t in self.tasks if t.job == job)}
         base = Cluster.from_dict(jobs, hosts=hosts, gpus=gpus or None)
+        if self.testbed and self.testbed.get("layout") == "colocated":  # the testbed's chief runs on worker 0's host
+            base = dataclasses.replace(base, chief_host=base.task("worker", 0).host)
         return calibrated_cluster(self, base, match_hosts=False)
 
     # ------------------------------------------------------------------ JSON

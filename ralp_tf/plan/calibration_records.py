@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from ralp_tf.errors import CalibrationError, ValidationError
 from ralp_tf.plan.closures import FloorTerms
 from ralp_tf.plan.cluster import address_host
-from ralp_tf.plan.rates import RingCpu, ServingCpu
+from ralp_tf.plan.rates import OPTIONAL_SERVING, RingCpu, ServingCpu
 from ralp_tf.plan.ring_cpu import RingProbeSample
 
 __all__ = ["DEVICE_KINDS", "RERUN", "CalibratedTask", "Transfer", "Link", "ModelTimes", "DeviceCompute",
@@ -211,7 +211,8 @@ class FieldReader:
             return None
         d = self.mapping(d, "'serving'")
         names = [f.name for f in dataclasses.fields(ServingCpu)]
-        return ServingCpu(**{k: self.number(d.get(k), f"serving.{k}") for k in names})
+        return ServingCpu(**{k: (self.optional if k in OPTIONAL_SERVING else self.number)(d.get(k), f"serving.{k}")
+                             for k in names})
 
     def ring(self, d: Any) -> tuple[RingCpu | None, tuple[RingProbeSample, ...]]:
         if d is None:

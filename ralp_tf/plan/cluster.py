@@ -211,6 +211,10 @@ class Cluster:
     #: optimizer name -> seconds per variable byte of its update of a dense gradient on a PS task,
     #: measured there (``ralp-tf calibrate``); an optimizer not in it: the update is not priced
     dense_update_s_per_byte: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    #: the host whose CPU budget the job's chief (its coordinator) shares, when it shares one with
+    #: the job's tasks: a ``chief`` task on a worker's or PS task's host, or ``host0`` of the
+    #: colocated layout; None: a machine of its own, whose CPU is not priced
+    chief_host: str | None = None
 
     def __post_init__(self) -> None:
         steps = self.steps_per_closure
@@ -244,6 +248,13 @@ class Cluster:
         for name, rate in self.dense_update_s_per_byte.items():
             check_measured(f"dense update rate of optimizer {name!r}", rate, "seconds per byte")
         object.__setattr__(self, "dense_update_s_per_byte", dict(self.dense_update_s_per_byte))
+        shared = {t.host for t in self.tasks if t.job != "chief"}
+        if self.chief_host is None:
+            chief = next((t.host for t in self.tasks if t.job == "chief" and t.host in shared), None)
+            object.__setattr__(self, "chief_host", chief)
+        elif self.chief_host not in shared:
+            raise ClusterConfigError(f"chief_host {self.chief_host!r} is not the host of a worker or PS task; "
+                                     f"hosts: {sorted(shared)}")
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
         object.__setattr__(self, "host_cores", dict(self.host_cores))
 
@@ -378,7 +389,8 @@ class Cluster:
             hosts["worker"] = [f"host{j % worker_hosts}" for j in range(workers)]
         if ps_hosts:
             hosts["ps"] = hosts["ps"][:ps] + [f"{PS_HOST_PREFIX}{j}" for j in range(ps_hosts)]
-        return cls.from_dict(jobs, hosts=hosts, **kwargs)
+        cluster = cls.from_dict(jobs, hosts=hosts, **kwargs)
+        return dataclasses.replace(cluster, chief_host="host0") if layout == "colocated" else cluster
 
     # ----------------------------------------------------------------- queries
     def job_tasks(self, job: str) -> list[Task]:

@@ -160,7 +160,7 @@ __all__ = ["WORKER", "PULL", "PUSH", "STEP_OVERHEAD_BYTES", "RPC_CONTROL_BYTES",
            "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S",
            "COLOCATED_SERVE_CPU_S_PER_BYTE", "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S",
            "COLOCATED_MESSAGE_CPU_S", "DENSE_PASS_S_PER_BYTE", "dense_pass_seconds",
-           "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps",
+           "STEPS_PER_CLOSURE_CHOICES", "STEPS_PER_CLOSURE_GAIN", "best_steps_per_closure", "step_messages_by_ps", "chained_message_ends",
            "closure_floor_seconds", "PULL_PUSH_OVERLAP", "overlap_seconds", "free_core", "MAX_CONTENTION",
            "StepEstimate", "transfer_seconds",
            "WIRE_OVERHEAD", "wire_bytes", "ps_sync_bytes", "ring_allreduce_bytes", "ring_allgather_bytes",
@@ -384,7 +384,8 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     n = cluster.num_workers
     loads = host_loads(cluster, step.bytes)
     priced = any(h.cores for h in cluster.hosts)  # serving CPU is priced only where cores are known
-    serving = serving_core_seconds(cluster, traffic, step.messages, step_messages_by_ps(step)) if priced else {}
+    serving = serving_core_seconds(cluster, traffic, step.messages, step_messages_by_ps(step),
+                                   chained_message_ends(step)) if priced else {}
     chains = ChainModel(cluster, worker_s, stages, cpu_loads, serving_seconds(cluster, serving))
     cpu_s = chains.cpu_per_worker_step()
     fixed: dict[tuple[str, str], float] = {("link", h): n / busy for h, busy in loads.link_s.items() if busy > 0}
@@ -468,6 +469,29 @@ def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
         if WORKER in (src, dst) and src != dst and phase != HANDLES:
             control[dst if src == WORKER else src] += nbytes
     return {ps: max(c - STEP_OVERHEAD_BYTES, 0.0) / RPC_CONTROL_BYTES for ps, c in control.items()}
+
+
+def chained_message_ends(step: StepTraffic) -> dict[str, tuple[float, float]]:
+    """Task key ("worker", "ps:k") -> ``(with the worker, with other PS tasks)``: the chained tensor
+    messages of one worker step at that task, those that arrive one at a time while the receiver
+    waits in the step: the ``fwd:`` and ``bwd:`` phases (an activation or its gradient, a split
+    layer's hops included) and the gradients the worker pushes as its backward computes them
+    (``push``), counted from their control bytes (``RPC_CONTROL_BYTES`` a message, half each way;
+    a push's from the PS task's half, as the worker's half also holds the step's dispatch). The
+    step's pulls, sent together at its start, are not chained."""
+    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for (src, dst, phase), nbytes in step.control.items():
+        if src == dst:
+            continue
+        if phase.startswith(("fwd:", "bwd:")):
+            ends = nbytes / RPC_CONTROL_BYTES  # this direction's half, at each of its two ends
+            between_ps = WORKER not in (src, dst)
+            for t in (src, dst):
+                out[str(t)][between_ps] += ends
+        elif phase == PUSH and dst == WORKER:
+            for t in (src, dst):
+                out[str(t)][0] += nbytes / (RPC_CONTROL_BYTES / 2)
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def closure_floor_seconds(cluster: Cluster, step: StepTraffic) -> float:

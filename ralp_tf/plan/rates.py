@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from ralp_tf.errors import ClusterConfigError
 
-__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu", "RingCpu",
+__all__ = ["JOBS", "parse_bandwidth", "format_bandwidth", "parse_flops", "positive_flops", "Rates", "ServingCpu", "OPTIONAL_SERVING", "RingCpu",
            "check_measured"]
 
 JOBS = ("chief", "worker", "ps", "evaluator")
@@ -91,13 +91,32 @@ class ServingCpu:
     worker_message_s: float
     ps_step_s: float
     worker_step_s: float
+    #: per tensor message that arrives on its own while the receiving end waits in the step (an
+    #: activation or its gradient at a cut, a split layer's hop between PS tasks, a gradient pushed as
+    #: the backward computes it), at each end; ``*_message_s`` is then what a message sent together
+    #: with others costs (the step's pulls). None: not measured (every message costs
+    #: ``*_message_s``, and hops between PS tasks nothing)
+    ps_chained_message_s: float | None = None
+    worker_chained_message_s: float | None = None
+    #: the chief's CPU per closure it schedules (dispatch, results); None: not measured
+    chief_closure_s: float | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            check_measured(f"serving CPU {f.name}", getattr(self, f.name))
+            if getattr(self, f.name) is not None or f.name not in OPTIONAL_SERVING:
+                check_measured(f"serving CPU {f.name}", getattr(self, f.name))
+
+    @property
+    def chained(self) -> bool:
+        """Whether the chained messages' CPU was measured (at both ends)."""
+        return self.ps_chained_message_s is not None and self.worker_chained_message_s is not None
 
     def to_dict(self) -> dict[str, float]:
         return dataclasses.asdict(self)
+
+
+#: The :class:`ServingCpu` fields a calibration may lack (None: not measured)
+OPTIONAL_SERVING = ("ps_chained_message_s", "worker_chained_message_s", "chief_closure_s")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,10 @@ from typing import Mapping
 from ralp_tf.plan.cluster import Cluster, TaskRef
 from ralp_tf.plan.traffic import RPC_FIXED_S, WORKER
 
-__all__ = ["SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE",
+#: The key of the chief's CPU among the tasks' (:func:`serving_core_seconds`, :func:`task_cpu_seconds`)
+CHIEF = "chief"
+
+__all__ = ["CHIEF", "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE",
            "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_MESSAGE_CPU_S", "serving_core_seconds",
            "serving_seconds", "task_cpu_seconds"]
 
@@ -40,7 +43,8 @@ COLOCATED_MESSAGE_CPU_S = 80e-6
 
 def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
                          messages: Mapping[str, float] | None = None,
-                         sent: Mapping[str, float] | None = None) -> dict[str, float]:
+                         sent: Mapping[str, float] | None = None,
+                         chained: Mapping[str, tuple[float, float]] | None = None) -> dict[str, float]:
     """Task key ("worker:i", "ps:k") -> core-seconds one worker step's bytes, messages and dispatch
     cost it (module docstring, *Serving CPU*): per byte it sends or receives, ``SERVE_CPU_S_PER_BYTE``;
     per further message, ``RPC_FIXED_S``; on each PS task the step exchanges data with,
@@ -49,7 +53,9 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
     ``COLOCATED_MESSAGE_CPU_S`` per tensor message too. A cluster with measured serving CPU
     (``Cluster.serving``, ``ralp-tf calibrate``) is priced with it on every host. ``traffic`` is one worker step's
     ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further messages per
-    task, ``sent`` its tensor messages with each PS task (:func:`step_messages_by_ps`)."""
+    task, ``sent`` its tensor messages with each PS task (:func:`step_messages_by_ps`), ``chained``
+    per task its chained messages with the worker and with other PS tasks
+    (:func:`ralp_tf.plan.costmodel.chained_message_ends`; priced where the cluster measured them)."""
     messages, sent = messages or {}, sent or {}
     moved: dict[str, float] = collections.defaultdict(float)
     for (src, dst), nbytes in traffic.items():
@@ -57,7 +63,7 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
         moved[dst] += nbytes
     talked = {k for pair in traffic for k in pair if k != WORKER}
     if cluster.serving is not None:
-        return _measured_serving(cluster, moved, messages, sent, talked)
+        return _measured_serving(cluster, moved, messages, sent, talked, chained or {})
     colocated = {t.host for t in cluster.ps} & {w.host for w in cluster.workers if not w.gpus}
     out: dict[str, float] = {}
     for t in cluster.ps:
@@ -77,22 +83,33 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
 
 
 def _measured_serving(cluster: Cluster, moved: Mapping[str, float], messages: Mapping[str, float],
-                      sent: Mapping[str, float], talked: set[str]) -> dict[str, float]:
+                      sent: Mapping[str, float], talked: set[str],
+                      chained: Mapping[str, tuple[float, float]]) -> dict[str, float]:
     """:func:`serving_core_seconds` with the cluster's measured :class:`~ralp_tf.plan.rates.ServingCpu`:
     on every host alike, per byte, per tensor message (each one sent, and each further one) and per
-    (worker step, PS task) pair."""
+    (worker step, PS task) pair; and where the chief shares a host's budget (``Cluster.chief_host``)
+    and its CPU per closure was measured, ``"chief"``: that over the steps per closure. Where the chained messages' CPU was measured, each chained message
+    costs that instead of a tensor message's, at both ends, those between two PS tasks included:
+    ``c_ps (w_k + p_k) - m_ps w_k`` more at PS task k with ``w_k`` chained messages with the worker
+    and ``p_k`` with other PS tasks, ``(c_w - m_w) sum_k w_k`` more at the worker."""
     s = cluster.serving
     assert s is not None
     out: dict[str, float] = {}
     for t in cluster.ps:
-        if t.key in talked or moved.get(t.key) or messages.get(t.key):
+        with_worker, with_ps = chained.get(t.key, (0.0, 0.0)) if s.chained else (0.0, 0.0)
+        if t.key in talked or moved.get(t.key) or messages.get(t.key) or with_ps:
             out[t.key] = (moved.get(t.key, 0.0) * s.ps_s_per_byte
-                          + s.ps_message_s * (sent.get(t.key, 0.0) + messages.get(t.key, 0.0))
+                          + s.ps_message_s * (sent.get(t.key, 0.0) + messages.get(t.key, 0.0) - with_worker)
+                          + (s.ps_chained_message_s or 0.0) * (with_worker + with_ps)
                           + s.ps_step_s * (t.key in talked))
+    worker_chained = chained.get(WORKER, (0.0, 0.0))[0] if s.chained else 0.0
     for w in cluster.workers:
         out[w.key] = (moved.get(WORKER, 0.0) * s.worker_s_per_byte
-                      + s.worker_message_s * (sum(sent.values()) + messages.get(WORKER, 0.0))
+                      + s.worker_message_s * (sum(sent.values()) + messages.get(WORKER, 0.0) - worker_chained)
+                      + (s.worker_chained_message_s or 0.0) * worker_chained
                       + s.worker_step_s * len(talked))
+    if s.chief_closure_s is not None and cluster.chief_host is not None:
+        out[CHIEF] = s.chief_closure_s / cluster.steps_per_closure
     return out
 
 
@@ -106,6 +123,9 @@ def serving_seconds(cluster: Cluster, serving: Mapping[str, float]) -> dict[str,
     for t in cluster.ps:
         if hosts[t.host].cores:
             out[t.host] += n * serving.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
+    chief = cluster.chief_host
+    if CHIEF in serving and chief is not None and hosts[chief].cores:
+        out[chief] += n * serving[CHIEF] / hosts[chief].cores  # type: ignore[operator]
     for t in cluster.workers:
         if hosts[t.host].cores:
             out[t.host] += serving.get(t.key, 0.0) / hosts[t.host].cores  # type: ignore[operator]
@@ -118,8 +138,8 @@ def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, f
     of every worker), for tasks on hosts whose budget in cores ``K_h`` is known: a CPU worker's
     ``c_w F_w / F_h K_h`` (its compute, measured at the host's budget) and N times a PS task's
     ``ps_k F_k / F_h K_h``, plus their ``serving`` (:func:`serving_core_seconds`; a PS task's N
-    times). What the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is
-    compared with this."""
+    times), and the chief's (``"chief"``) N times its serving where it shares a budgeted host. What
+    the testbed measures per task (``task_cpu_s_per_step`` of a bench run) is compared with this."""
     hosts = {h.name: h for h in cluster.hosts}
     n = cluster.num_workers
     out: dict[str, float] = {}
@@ -133,4 +153,6 @@ def task_cpu_seconds(cluster: Cluster, worker_s: float, ps_s: Mapping[TaskRef, f
         if host.cores:
             out[t.key] = n * (ps_s.get(TaskRef.ps(t.index), 0.0) * t.flops / host.cpu_flops * host.cores
                               + serving.get(t.key, 0.0))
+    if CHIEF in serving and cluster.chief_host is not None and hosts[cluster.chief_host].cores:
+        out[CHIEF] = n * serving[CHIEF]
     return out

@@ -16,7 +16,12 @@ devices (what it writes: :mod:`ralp_tf.plan.calibration`):
    ``cpu`` is given, each size's CPU seconds per transfer at both ends are read too.
 2. **Serving CPU.** The CPU per byte at each end is the slope of those readings over the sizes of
    at least 1 MB; the CPU per tensor message and per (worker step, PS task) pair come from the
-   floor's plain closures of 1 and ``max_variables`` variables (below).
+   floor's plain closures of 1 and ``max_variables`` variables (below), and the CPU per chained
+   message (one the receiver waits for, one after another) from closures that pass a tensor between
+   a worker and a PS task 1 and ``CHAIN_HOPS`` times (:func:`~ralp_tf.run.floor.chain_cases`). The
+   chief's CPU per closure is this process's (it schedules the closures, as a job's chief does) over
+   ``closures`` closures scheduled as a training loop schedules its steps
+   (:meth:`~ralp_tf.run.floor.FloorRunner.chief_cpu`).
 3. **The floor** (:mod:`ralp_tf.run.floor`'s cases, ``closures`` per case) through a
    ``ParameterServerStrategy`` on the same tasks, fitted by :func:`~ralp_tf.run.floor.fit_terms`.
 4. **Compute.** On each measured task's device (its GPU where it has one; worker 0 and PS task 0,
@@ -53,7 +58,7 @@ from ralp_tf.plan.cluster import address_host
 from ralp_tf.plan.costmodel import WIRE_OVERHEAD
 from ralp_tf.plan.rates import ServingCpu
 from ralp_tf.run.calibrated import calibrated_job
-from ralp_tf.run.floor import floor_cases
+from ralp_tf.run.floor import chain_cases, floor_cases
 
 __all__ = ["Budget", "QUICK", "STANDARD", "Progress", "CpuReader", "PROGRESS_LINE", "device_string", "link_pairs",
            "compute_tasks", "measure_cluster", "device_kinds", "calibrated_job", "pid_reader", "main"]
@@ -62,6 +67,8 @@ Progress = Callable[[str, int, int, str], None]
 #: Cumulative CPU seconds of each task (``{"worker:0": s, ...}``), or None where it cannot be read.
 CpuReader = Callable[[], Mapping[str, float]]
 _MB = 1 << 20
+#: The longest chain case's hops (:func:`~ralp_tf.run.floor.chain_cases`)
+CHAIN_HOPS = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,9 +252,14 @@ def _per_byte(links: Sequence[Link], job: str) -> float:
     return max(slope, 0.0) if math.isfinite(slope) else slope
 
 
-def _serving(links: Sequence[Link], plain: Mapping[int, Any]) -> ServingCpu | None:
-    """The serving CPU from the links' readings and the plain floor closures of 1 and the most
-    variables on one PS task (``plain``: variables -> CaseResult); None where a part is unread."""
+def _serving(links: Sequence[Link], plain: Mapping[int, Any], chains: Sequence[Any] = (),
+             chief: float = math.nan) -> ServingCpu | None:
+    """The serving CPU from the links' readings, the plain floor closures of 1 and the most
+    variables on one PS task (``plain``: variables -> CaseResult) and the chain cases (``chains``,
+    :func:`~ralp_tf.run.floor.fit_chained_message_cpu`; unread: not measured) and the chief's CPU
+    per closure (NaN: not measured); None where a part of the rest is unread."""
+    from ralp_tf.run.floor import fit_chained_message_cpu
+
     if 1 not in plain or len(plain) < 2:
         return None
     most = max(plain)
@@ -258,17 +270,22 @@ def _serving(links: Sequence[Link], plain: Mapping[int, Any]) -> ServingCpu | No
         per[job] = (max(msg, 0.0), max(getattr(one, field) - 2 * max(msg, 0.0), 0.0), _per_byte(links, job))
     if not all(math.isfinite(v) for values in per.values() for v in values):
         return None
+    chained = fit_chained_message_cpu(chains)
+    ps_chained, worker_chained = chained if all(math.isfinite(v) for v in chained) else (None, None)
     return ServingCpu(ps_s_per_byte=per["ps"][2], worker_s_per_byte=per["worker"][2], ps_message_s=per["ps"][0],
-                      worker_message_s=per["worker"][0], ps_step_s=per["ps"][1], worker_step_s=per["worker"][1])
+                      worker_message_s=per["worker"][0], ps_step_s=per["ps"][1], worker_step_s=per["worker"][1],
+                      ps_chained_message_s=ps_chained, worker_chained_message_s=worker_chained,
+                      chief_closure_s=max(chief, 0.0) if math.isfinite(chief) else None)
 
 
 def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | None,
-           tick: Callable[[str], None]) -> tuple[FloorTerms, dict[int, Any]]:
-    """The floor measured through a ParameterServerStrategy on the tasks (module docstring) and the
-    plain one-PS cases by variable count."""
+           tick: Callable[[str], None]) -> tuple[FloorTerms, dict[int, Any], list[Any], float]:
+    """The floor measured through a ParameterServerStrategy on the tasks (module docstring), the
+    plain one-PS cases by variable count, the chain cases (:func:`~ralp_tf.run.floor.chain_cases`) and
+    this process's CPU per closure scheduled as a training loop does (:meth:`~ralp_tf.run.floor.FloorRunner.chief_cpu`)."""
     import tensorflow as tf
 
-    from ralp_tf.run.floor import FloorRunner, fit_terms
+    from ralp_tf.run.floor import FloorRunner, chain_cases, fit_terms
 
     workers, ps = len(spec["worker"]), len(spec["ps"])
     strategy = tf.distribute.ParameterServerStrategy(_resolver(spec))
@@ -288,7 +305,10 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
                   control_bytes_per_step_per_ps=MEASURED_FLOOR.control_bytes_per_step_per_ps)  # bytes: not counted
     terms = dataclasses.replace(terms, **fitted)
     plain = {r.case.variables: r for r in results if not r.case.looped and r.case.ps_tasks == 1}
-    return terms, plain
+    chains = runner.measure(chain_cases(CHAIN_HOPS), 1, lambda r: tick(r.case.name))
+    chief = runner.chief_cpu(budget.closures, time.process_time)  # this process schedules them: the job's chief
+    tick("chief's closures")
+    return terms, plain, chains, chief
 
 
 def _resolver(spec: Mapping[str, Sequence[str]]) -> Any:
@@ -350,7 +370,7 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     host_of = {t.key: t.host for t in tasks}
     pairs = link_pairs(spec, host_of, quick=not budget.all_hosts)
     timed = compute_tasks(tasks, budget.all_hosts)
-    cases = len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps))
+    cases = len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps)) + len(chain_cases(CHAIN_HOPS)) + 1
     total, done = len(pairs) + cases + len(timed) * len(models) + (len(spec["ps"]) > 1) + 1, [0]
     skipped: list[str] = []
 
@@ -387,16 +407,17 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                                          models=tuple(entries), table_pass_s_per_byte=passes))
     together = _passes_together([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
     updates = _dense_updates([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
-    floor, plain = (None, {})
+    floor, plain, chains, chief = (None, {}, [], math.nan)
     if meter.over():
         skipped.append("floor")
     else:
-        floor, plain = _floor(spec, budget, cpu, lambda name: tick("floor", name))
+        floor, plain, chains, chief = _floor(spec, budget, cpu, lambda name: tick("floor", name))
     if not compute:
         raise ClusterRuntimeError(f"calibration ran out of its {budget.max_seconds:g} s cap before timing any model; "
                                   "raise --max-seconds or give a smaller budget")
     return Calibration(
-        tasks=tuple(tasks), links=tuple(links), compute=tuple(compute), serving=_serving(links, plain), floor=floor,
+        tasks=tuple(tasks), links=tuple(links), compute=tuple(compute), serving=_serving(links, plain, chains, chief),
+        floor=floor,
         table_pass_together_s_per_byte=together, dense_update_s_per_byte=updates,
         tensorflow_version=tf.__version__, ralp_tf_version=_version(), machine=socket.gethostname(),
         source=source or "cluster", created=datetime.datetime.now().isoformat(timespec="seconds"),

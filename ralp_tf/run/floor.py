@@ -49,24 +49,29 @@ from ralp_tf.errors import ValidationError, check_int
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
-           "fit_message_cpu", "task_cpu_s", "FloorRunner", "measure_floor"]
+           "fit_message_cpu", "CHAIN_ELEMENTS", "chain_cases", "fit_chained_message_cpu", "task_cpu_s", "FloorRunner", "measure_floor"]
 
 
 @dataclasses.dataclass(frozen=True)
 class FloorCase:
     """Closures of ``steps`` steps, each pulling and pushing ``variables`` tiny variables on each of
     ``ps_tasks`` PS tasks; ``looped`` False: a one-step closure without the loop (today's
-    ``--steps-per-closure 1`` step function), ``ps_tasks`` 0: a trivial closure (a constant)."""
+    ``--steps-per-closure 1`` step function), ``ps_tasks`` 0: a trivial closure (a constant).
+    ``hops`` > 0: a one-step closure that instead passes a tensor back and forth between the worker
+    and the first PS task ``hops`` times (:func:`chain_cases`)."""
 
     ps_tasks: int
     variables: int
     steps: int
     looped: bool = True
+    hops: int = 0
 
     @property
     def name(self) -> str:
         if self.ps_tasks == 0:
             return "trivial closure"
+        if self.hops:
+            return f"chain h={self.hops}"
         return f"{'loop' if self.looped else 'plain'} m={self.ps_tasks} n={self.variables} k={self.steps}"
 
 
@@ -138,6 +143,35 @@ def floor_cases(ps: int, max_variables: int = 16, loop_steps: Sequence[int] = (1
     return cases
 
 
+#: Floats in the tensor a chain case passes back and forth (16 KB: a small activation)
+CHAIN_ELEMENTS = 4096
+
+
+def chain_cases(max_hops: int = 16) -> list[FloorCase]:
+    """The chains of 1 and ``max_hops`` hops between a worker and one PS task: each hop sends a
+    tensor made on the worker to the PS task, which scales it by its variable, and back, so each is
+    two tensor messages that the receiving end waits for in the step, one after the other (a cut
+    plan's activations and gradients, a split layer's hops between PS tasks), unlike the floor's
+    pulls and pushes, which a step sends all at once. :func:`fit_chained_message_cpu` fits them."""
+    check_int(max_hops, "max_hops", minimum=2)
+    return [FloorCase(1, 1, 1, looped=False, hops=h) for h in (1, max_hops)]
+
+
+def fit_chained_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
+    """CPU seconds of one chained tensor message (:func:`chain_cases`) at the PS task and at the
+    worker: ``(cpu(H) - cpu(1)) / (2 (H - 1))`` at each end, clamped at 0; NaN at an end without
+    both readings."""
+    chains = {r.case.hops: r for r in results if r.case.hops}
+    if 1 not in chains or len(chains) < 2:
+        return math.nan, math.nan
+    most = max(chains)
+    out = []
+    for field in ("ps_cpu_s_per_closure", "worker_cpu_s_per_closure"):
+        per = (getattr(chains[most], field) - getattr(chains[1], field)) / (2 * (most - 1))
+        out.append(max(per, 0.0) if math.isfinite(per) else math.nan)
+    return out[0], out[1]
+
+
 def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     """The floor terms fitted to the looped cases and the trivial one (least squares on relative
     errors), and the fit's largest relative error. Plain one-step closures are not fitted: the
@@ -146,6 +180,7 @@ def fit_terms(results: Sequence[CaseResult]) -> tuple[FloorTerms, float]:
     ``plain_step_per_variable_s`` (NaN without both)."""
     import numpy as np
 
+    results = [r for r in results if not r.case.hops]
     used = [r for r in results if r.case.looped]
     if len({(r.case.ps_tasks, r.case.steps) for r in used}) < 3 or not any(r.case.variables > 1 for r in used):
         raise ValidationError("fitting the floor needs the trivial case, two step counts and two variable counts "
@@ -232,6 +267,23 @@ def _closure_function(variables: Sequence[Any], looped: bool) -> Any:
     return closure
 
 
+def _chain_function(variable: Any, hops: int) -> Any:
+    """The ``tf.function`` of a chain case: a tensor made on the worker goes to ``variable``'s PS task
+    and back ``hops`` times, each leg depending on the last (:func:`chain_cases`)."""
+    import tensorflow as tf
+
+    @tf.function
+    def chain() -> Any:
+        x = tf.fill([CHAIN_ELEMENTS], tf.random.uniform([]))
+        for _ in range(hops):
+            with tf.device(variable.device):
+                x = x * variable.read_value()
+            x = x + 1.0  # on the worker that runs the closure
+        return tf.reduce_sum(x)
+
+    return chain
+
+
 def _by_task(strategy: Any, ps: int, per_task: int) -> dict[int, list[Any]]:
     """``per_task`` float32 scalars on each PS task (created through the strategy's round-robin)."""
     import tensorflow as tf
@@ -281,8 +333,11 @@ class FloorRunner:
         import tensorflow as tf
 
         workers = self.workers
-        fn = _closure_function(variables, case.looped and case.ps_tasks > 0)
-        args = (tf.constant(case.steps, tf.int32),) if case.looped and case.ps_tasks > 0 else ()
+        if case.hops:
+            fn, args = _chain_function(variables[0], case.hops), ()
+        else:
+            fn = _closure_function(variables, case.looped and case.ps_tasks > 0)
+            args = (tf.constant(case.steps, tf.int32),) if case.looped and case.ps_tasks > 0 else ()
         probe, _ = self._batch(fn, args, 2 * workers)  # traced and registered on every worker
         probe, _ = self._batch(fn, args, 2 * workers)
         closures = self.closures or max(2 * workers, min(4000, math.ceil(self.seconds / max(probe / (2 * workers),
@@ -310,6 +365,37 @@ class FloorRunner:
                           coordinator_bytes_per_closure=statistics.median(coord_bytes) if coord_bytes else math.nan,
                           ps_cpu_s_per_closure=statistics.median(ps_cpu),
                           worker_cpu_s_per_closure=statistics.median(worker_cpu))
+
+    def chief_cpu(self, closures: int, process_cpu: Callable[[], float]) -> float:
+        """The coordinator's CPU seconds per closure (``process_cpu()``: this process's cumulative CPU)
+        for closures scheduled as a training loop schedules its steps: a per-worker dataset's
+        iterator as the argument, a batch taken from it in the step (with one pull and push of a
+        variable), and each closure's result fetched."""
+        import tensorflow as tf
+
+        variable = _by_task(self.strategy, 1, 1)[0][0]
+        dataset = self.coordinator.create_per_worker_dataset(
+            lambda: tf.data.Dataset.from_tensors(tf.ones([32, 8])).repeat())
+        iterator = iter(dataset)
+
+        @tf.function
+        def step(it: Any) -> Any:
+            def replica(batch: Any) -> Any:
+                variable.assign(variable.read_value() * 0.5 + tf.reduce_mean(batch))
+                return tf.reduce_sum(batch)
+            return self.strategy.run(replica, args=(next(it),))
+
+        def batch(n: int) -> None:
+            scheduled = [self.coordinator.schedule(step, args=(iterator,)) for _ in range(n)]
+            self.coordinator.join()
+            for r in scheduled:
+                r.fetch()
+
+        batch(2 * self.workers)  # traced and registered on every worker
+        closures = max(math.ceil(closures / self.workers) * self.workers, self.workers)
+        before = process_cpu()
+        batch(closures)
+        return (process_cpu() - before) / closures
 
     def measure(self, cases: Sequence[FloorCase], max_variables: int,
                 on_case: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:

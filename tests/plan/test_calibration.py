@@ -91,6 +91,94 @@ def test_serving_measured_replaces_the_constants():
     assert estimate(cached_profile("small_cnn"), budgeted).task_cpu_s
 
 
+def test_chained_messages_cost_their_measured_cpu_at_both_ends_between_ps_tasks_too():
+    """A split head's activations and gradients (``fwd:``/``bwd:``) and the gradients pushed as the
+    backward computes them arrive one at a time while the receiver waits: where calibrate measured
+    that CPU, each costs it instead of a tensor message's, at the worker and at both PS tasks of a
+    hop between them; a file without it prices them as before (tensor messages with the worker,
+    hops between PS tasks nothing)."""
+    import dataclasses
+
+    from ralp_tf.plan.costmodel import chained_message_ends, step_messages_by_ps
+    from ralp_tf.plan.plans import Plan
+    from ralp_tf.plan.traffic import resolve_placements, resolve_splits, resolve_storage, step_traffic
+
+    doc = calibration_doc(2, 2, layout="colocated", host_cores={"10.0.0.1": 0.3, "10.0.0.2": 0.3})
+    cal = Calibration.from_dict(doc)
+    assert cal.serving.ps_chained_message_s is None and not cal.serving.chained  # files without it still read
+    doc["serving"].update(ps_chained_message_s=4e-4, worker_chained_message_s=3e-4)
+    chained = Calibration.from_dict(doc)
+    assert chained.serving.chained and Calibration.from_dict(json.loads(json.dumps(chained.to_dict()))) == chained
+    prof = cached_profile("alexnet_cifar")
+    cut = analyze(prof, chained.cluster()).plan.to_dict()
+    shards = ["/job:ps/replica:0/task:0/device:CPU:0", "/job:ps/replica:0/task:1/device:CPU:0"]
+    plan = Plan.from_dict({**cut, "format": "ralp_tf.plan/3", "splits": {"fc1": {"by": "columns", "shards": shards}}})
+    where, splits = resolve_placements(prof, plan), resolve_splits(plan)
+    step = step_traffic(prof, where, 2, resolve_storage(plan), plan.compression, splits)
+    ends = chained_message_ends(step)
+    assert ends["ps:0"][1] > 0 and ends["ps:0"][1] == pytest.approx(ends["ps:1"][1])  # hops between the PS tasks
+    assert ends["worker"][0] > 0 and ends["worker"][0] == pytest.approx(ends["ps:0"][0] + ends["ps:1"][0])
+    traffic: dict = {}
+    for (src, dst, _), nbytes in step.bytes.items():
+        traffic[(src, dst)] = traffic.get((src, dst), 0.0) + nbytes
+    sent = step_messages_by_ps(step)
+    before = serving_core_seconds(cal.cluster(), traffic, step.messages, sent, ends)
+    after = serving_core_seconds(chained.cluster(), traffic, step.messages, sent, ends)
+    s = chained.serving
+    for k in ("ps:0", "ps:1"):
+        w, p = ends[k]
+        assert after[k] - before[k] == pytest.approx(s.ps_chained_message_s * (w + p) - s.ps_message_s * w)
+    assert after["worker:0"] - before["worker:0"] == pytest.approx(
+        (s.worker_chained_message_s - s.worker_message_s) * ends["worker"][0])
+    assert before == serving_core_seconds(cal.cluster(), traffic, step.messages, sent)  # unmeasured: as before
+    for k in ("ps:0", "ps:1", "worker:0"):  # the predicted CPU of each task, per synchronous step
+        assert estimate(prof, chained.cluster(), plan).task_cpu_s[k] > estimate(prof, cal.cluster(), plan).task_cpu_s[k]
+    with pytest.raises(CalibrationError, match="serving.ps_chained_message_s"):
+        Calibration.from_dict({**doc, "serving": {**doc["serving"], "ps_chained_message_s": -1.0}})
+    # stock PSS: its pushes arrive as the backward computes them (chained), its pulls together (not)
+    stock = step_traffic(prof, resolve_placements(prof, None), 2)
+    pushes = {k: v for k, v in chained_message_ends(stock).items()}
+    trainable = sum(len(l.var_bytes) - l.untrainable_variables for l in prof.layers)
+    assert pushes["worker"] == (trainable, 0.0) and pushes["ps:0"][0] + pushes["ps:1"][0] == trainable
+    assert dataclasses.replace(s, ps_chained_message_s=None).chained is False
+
+
+def test_the_chiefs_cpu_is_priced_on_the_host_it_shares_and_nowhere_else():
+    """The chief schedules every closure: where it runs on a budgeted host of the job (the colocated
+    layout's host0, a TF_CONFIG chief beside a worker) and calibrate measured its CPU per closure,
+    that host pays ``N c / K`` per synchronous step; a chief on a machine of its own pays nothing."""
+    import dataclasses
+
+    from ralp_tf.errors import ClusterConfigError
+    from ralp_tf.plan.serving import CHIEF, serving_seconds
+
+    doc = calibration_doc(2, 2, layout="colocated", host_cores={"10.0.0.1": 0.3, "10.0.0.2": 0.3})
+    doc["serving"]["chief_closure_s"] = 3e-3
+    doc["testbed"] = {"layout": "colocated", "bandwidth_bps": 1e9, "host_cpu": 0.3, "prefix": "p"}
+    cal = Calibration.from_dict(doc)
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+    assert cal.cluster().chief_host == "10.0.0.1"  # the testbed's chief runs on worker 0's host
+    colocated = calibrated_cluster(cal, Cluster.local(2, 2, layout="colocated").with_host_cores(0.3), match_hosts=False)
+    assert colocated.chief_host == "host0"
+    prof = cached_profile("resnet_cifar")
+    with_chief = estimate(prof, colocated)
+    without = estimate(prof, dataclasses.replace(colocated, serving=dataclasses.replace(cal.serving, chief_closure_s=None)))
+    assert with_chief.task_cpu_s[CHIEF] == pytest.approx(2 * 3e-3) and CHIEF not in without.task_cpu_s
+    assert with_chief.host_cpu_s["host0"] - without.host_cpu_s["host0"] == pytest.approx(2 * 3e-3 / 0.3)
+    assert with_chief.host_cpu_s["host1"] == pytest.approx(without.host_cpu_s["host1"])
+    eight = estimate(prof, colocated.with_closures(8, colocated.floor))  # a closure of 8 steps: an eighth a step
+    assert eight.task_cpu_s[CHIEF] == pytest.approx(2 * 3e-3 / 8)
+    assert serving_seconds(colocated, {CHIEF: 1e-3}) == {"host0": pytest.approx(2 * 1e-3 / 0.3), "host1": 0.0}
+    assert Cluster.local(2, 2).chief_host is None  # dedicated: the chief is a machine of its own
+    assert CHIEF not in estimate(prof, dataclasses.replace(colocated, chief_host=None)).task_cpu_s
+    beside = Cluster.from_dict({"chief": ["10.0.0.1:1"], "worker": ["10.0.0.1:2", "10.0.0.2:2"], "ps": ["10.0.0.2:3"]})
+    assert beside.chief_host == "10.0.0.1"
+    alone = Cluster.from_dict({"chief": ["10.0.0.9:1"], "worker": ["10.0.0.1:2"], "ps": ["10.0.0.2:3"]})
+    assert alone.chief_host is None
+    with pytest.raises(ClusterConfigError, match="chief_host 'nowhere' is not the host of a worker or PS task"):
+        dataclasses.replace(alone, chief_host="nowhere")
+
+
 @pytest.mark.parametrize("change, words", [
     (lambda d: d.update(tensorflow_version="2.20.0"), "TensorFlow 2.20.0"),
     (lambda d: d.update(format="ralp_tf.calibration/0"), "not 'ralp_tf.calibration/1'"),

@@ -104,6 +104,12 @@ def test_the_summary_says_the_ring_cpu_or_why_it_was_not_measured() -> None:
         "tensor and hop + 0.90 ms per sparse gradient" in summary(measured, "c.json")
     assert "ring CPU: not measured (measured on --testbed" in summary(dataclasses.replace(cal, testbed=None), "c.json")
     assert "dense update" not in summary(cal, "c.json")
+    served = dataclasses.replace(cal, serving=dataclasses.replace(cal.serving, ps_chained_message_s=2e-4,
+                                                                   worker_chained_message_s=1.5e-4, chief_closure_s=3e-3))
+    lines = summary(served, "c.json").splitlines()
+    assert any(l.split()[:2] == ["PS", "task"] and "200 us" in l for l in lines)
+    assert any(l.startswith("chief") and "3.00 ms per closure" in l for l in lines)
+    assert "chief" not in summary(cal, "c.json")
     updated = dataclasses.replace(cal, dense_update_s_per_byte={"sgd": 1.5e-9, "legacy-sgd": 4e-10})
     assert "dense update per variable byte, every PS task at once: sgd 1.50 ns, legacy-sgd 0.40 ns" \
         in summary(updated, "c.json")
@@ -156,6 +162,8 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
     assert [c.task for c in cal.compute] == ["worker:0", "ps:0"]
     assert all(m.model == "small_cnn" and m.step_s > 0 and "fc1" in dict(m.layers) for c in cal.compute for m in c.models)
     assert cal.floor is not None and cal.floor.plain_closure_s > 0 and cal.serving is not None
+    assert cal.serving.chained  # the chain closures' CPU was read at both ends
+    assert cal.serving.chief_closure_s is not None and cal.serving.chief_closure_s > 0  # this process's, per closure
     assert cal.table_pass_s_per_byte() > 0  # timed on the PS task
     assert set(cal.dense_update_s_per_byte) == {"sgd", "legacy-sgd"} and cal.cluster().dense_update_s_per_byte["sgd"] > 0
     assert cal.shared_cores and cal.budget["transfers"] == 1

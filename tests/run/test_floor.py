@@ -105,3 +105,25 @@ def test_fit_message_cpu_is_half_the_cpu_of_a_further_variable_per_step() -> Non
     # without readings (or without two variable counts) there is nothing to fit
     assert all(math.isnan(v) for v in fit_message_cpu([_case(c) for c in floor_cases(1)]))
     assert task_cpu_s(os.getpid()) > 0 and math.isnan(task_cpu_s(2 ** 22 + 12345))
+
+
+def test_a_chain_hop_is_two_chained_messages_and_the_floor_fit_ignores_chains() -> None:
+    from ralp_tf.run.floor import chain_cases, fit_chained_message_cpu
+
+    chains = chain_cases(16)
+    assert [c.name for c in chains] == ["chain h=1", "chain h=16"]
+    assert all(c.ps_tasks == 1 and not c.looped for c in chains)
+
+    def with_cpu(c: FloorCase) -> CaseResult:  # each hop: a message in and one out at each end, 2 x 400 / 300 us
+        return dataclasses.replace(_case(c), ps_cpu_s_per_closure=1e-3 + c.hops * 8e-4,
+                                   worker_cpu_s_per_closure=2e-3 + c.hops * 6e-4)
+
+    ps, worker = fit_chained_message_cpu([with_cpu(c) for c in chains] + [_case(c) for c in floor_cases(1)])
+    assert ps == pytest.approx(4e-4) and worker == pytest.approx(3e-4)
+    assert all(math.isnan(v) for v in fit_chained_message_cpu([with_cpu(chains[1])]))  # one length: no slope
+    cheaper = dataclasses.replace(with_cpu(chains[1]), ps_cpu_s_per_closure=0.0)
+    assert fit_chained_message_cpu([with_cpu(chains[0]), cheaper])[0] == 0.0  # noise below zero: none, not a saving
+    cases = floor_cases(2)
+    assert fit_terms([_case(c) for c in cases] + [_case(c) for c in chains]) == fit_terms([_case(c) for c in cases])
+    with pytest.raises(ValidationError, match="max_hops"):
+        chain_cases(1)
