@@ -253,8 +253,6 @@ class Calibration:
                 hosts[job] = [t.host for t in mine]
         gpus = {job: 1 for job in jobs if any(t.device_kind == "GPU" for t in self.tasks if t.job == job)}
         base = Cluster.from_dict(jobs, hosts=hosts, gpus=gpus or None)
-        if self.testbed and self.testbed.get("layout") == "colocated":  # the testbed's chief runs on worker 0's host
-            base = dataclasses.replace(base, chief_host=base.task("worker", 0).host)
         return calibrated_cluster(self, base, match_hosts=False)
 
     # ------------------------------------------------------------------ JSON
@@ -330,7 +328,8 @@ def calibrated_cluster(cal: Calibration, cluster: Cluster, **check: Any) -> Clus
     """``cluster`` with ``cal``'s measured values (module docstring), after :meth:`Calibration.check`
     (``check``: its keyword arguments). The calibration's hosts map onto ``cluster``'s through the
     tasks they run, so a cluster shape with other host names (``Cluster.local``) takes it too
-    when ``match_hosts=False``."""
+    when ``match_hosts=False``. A cluster that does not say where its chief runs takes, from a
+    calibration of the colocated testbed, worker 0's host (where the testbed runs it)."""
     cal.check(cluster, **check)
     rates, flops = cal.host_rates(), cal.task_flops()
     kinds = {t.key: t.device_kind for t in cal.tasks}
@@ -345,7 +344,10 @@ def calibrated_cluster(cal: Calibration, cluster: Cluster, **check: Any) -> Clus
                                          flops=flops.get(t.key, t.flops), gpus=gpus))
     theirs = {cal_host: cluster.task(*_split(keys[0])).host for cal_host, keys in cal.hosts.items()}
     cores = {theirs[h]: c for h, c in cal.host_cores.items()}
-    out = dataclasses.replace(cluster, tasks=tuple(tasks), host_cores={**cluster.host_cores, **cores},
+    chief = cluster.chief_host
+    if chief is None and cal.testbed and cal.testbed.get("layout") == "colocated":
+        chief = cluster.task("worker", 0).host  # the testbed's chief runs on worker 0's host
+    out = dataclasses.replace(cluster, tasks=tuple(tasks), host_cores={**cluster.host_cores, **cores}, chief_host=chief,
                               shared_cores=cal.shared_cores if cal.shared_cores else cluster.shared_cores,
                               serving=cal.serving if cal.serving is not None else cluster.serving,
                               table_pass_s_per_byte=cal.table_pass_s_per_byte() or cluster.table_pass_s_per_byte,

@@ -60,7 +60,14 @@ the colocated ``d`` and ``e`` on the CPU each task measured (``task_cpu_s_per_st
 bench --host-cpu``) in colocated runs at 0.3 and 1 core per host, with
 ``COLOCATED_SERVE_CPU_S_PER_BYTE``: ``python benchmarks/cpu_by_task.py --fit`` (docs/costmodel.md,
 "Where a budgeted host's CPU goes"). :func:`task_cpu_seconds` gives every task's predicted CPU.
-Where no host states its cores, none of this is priced.
+Where no host states its cores, none of this is priced. A cluster whose serving CPU ``ralp-tf
+calibrate`` measured (``Cluster.serving``) prices its measured rates on every host instead, and
+two more terms where it measured them: each *chained* message (:func:`chained_message_ends`: a
+cut's activations and gradients, a split layer's hops between PS tasks, the gradients pushed as
+the backward computes them, which arrive one at a time while the receiver waits) at its chained
+rate instead of a tensor message's, and the chief's CPU per closure, on the host it shares
+(``Cluster.chief_host``), ``N c / K`` per synchronous step (docs/costmodel.md, "Chained messages
+and the chief").
 
 **Sparse updates.** An optimizer that passes over whole tables (:mod:`ralp_tf.model.optimizers`:
 ``tf_keras.optimizers.SGD`` writes the table and its momentum slot each step, momentum 0
@@ -148,7 +155,8 @@ from ralp_tf.plan.loads import MAX_CONTENTION, ChainModel, contended_step, host_
 from ralp_tf.plan.plans import Plan
 from ralp_tf.plan.serving import (COLOCATED_MESSAGE_CPU_S, COLOCATED_PS_STEP_CPU_S, COLOCATED_SERVE_CPU_S_PER_BYTE,
                                   COLOCATED_WORKER_STEP_CPU_S, PS_STEP_CPU_S, SERVE_CPU_S_PER_BYTE, WORKER_STEP_CPU_S,
-                                  serving_core_seconds, serving_seconds, task_cpu_seconds)
+                                  chained_message_ends, serving_core_seconds, serving_seconds, step_messages_by_ps,
+                                  task_cpu_seconds)
 from ralp_tf.plan.lookups import embedding_ids, gathered_rows
 from ralp_tf.plan.updates import (DENSE_PASS_S_PER_BYTE, dense_pass_seconds, dense_update_seconds,
                                   ring_table_pass_seconds, updated_sparsely)
@@ -458,40 +466,6 @@ def free_core(cluster: Cluster, host: str, ps_busy: Mapping[str, float], sync_st
     busy = sum(1 for w in cluster.workers if w.host in scope and not w.gpus)
     busy += sum(s for h, s in ps_busy.items() if h in scope) / sync_step_s if sync_step_s > 0 else 0.0
     return min(max(cores - busy, 0.0), 1.0)
-
-
-def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
-    """PS task -> the tensor messages one worker step exchanges with it: its control bytes with
-    the worker, less the step's dispatch, over ``RPC_CONTROL_BYTES`` (each message puts half of
-    them each way)."""
-    control: dict[str, float] = collections.defaultdict(float)
-    for (src, dst, phase), nbytes in step.control.items():
-        if WORKER in (src, dst) and src != dst and phase != HANDLES:
-            control[dst if src == WORKER else src] += nbytes
-    return {ps: max(c - STEP_OVERHEAD_BYTES, 0.0) / RPC_CONTROL_BYTES for ps, c in control.items()}
-
-
-def chained_message_ends(step: StepTraffic) -> dict[str, tuple[float, float]]:
-    """Task key ("worker", "ps:k") -> ``(with the worker, with other PS tasks)``: the chained tensor
-    messages of one worker step at that task, those that arrive one at a time while the receiver
-    waits in the step: the ``fwd:`` and ``bwd:`` phases (an activation or its gradient, a split
-    layer's hops included) and the gradients the worker pushes as its backward computes them
-    (``push``), counted from their control bytes (``RPC_CONTROL_BYTES`` a message, half each way;
-    a push's from the PS task's half, as the worker's half also holds the step's dispatch). The
-    step's pulls, sent together at its start, are not chained."""
-    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
-    for (src, dst, phase), nbytes in step.control.items():
-        if src == dst:
-            continue
-        if phase.startswith(("fwd:", "bwd:")):
-            ends = nbytes / RPC_CONTROL_BYTES  # this direction's half, at each of its two ends
-            between_ps = WORKER not in (src, dst)
-            for t in (src, dst):
-                out[str(t)][between_ps] += ends
-        elif phase == PUSH and dst == WORKER:
-            for t in (src, dst):
-                out[str(t)][0] += nbytes / (RPC_CONTROL_BYTES / 2)
-    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def closure_floor_seconds(cluster: Cluster, step: StepTraffic) -> float:

@@ -12,13 +12,13 @@ import collections
 from typing import Mapping
 
 from ralp_tf.plan.cluster import Cluster, TaskRef
-from ralp_tf.plan.traffic import RPC_FIXED_S, WORKER
+from ralp_tf.plan.traffic import HANDLES, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER, StepTraffic
 
 #: The key of the chief's CPU among the tasks' (:func:`serving_core_seconds`, :func:`task_cpu_seconds`)
 CHIEF = "chief"
 
 __all__ = ["CHIEF", "SERVE_CPU_S_PER_BYTE", "PS_STEP_CPU_S", "WORKER_STEP_CPU_S", "COLOCATED_SERVE_CPU_S_PER_BYTE",
-           "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_MESSAGE_CPU_S", "serving_core_seconds",
+           "COLOCATED_PS_STEP_CPU_S", "COLOCATED_WORKER_STEP_CPU_S", "COLOCATED_MESSAGE_CPU_S", "step_messages_by_ps", "chained_message_ends", "serving_core_seconds",
            "serving_seconds", "task_cpu_seconds"]
 
 #: CPU core-seconds a task spends per byte it sends or receives (module docstring, *Serving CPU*).
@@ -41,6 +41,41 @@ COLOCATED_WORKER_STEP_CPU_S = 6.39e-3
 #: the further ones of ``RPC_FIXED_S``), fitted with the three above.
 COLOCATED_MESSAGE_CPU_S = 80e-6
 
+
+def step_messages_by_ps(step: StepTraffic) -> dict[str, float]:
+    """PS task -> the tensor messages one worker step exchanges with it: its control bytes with
+    the worker, less the step's dispatch, over ``RPC_CONTROL_BYTES`` (each message puts half of
+    them each way)."""
+    control: dict[str, float] = collections.defaultdict(float)
+    for (src, dst, phase), nbytes in step.control.items():
+        if WORKER in (src, dst) and src != dst and phase != HANDLES:
+            control[dst if src == WORKER else src] += nbytes
+    return {ps: max(c - STEP_OVERHEAD_BYTES, 0.0) / RPC_CONTROL_BYTES for ps, c in control.items()}
+
+
+def chained_message_ends(step: StepTraffic) -> dict[str, tuple[float, float]]:
+    """Task key ("worker", "ps:k") -> ``(with the worker, with other PS tasks)``: the chained tensor
+    messages of one worker step at that task, those that arrive one at a time while the receiver
+    waits in the step: the ``fwd:`` and ``bwd:`` phases (an activation or its gradient, a split
+    layer's hops included) and the gradients the worker pushes as its backward computes them
+    (``push``), counted from their control bytes (``RPC_CONTROL_BYTES`` a message, half each way;
+    a push's from the PS task's half, as the worker's half also holds the step's dispatch). The
+    step's pulls, sent together at its start, are not chained."""
+    out: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for (src, dst, phase), nbytes in step.control.items():
+        if src == dst:
+            continue
+        if phase.startswith(("fwd:", "bwd:")):
+            ends = nbytes / RPC_CONTROL_BYTES  # this direction's half, at each of its two ends
+            between_ps = WORKER not in (src, dst)
+            for t in (src, dst):
+                out[str(t)][between_ps] += ends
+        elif phase == PUSH and dst == WORKER:
+            for t in (src, dst):
+                out[str(t)][0] += nbytes / (RPC_CONTROL_BYTES / 2)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], float],
                          messages: Mapping[str, float] | None = None,
                          sent: Mapping[str, float] | None = None,
@@ -55,7 +90,7 @@ def serving_core_seconds(cluster: Cluster, traffic: Mapping[tuple[str, str], flo
     ``(src, dst) -> bytes`` (the worker as ``"worker"``), ``messages`` its further messages per
     task, ``sent`` its tensor messages with each PS task (:func:`step_messages_by_ps`), ``chained``
     per task its chained messages with the worker and with other PS tasks
-    (:func:`ralp_tf.plan.costmodel.chained_message_ends`; priced where the cluster measured them)."""
+    (:func:`chained_message_ends`; priced where the cluster measured them)."""
     messages, sent = messages or {}, sent or {}
     moved: dict[str, float] = collections.defaultdict(float)
     for (src, dst), nbytes in traffic.items():

@@ -32,6 +32,12 @@ user + system, every thread) per closure. :func:`fit_message_cpu` fits, on the o
 push per step, two tensor messages, so ``c / 2`` is the CPU of one message at that end (the cost
 model's ``RPC_FIXED_S``).
 
+:func:`chain_cases` are one-step closures that pass a tensor between a worker and a PS task 1 and
+``H`` times, each leg waiting for the last; :func:`fit_chained_message_cpu` gives the CPU of such a
+chained message at each end, ``(cpu(H) - cpu(1)) / (2 (H - 1))``, which a message sent with others
+(the pulls and pushes above) does not pay. :meth:`FloorRunner.chief_cpu` reads the coordinator's
+own CPU per closure scheduled as a training loop does. ``ralp-tf calibrate`` uses both.
+
 :class:`~ralp_tf.plan.closures.FloorTerms` and :data:`~ralp_tf.plan.closures.MEASURED_FLOOR`, the
 terms measured on this project's machine by ``ralp-tf floor`` (:mod:`ralp_tf.cli.floor`; the run's
 JSON is benchmarks/results/floor.json), live with the cost model that prices them.

@@ -158,6 +158,8 @@ def test_the_chiefs_cpu_is_priced_on_the_host_it_shares_and_nowhere_else():
     cal = Calibration.from_dict(doc)
     assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
     assert cal.cluster().chief_host == "10.0.0.1"  # the testbed's chief runs on worker 0's host
+    spec = {"worker": ["10.0.0.1:2222", "10.0.0.2:2222"], "ps": ["10.0.0.1:2223", "10.0.0.2:2223"]}
+    assert calibrated_cluster(cal, Cluster.from_dict(spec)).chief_host == "10.0.0.1"  # a coordinator's TF_CONFIG
     colocated = calibrated_cluster(cal, Cluster.local(2, 2, layout="colocated").with_host_cores(0.3), match_hosts=False)
     assert colocated.chief_host == "host0"
     prof = cached_profile("resnet_cifar")
