@@ -277,8 +277,13 @@ def ring_gradient_bytes(layer: LayerProfile, batch_size: int) -> tuple[float, fl
     reads has an IndexedSlices gradient, which MultiWorkerMirroredStrategy and Horovod all-gather
     (values and indices) instead of all-reducing: the step's rows with their ids, repeats included,
     ``n r + n q`` (module docstring, *Ring all-reduce*)."""
+    return _dense_and_gathered(_ring_gradients(layer, batch_size))
+
+
+def _dense_and_gathered(gradients: Iterable[tuple[str, float]]) -> tuple[float, float]:
+    """The ``(dense, gathered)`` sums of :func:`_ring_gradients`' entries."""
     dense = gathered = 0.0
-    for kind, nbytes in _ring_gradients(layer, batch_size):
+    for kind, nbytes in gradients:
         if kind == "dense":
             dense += nbytes
         else:
@@ -533,7 +538,8 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
         raise PlanError("the cluster has no workers")
     b = profile.batch_size
     worker = cluster.workers[0]
-    by_layer = {l.name: ring_gradient_bytes(l, b) for l in profile.layers}
+    gradients_of = {l.name: _ring_gradients(l, b) for l in profile.layers}
+    by_layer = {name: _dense_and_gathered(g) for name, g in gradients_of.items()}
     ratio = wire_ratio(gradient_codec)
     layer_bytes = {name: ring_allreduce_bytes(n, dense * ratio) + ring_allgather_bytes(n, gathered)
                    for name, (dense, gathered) in by_layer.items()}
@@ -553,8 +559,8 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
     compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers) + passes_s
     ring = [(layer_seconds(l, worker, b), 0.0, comm_s * layer_bytes[l.name] / per_worker if per_worker else 0.0)
             for l in profile.layers]
-    gradients = sum(len(l.var_bytes) - l.untrainable_variables for l in profile.layers)
-    sparse = sum(1 for l in profile.layers for kind, _ in _ring_gradients(l, b) if kind == "gathered")
+    gradients = sum(len(g) for g in gradients_of.values())
+    sparse = sum(1 for g in gradients_of.values() for kind, _ in g if kind == "gathered")
     cpu_s = ring_cpu_seconds(cluster, out, into, implementation, gradients, sparse)
     ring_cpu_s = max(cpu_s.values(), default=0.0)
     step_s = compute_s + comm_s - PULL_PUSH_OVERLAP * free_core(cluster, worker.host, {}, math.inf) * pipeline_savings(ring)
