@@ -8,7 +8,7 @@ at a rate per byte (``DENSE_PASS_S_PER_BYTE``, or what ``ralp-tf calibrate`` mea
 from __future__ import annotations
 
 import collections
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
@@ -31,17 +31,33 @@ def updated_sparsely(layer: LayerProfile, index: int) -> bool:
     return looked_up and not regularised(layer, index)
 
 
+def _trainable(profile: ModelProfile) -> Iterator[tuple[LayerProfile, int, int]]:
+    """``(layer, index, bytes)`` of every trainable variable (a frozen one is never updated)."""
+    for l in profile.layers:
+        for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables]):
+            yield l, i, v
+
+
+def _bytes_on_ps(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
+                 sparsely: bool) -> dict[TaskRef, float]:
+    """Per PS task, the bytes ``p_v * share`` of the trainable variables (and shards) it holds whose
+    gradient is IndexedSlices (``sparsely``) or dense."""
+    out: dict[TaskRef, float] = collections.defaultdict(float)
+    for l, i, v in _trainable(profile):
+        shards = homes.get(l.name, [])
+        if i < len(shards) and updated_sparsely(l, i) == sparsely:
+            for task, share in shards[i]:
+                if task.is_ps:
+                    out[task] += v * share
+    return dict(out)
+
+
 def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_S_PER_BYTE) -> float:
     """Seconds a ring worker's own sparse updates spend in whole-table passes per step: every worker
     applies the gathered gradient to its replica of each looked-up table, ``dense_passes * per_byte *
     p_v`` (:func:`dense_pass_seconds`, on the worker instead of a PS task)."""
     passes = sparse_update(profile.optimizer).dense_passes
-    total = 0.0
-    for l in profile.layers:
-        for i, v in enumerate(l.var_bytes[:len(l.var_bytes) - l.untrainable_variables]):
-            if updated_sparsely(l, i):
-                total += passes * per_byte * v
-    return total
+    return sum(passes * per_byte * v for l, i, v in _trainable(profile) if updated_sparsely(l, i))
 
 
 def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
@@ -52,17 +68,9 @@ def dense_pass_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tupl
     table (``trainable=False``) is never updated and costs none; ``per_byte`` is
     ``DENSE_PASS_S_PER_BYTE``, or what ``ralp-tf calibrate`` measured on the PS tasks."""
     passes = sparse_update(profile.optimizer).dense_passes
-    out: dict[TaskRef, float] = collections.defaultdict(float)
     if not passes:
         return {}
-    for l in profile.layers:
-        trainable = len(l.var_bytes) - l.untrainable_variables
-        for i, (v, shards) in enumerate(zip(l.var_bytes[:trainable], homes.get(l.name, []))):
-            if updated_sparsely(l, i):
-                for task, share in shards:
-                    if task.is_ps:
-                        out[task] += passes * per_byte * v * share
-    return dict(out)
+    return {task: passes * per_byte * b for task, b in _bytes_on_ps(profile, homes, sparsely=True).items()}
 
 
 def dense_update_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tuple[TaskRef, float]]]],
@@ -70,12 +78,4 @@ def dense_update_seconds(profile: ModelProfile, homes: Mapping[str, list[list[tu
     """Per PS task, the seconds one worker step's optimizer spends updating the trainable variables
     with dense gradients it holds (:mod:`ralp_tf.plan.costmodel`, *Dense updates*): ``per_byte * p_v * share`` for
     every such variable and shard."""
-    out: dict[TaskRef, float] = collections.defaultdict(float)
-    for l in profile.layers:
-        trainable = len(l.var_bytes) - l.untrainable_variables
-        for i, (v, shards) in enumerate(zip(l.var_bytes[:trainable], homes.get(l.name, []))):
-            if not updated_sparsely(l, i):
-                for task, share in shards:
-                    if task.is_ps:
-                        out[task] += per_byte * v * share
-    return dict(out)
+    return {task: per_byte * b for task, b in _bytes_on_ps(profile, homes, sparsely=False).items()}
