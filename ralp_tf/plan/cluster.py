@@ -248,13 +248,13 @@ class Cluster:
         for name, rate in self.dense_update_s_per_byte.items():
             check_measured(f"dense update rate of optimizer {name!r}", rate, "seconds per byte")
         object.__setattr__(self, "dense_update_s_per_byte", dict(self.dense_update_s_per_byte))
-        shared = {t.host for t in self.tasks if t.job != "chief"}
+        task_hosts = {t.host for t in self.tasks if t.job != "chief"}
         if self.chief_host is None:
-            chief = next((t.host for t in self.tasks if t.job == "chief" and t.host in shared), None)
+            chief = next((t.host for t in self.tasks if t.job == "chief" and t.host in task_hosts), None)
             object.__setattr__(self, "chief_host", chief)
-        elif self.chief_host not in shared:
+        elif self.chief_host not in task_hosts:
             raise ClusterConfigError(f"chief_host {self.chief_host!r} is not the host of a worker or PS task; "
-                                     f"hosts: {sorted(shared)}")
+                                     f"hosts: {sorted(task_hosts)}")
         object.__setattr__(self, "host_cpu_flops", dict(self.host_cpu_flops))
         object.__setattr__(self, "host_cores", dict(self.host_cores))
 

@@ -58,7 +58,7 @@ from ralp_tf.plan.cluster import address_host
 from ralp_tf.plan.costmodel import WIRE_OVERHEAD
 from ralp_tf.plan.rates import ServingCpu
 from ralp_tf.run.calibrated import calibrated_job
-from ralp_tf.run.floor import chain_cases, floor_cases
+from ralp_tf.run.floor import chain_cases, fit_chained_message_cpu, floor_cases
 
 __all__ = ["Budget", "QUICK", "STANDARD", "Progress", "CpuReader", "PROGRESS_LINE", "device_string", "link_pairs",
            "compute_tasks", "measure_cluster", "device_kinds", "calibrated_job", "pid_reader", "main"]
@@ -258,8 +258,6 @@ def _serving(links: Sequence[Link], plain: Mapping[int, Any], chains: Sequence[A
     variables on one PS task (``plain``: variables -> CaseResult) and the chain cases (``chains``,
     :func:`~ralp_tf.run.floor.fit_chained_message_cpu`; unread: not measured) and the chief's CPU
     per closure (NaN: not measured); None where a part of the rest is unread."""
-    from ralp_tf.run.floor import fit_chained_message_cpu
-
     if 1 not in plain or len(plain) < 2:
         return None
     most = max(plain)
@@ -285,7 +283,7 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
     this process's CPU per closure scheduled as a training loop does (:meth:`~ralp_tf.run.floor.FloorRunner.chief_cpu`)."""
     import tensorflow as tf
 
-    from ralp_tf.run.floor import FloorRunner, chain_cases, fit_terms
+    from ralp_tf.run.floor import FloorRunner, fit_terms
 
     workers, ps = len(spec["worker"]), len(spec["ps"])
     strategy = tf.distribute.ParameterServerStrategy(_resolver(spec))
