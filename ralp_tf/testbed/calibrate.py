@@ -40,7 +40,25 @@ def calibrate_on_testbed(workers: int, ps: int, out_path: str, *, bandwidth: Any
                          batch_size: int = 32, budget: dict[str, Any] | None = None, prefix: str = "ralpcal",
                          on_progress: Callable[[str, int, int, str], None] | None = None,
                          log_dir: str | None = None, timeout: float = 3600.0) -> Calibration:
-    """Calibrate a fresh testbed cluster (module docstring) into ``out_path`` and return it."""
+    """Calibrate a fresh testbed cluster (module docstring) into ``out_path`` and return it. The
+    measuring child writes a file beside it, which becomes ``out_path`` only once the ring's probes
+    are done too: an interrupted or failed run leaves no file that looks whole."""
+    measuring = f"{out_path}.measuring"
+    try:
+        _calibrate(workers, ps, measuring, bandwidth=bandwidth, layout=layout, host_cpu=host_cpu, models=models,
+                   batch_size=batch_size, budget=budget, prefix=prefix, on_progress=on_progress, log_dir=log_dir,
+                   timeout=timeout)
+        os.replace(measuring, out_path)
+    finally:
+        if os.path.exists(measuring):
+            os.remove(measuring)
+    return load_calibration(out_path)
+
+
+def _calibrate(workers: int, ps: int, out_path: str, *, bandwidth: Any, layout: str, host_cpu: float | None,
+               models: tuple[str, ...], batch_size: int, budget: dict[str, Any] | None, prefix: str,
+               on_progress: Callable[[str, int, int, str], None] | None, log_dir: str | None, timeout: float) -> None:
+    """:func:`calibrate_on_testbed`'s measurements, written to ``out_path``."""
     from ralp_tf.run.calibrate import PROGRESS_LINE
     from ralp_tf.run.launch import LocalCluster, machine_cores
     from ralp_tf.testbed import Testbed
@@ -86,7 +104,6 @@ def calibrate_on_testbed(workers: int, ps: int, out_path: str, *, bandwidth: Any
                 cal = _with_ring(cal, tb, workers_, scale, on_progress, log_dir)
             with open(out_path, "w") as f:
                 json.dump(cal.to_dict(), f, indent=1)
-    return load_calibration(out_path)
 
 
 def _with_ring(cal: Calibration, tb: Any, workers: list[str], scale: float,

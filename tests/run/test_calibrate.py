@@ -176,6 +176,23 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
     assert set(timed["fc1"]) == {"worker:0", "worker", "ps:0", "ps"} and "measured_seconds" not in timed
 
 
+def test_an_interrupted_testbed_calibration_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measuring child's file becomes ``--out`` only when the ring's probes are done too: Ctrl-C
+    during them (or any failure after the child) leaves neither the file nor its partial copy."""
+    from ralp_tf.testbed import calibrate as testbed_calibrate
+
+    out = tmp_path / "cal.json"
+
+    def measured_then_interrupted(workers: int, ps: int, path: str, **_: object) -> None:
+        Path(path).write_text("{}")  # the child's file, written before the ring's probes
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(testbed_calibrate, "_calibrate", measured_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        testbed_calibrate.calibrate_on_testbed(2, 2, str(out))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.needs_root
