@@ -222,7 +222,8 @@ class FieldReader:
             raise self.fail(f"ring.implementation is 'mwms' or 'horovod', got {d.get('implementation')!r}")
         terms = RingCpu(implementation=d["implementation"],
                         **{k: self.number(d.get(k), f"ring.{k}") for k in ("s_per_byte", "step_s", "tensor_hop_s")},
-                        sparse_gradient_s=self.number(d.get("sparse_gradient_s", 0.0), "ring.sparse_gradient_s"))
+                        sparse_gradient_s=self.number(d.get("sparse_gradient_s", 0.0), "ring.sparse_gradient_s"),
+                        table_pass_s_per_byte=self.optional(d.get("table_pass_s_per_byte"), "ring.table_pass_s_per_byte"))
         probes = []
         for i, p in enumerate(self.items(d, "probes")):
             try:

@@ -159,7 +159,7 @@ from ralp_tf.plan.serving import (COLOCATED_MESSAGE_CPU_S, COLOCATED_PS_STEP_CPU
                                   task_cpu_seconds)
 from ralp_tf.plan.lookups import embedding_ids, gathered_rows
 from ralp_tf.plan.updates import (DENSE_PASS_S_PER_BYTE, dense_pass_seconds, dense_update_seconds,
-                                  ring_table_pass_seconds, updated_sparsely)
+                                  ring_pass_s_per_byte, ring_table_pass_seconds, updated_sparsely)
 from ralp_tf.plan.traffic import (HANDLES, INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
                                   split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
@@ -555,7 +555,7 @@ def estimate_allreduce(profile: ModelProfile, cluster: Cluster, gradient_codec: 
             into[nxt.host] += per_worker
     link_s = {h: transfer_seconds(max(out[h], into[h]), hosts[h].bandwidth_bps) for h in hosts}
     comm_s = max(link_s.values())
-    passes_s = ring_table_pass_seconds(profile, cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE)
+    passes_s = ring_table_pass_seconds(profile, ring_pass_s_per_byte(cluster))
     compute_s = sum(layer_seconds(l, worker, b) for l in profile.layers) + passes_s
     ring = [(layer_seconds(l, worker, b), 0.0, comm_s * layer_bytes[l.name] / per_worker if per_worker else 0.0)
             for l in profile.layers]

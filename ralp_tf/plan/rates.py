@@ -127,19 +127,24 @@ class RingCpu:
     ``implementation`` (``"mwms"`` or ``"horovod"``), ``S`` the step's sparse (IndexedSlices)
     gradients, each all-gathered on its own; the cost model's ``RING_*`` constants for that
     implementation otherwise (:func:`ralp_tf.plan.costmodel.ring_cpu_seconds`). A file without
-    ``sparse_gradient_s`` (no sparse probe) prices none."""
+    ``sparse_gradient_s`` (no sparse probe) prices none. ``table_pass_s_per_byte`` is a ring
+    worker's core-seconds per byte of the optimizer's whole-table passes over its replicas
+    (:func:`ralp_tf.plan.updates.ring_pass_s_per_byte`; None: not measured)."""
 
     implementation: str
     s_per_byte: float
     step_s: float
     tensor_hop_s: float
     sparse_gradient_s: float = 0.0
+    table_pass_s_per_byte: float | None = None
 
     def __post_init__(self) -> None:
         if self.implementation not in ("mwms", "horovod"):
             raise ClusterConfigError(f"ring CPU implementation must be 'mwms' or 'horovod', got {self.implementation!r}")
         for name in ("s_per_byte", "step_s", "tensor_hop_s", "sparse_gradient_s"):
             check_measured(f"ring CPU {name}", getattr(self, name))
+        if self.table_pass_s_per_byte is not None:
+            check_measured("ring CPU table_pass_s_per_byte", self.table_pass_s_per_byte)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

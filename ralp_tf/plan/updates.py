@@ -12,10 +12,11 @@ from typing import Iterator, Mapping
 
 from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.profiles import LayerProfile, ModelProfile
-from ralp_tf.plan.cluster import TaskRef
+from ralp_tf.plan.cluster import Cluster, TaskRef
 from ralp_tf.plan.traffic import regularised
 
-__all__ = ["DENSE_PASS_S_PER_BYTE", "updated_sparsely", "ring_table_pass_seconds", "dense_pass_seconds",
+__all__ = ["DENSE_PASS_S_PER_BYTE", "updated_sparsely", "ring_pass_s_per_byte", "ring_table_pass_seconds",
+           "dense_pass_seconds",
            "dense_update_seconds"]
 
 #: Seconds per table byte of one whole-table pass of a sparse update (:mod:`ralp_tf.plan.costmodel`,
@@ -50,6 +51,18 @@ def _bytes_on_ps(profile: ModelProfile, homes: Mapping[str, list[list[tuple[Task
                 if task.is_ps:
                     out[task] += v * share
     return dict(out)
+
+
+def ring_pass_s_per_byte(cluster: Cluster) -> float:
+    """Seconds of a ring worker's step per byte of a whole-table pass over its replicas: the ring
+    probes' core-seconds (``Cluster.ring_cpu.table_pass_s_per_byte``, either ring: the passes are the
+    optimizer's, not the ring's) over the fewest cores of a worker host, where both are known; else
+    the rate timed on PS tasks (``Cluster.table_pass_s_per_byte``), else ``DENSE_PASS_S_PER_BYTE``."""
+    measured = cluster.ring_cpu.table_pass_s_per_byte if cluster.ring_cpu is not None else None
+    cores = [cluster.host(w.host).cores for w in cluster.workers]
+    if measured is not None and cores and all(cores):
+        return measured / min(cores)  # type: ignore[type-var]
+    return cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE
 
 
 def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_S_PER_BYTE) -> float:

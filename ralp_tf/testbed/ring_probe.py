@@ -3,7 +3,8 @@ with MultiWorkerMirroredStrategy (:func:`ralp_tf.testbed.mwms_job.run_mwms`) on 
 
 :func:`measure_ring_cpu` runs each probe for ``warmup`` + its ``steps`` synchronous steps (times
 ``scale``), reads each worker host's CPU seconds per step from its CPU group over the timed window,
-and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`).
+and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`); each sample's
+``table_pass_bytes`` is ``optimizer``'s whole-table passes over the probe's tables.
 It needs CPU budgets on the hosts (the CPU groups it reads; the cost model prices the ring's CPU only
 where a host's cores are known) and two or more workers on hosts of their own.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from ralp_tf.model.optimizers import sparse_update
 from ralp_tf.model.ring_probe import PROBES
 from ralp_tf.plan.rates import RingCpu
 from ralp_tf.plan.ring_cpu import RingProbeSample, fit_ring_cpu
@@ -57,7 +59,8 @@ def measure_ring_cpu(tb: Any, workers: Sequence[str] | None = None, *, scale: fl
             raise TestbedError(f"ring probe {shape.name} read no CPU for hosts {[h for h in hosts if h not in cpu]}")
         sample = RingProbeSample(probe=shape.name, tensors=shape.tensors, param_bytes=shape.param_bytes,
                                  workers=len(workers), host_cpu_s={h: float(cpu[h]) for h in hosts},
-                                 step_s=float(rec["measured_step_s"]), tables=shape.tables)
+                                 step_s=float(rec["measured_step_s"]), tables=shape.tables,
+                                 table_pass_bytes=float(sparse_update(optimizer).dense_passes * shape.table_bytes))
         samples.append(sample)
         if on_probe:
             on_probe(shape.name, sample)

@@ -54,3 +54,8 @@ def test_the_ring_probes_measure_each_hosts_cpu_and_fit_it():
     # core-seconds a step against 0.010)
     assert min(by["sparse_tables"].host_cpu_s.values()) > 2 * max(by["few_small"].host_cpu_s.values())
     assert fit.sparse_gradient_s > 0
+    # one 32 MB table: SGD's 2 passes over each worker's replica of it a step, beside one sparse gradient
+    assert by["large_table"].table_pass_bytes == 2 * (32 << 20)
+    assert min(by["large_table"].host_cpu_s.values()) > 1.5 * max(by["few_small"].host_cpu_s.values())
+    assert fit.table_pass_s_per_byte is not None and 5e-11 < fit.table_pass_s_per_byte < 5e-9
+    print("ring fit:", fit, {s.probe: s.host_cpu_s for s in samples})
