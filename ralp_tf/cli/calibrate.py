@@ -302,7 +302,9 @@ def ring_line(cal: Any) -> str:
     if r is not None:
         return (f"ring CPU ({r.implementation}, {len(cal.ring_probes)} probes): {r.s_per_byte * 1e9:.2f} ns per byte "
                 f"sent or received + {r.step_s * 1e3:.2f} ms per step + {r.tensor_hop_s * 1e6:.0f} us per gradient "
-                f"tensor and hop + {r.sparse_gradient_s * 1e3:.2f} ms per sparse gradient")
+                f"tensor and hop + {r.sparse_gradient_s * 1e3:.2f} ms per sparse gradient"
+                + (f" + {r.table_pass_s_per_byte * 1e9:.2f} ns per byte of a whole-table pass"
+                   if r.table_pass_s_per_byte is not None else ""))
     if "ring" in (cal.budget.get("skipped") or []):
         why = "the --max-seconds cap"
     elif cal.testbed is None:
@@ -352,6 +354,8 @@ def summary(cal: Any, path: str) -> str:
         together = cal.table_pass_together_s_per_byte
         lines += ["", "whole-table pass per byte: " + ", ".join(alone) + " alone"
                   + (f"; {together * 1e9:.2f} ns with every PS task passing at once" if together is not None else "")
+                  + (f"; {cal.table_pass_served_cpu_s_per_byte * 1e9:.2f} ns of PS CPU as the workers' closures "
+                     "passed" if cal.table_pass_served_cpu_s_per_byte is not None else "")
                   + f" (priced: {cal.table_pass_s_per_byte() * 1e9:.2f} ns)"]
     if cal.dense_update_s_per_byte:
         lines += ["", "dense update per variable byte, every PS task at once: "

@@ -22,14 +22,19 @@ writes one versioned JSON document, :data:`CALIBRATION_FORMAT`:
   a sparse update's whole-table pass (``table_pass_s_per_byte``), and with two or more PS tasks the
   same pass timed on all of them at once (``table_pass_together_s_per_byte``: a job's tasks pass
   together, and where hosts share a memory bus one slows the others);
+* ``table_pass_served_cpu_s_per_byte``: a PS task's CPU core-seconds per byte of that pass, read
+  from the PS tasks' CPU while the workers' closures look rows up in a table on each of them and
+  apply SGD's sparse update to it, as a training step does (null where the tasks' CPU was not
+  read); over a PS host's cores it is the rate priced, where the cores are known;
 * ``dense_update_s_per_byte``: per optimizer (``sgd``, ``legacy-sgd``), the seconds per variable byte
   of its update of a dense gradient, timed on every PS task at once (the forward+backward times
   above hold no optimizer update, and a PS task applies every update of the variables it holds);
 * ``ring`` (``--testbed`` with CPU budgets; null elsewhere): a ring all-reduce's own CPU per worker
   host, fitted on probe models trained with MultiWorkerMirroredStrategy (:mod:`ralp_tf.plan.ring_cpu`):
   ``implementation``, ``s_per_byte``, ``step_s``, ``tensor_hop_s``, ``sparse_gradient_s`` (per
-  IndexedSlices gradient, which the ring all-gathers on its own; 0 in a file without it) and every
-  probe run (``probes``);
+  IndexedSlices gradient, which the ring all-gathers on its own; 0 in a file without it),
+  ``table_pass_s_per_byte`` (per byte of a worker's whole-table passes over its replicas of the
+  tables; null in a file without it) and every probe run (``probes``);
 * ``host_cores`` (CPU budgets known per host) and ``shared_cores`` (the cores of one machine every
   host shares), ``budget`` (the work it was given: transfers, steps, closures) and ``wall_s``.
 
@@ -110,6 +115,10 @@ class Calibration:
     #: seconds per byte of a whole-table pass on each PS task while every PS task passes at once
     #: (two or more PS tasks; None: not timed)
     table_pass_together_s_per_byte: float | None = None
+    #: CPU core-seconds of a PS task per byte of a whole-table pass, read from the PS tasks' CPU while
+    #: the workers' closures look rows up and apply sparse updates to a table on each of them
+    #: (:meth:`ralp_tf.run.floor.FloorRunner.table_pass_cpu`; None: not read)
+    table_pass_served_cpu_s_per_byte: float | None = None
     #: the ring's CPU fitted on probe runs, and those runs (None, (): not measured)
     ring_cpu: RingCpu | None = None
     ring_probes: tuple[RingProbeSample, ...] = ()
@@ -155,11 +164,16 @@ class Calibration:
         return {t.key: own.get(t.key, by_job[t.job]) for t in self.tasks if t.key in own or t.job in by_job}
 
     def table_pass_s_per_byte(self) -> float | None:
-        """The whole-table pass rate the cost model prices every pass with: the rate timed with
-        every PS task passing at once where it was (``table_pass_together_s_per_byte``: a job's PS
-        tasks, and its ring workers, pass together every step), else the mean over the PS tasks each
-        timed alone (None: not timed). One rate, because the cost model has one
-        (``Cluster.table_pass_s_per_byte``), for the ring's workers too."""
+        """Seconds per byte the cost model prices a PS task's whole-table pass with
+        (``Cluster.table_pass_s_per_byte``): the PS CPU read as the workers' closures made the
+        passes (``table_pass_served_cpu_s_per_byte``) over the fewest cores of a PS host, where
+        both are known; else the pass timed with every PS task passing at once
+        (``table_pass_together_s_per_byte``); else the mean over the PS tasks each timed alone
+        (None: not timed). The ring's workers pass at the ring probes' rate where it was measured
+        (:func:`ralp_tf.plan.updates.ring_pass_s_per_byte`)."""
+        cores = [self.host_cores.get(t.host) for t in self.tasks if t.job == "ps"]
+        if self.table_pass_served_cpu_s_per_byte is not None and cores and all(cores):
+            return self.table_pass_served_cpu_s_per_byte / min(cores)  # type: ignore[type-var]
         if self.table_pass_together_s_per_byte is not None:
             return self.table_pass_together_s_per_byte
         rates = [c.table_pass_s_per_byte for c in self.compute
@@ -268,6 +282,7 @@ class Calibration:
                        "samples": [dataclasses.asdict(s) for s in l.samples]} for l in self.links],
             "serving": self.serving.to_dict() if self.serving else None,
             "table_pass_together_s_per_byte": self.table_pass_together_s_per_byte,
+            "table_pass_served_cpu_s_per_byte": self.table_pass_served_cpu_s_per_byte,
             "dense_update_s_per_byte": dict(self.dense_update_s_per_byte) or None,
             "ring": {**self.ring_cpu.to_dict(), "probes": [p.to_dict() for p in self.ring_probes]}
             if self.ring_cpu else None,
@@ -308,6 +323,8 @@ class Calibration:
                    ring_cpu=ring_cpu, ring_probes=ring_probes,
                    table_pass_together_s_per_byte=r.optional(doc.get("table_pass_together_s_per_byte"),
                                                              "'table_pass_together_s_per_byte'"),
+                   table_pass_served_cpu_s_per_byte=r.optional(doc.get("table_pass_served_cpu_s_per_byte"),
+                                                               "'table_pass_served_cpu_s_per_byte'"),
                    dense_update_s_per_byte=r.dense_updates(doc.get("dense_update_s_per_byte")),
                    floor=r.floor(doc.get("floor")), tensorflow_version=r.text(doc, "tensorflow_version"),
                    ralp_tf_version=r.text(doc, "ralp_tf_version"), machine=r.text(doc, "machine"),

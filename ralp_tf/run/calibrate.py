@@ -58,7 +58,7 @@ from ralp_tf.plan.cluster import address_host
 from ralp_tf.plan.costmodel import WIRE_OVERHEAD
 from ralp_tf.plan.rates import ServingCpu
 from ralp_tf.run.calibrated import calibrated_job
-from ralp_tf.run.floor import chain_cases, fit_chained_message_cpu, floor_cases
+from ralp_tf.run.floor import chain_cases, fit_chained_message_cpu, floor_cases, served_pass_cpu_per_byte
 
 __all__ = ["Budget", "QUICK", "STANDARD", "Progress", "CpuReader", "PROGRESS_LINE", "device_string", "link_pairs",
            "compute_tasks", "measure_cluster", "device_kinds", "calibrated_job", "pid_reader", "main"]
@@ -277,10 +277,12 @@ def _serving(links: Sequence[Link], plain: Mapping[int, Any], chains: Sequence[A
 
 
 def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | None,
-           tick: Callable[[str], None]) -> tuple[FloorTerms, dict[int, Any], list[Any], float]:
+           tick: Callable[[str], None]) -> tuple[FloorTerms, dict[int, Any], list[Any], float, float | None]:
     """The floor measured through a ParameterServerStrategy on the tasks (module docstring), the
-    plain one-PS cases by variable count, the chain cases (:func:`~ralp_tf.run.floor.chain_cases`) and
-    this process's CPU per closure scheduled as a training loop does (:meth:`~ralp_tf.run.floor.FloorRunner.chief_cpu`)."""
+    plain one-PS cases by variable count, the chain cases (:func:`~ralp_tf.run.floor.chain_cases`),
+    this process's CPU per closure scheduled as a training loop does (:meth:`~ralp_tf.run.floor.FloorRunner.chief_cpu`)
+    and, where ``cpu`` reads the tasks, the PS tasks' CPU per byte of a whole-table pass as the
+    workers' closures make them (:func:`~ralp_tf.run.floor.served_pass_cpu_per_byte`; else None)."""
     import tensorflow as tf
 
     from ralp_tf.run.floor import FloorRunner, fit_terms
@@ -306,7 +308,11 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
     chains = runner.measure(chain_cases(CHAIN_HOPS), 1, lambda r: tick(r.case.name))
     chief = runner.chief_cpu(budget.closures, time.process_time)  # this process schedules them: the job's chief
     tick("chief's closures")
-    return terms, plain, chains, chief
+    served = None
+    if cpu is not None:
+        served = served_pass_cpu_per_byte(runner.table_pass_cpu(), ps)
+        tick(f"table passes as served: {served * 1e9:.2f} ns of PS CPU a byte")
+    return terms, plain, chains, chief, served
 
 
 def _resolver(spec: Mapping[str, Sequence[str]]) -> Any:
@@ -368,7 +374,8 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
     host_of = {t.key: t.host for t in tasks}
     pairs = link_pairs(spec, host_of, quick=not budget.all_hosts)
     timed = compute_tasks(tasks, budget.all_hosts)
-    cases = len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps)) + len(chain_cases(CHAIN_HOPS)) + 1
+    cases = (len(floor_cases(len(spec["ps"]), budget.max_variables, budget.loop_steps)) + len(chain_cases(CHAIN_HOPS))
+             + 1 + (cpu is not None))
     total, done = len(pairs) + cases + len(timed) * len(models) + (len(spec["ps"]) > 1) + 1, [0]
     skipped: list[str] = []
 
@@ -405,18 +412,18 @@ def measure_cluster(spec: Mapping[str, Sequence[str]], *, models: Sequence[str] 
                                          models=tuple(entries), table_pass_s_per_byte=passes))
     together = _passes_together([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
     updates = _dense_updates([t.device for t in tasks if t.job == "ps"], budget, meter, skipped, tick)
-    floor, plain, chains, chief = (None, {}, [], math.nan)
+    floor, plain, chains, chief, served = (None, {}, [], math.nan, None)
     if meter.over():
         skipped.append("floor")
     else:
-        floor, plain, chains, chief = _floor(spec, budget, cpu, lambda name: tick("floor", name))
+        floor, plain, chains, chief, served = _floor(spec, budget, cpu, lambda name: tick("floor", name))
     if not compute:
         raise ClusterRuntimeError(f"calibration ran out of its {budget.max_seconds:g} s cap before timing any model; "
                                   "raise --max-seconds or give a smaller budget")
     return Calibration(
         tasks=tuple(tasks), links=tuple(links), compute=tuple(compute), serving=_serving(links, plain, chains, chief),
-        floor=floor,
-        table_pass_together_s_per_byte=together, dense_update_s_per_byte=updates,
+        floor=floor, table_pass_together_s_per_byte=together, table_pass_served_cpu_s_per_byte=served,
+        dense_update_s_per_byte=updates,
         tensorflow_version=tf.__version__, ralp_tf_version=_version(), machine=socket.gethostname(),
         source=source or "cluster", created=datetime.datetime.now().isoformat(timespec="seconds"),
         host_cores=dict(host_cores or {}), shared_cores=shared_cores, testbed=dict(testbed) if testbed else None,

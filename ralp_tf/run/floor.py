@@ -36,7 +36,11 @@ model's ``RPC_FIXED_S``).
 ``H`` times, each leg waiting for the last; :func:`fit_chained_message_cpu` gives the CPU of such a
 chained message at each end, ``(cpu(H) - cpu(1)) / (2 (H - 1))``, which a message sent with others
 (the pulls and pushes above) does not pay. :meth:`FloorRunner.chief_cpu` reads the coordinator's
-own CPU per closure scheduled as a training loop does. ``ralp-tf calibrate`` uses both.
+own CPU per closure scheduled as a training loop does. :meth:`FloorRunner.table_pass_cpu` reads the
+PS tasks' CPU per closure of a sparse update of a table on each of them, looked up and applied by
+the workers' closures as a training step does, with ``tf_keras.optimizers.SGD`` and with
+``legacy.SGD``; :func:`served_pass_cpu_per_byte` is their difference per byte of the passes.
+``ralp-tf calibrate`` uses all of these.
 
 :class:`~ralp_tf.plan.closures.FloorTerms` and :data:`~ralp_tf.plan.closures.MEASURED_FLOOR`, the
 terms measured on this project's machine by ``ralp-tf floor`` (:mod:`ralp_tf.cli.floor`; the run's
@@ -55,7 +59,8 @@ from ralp_tf.errors import ValidationError, check_int
 from ralp_tf.plan.closures import MEASURED_FLOOR, FloorTerms
 
 __all__ = ["FloorCase", "CaseResult", "FloorTerms", "FloorResult", "MEASURED_FLOOR", "floor_cases", "fit_terms",
-           "fit_message_cpu", "CHAIN_ELEMENTS", "chain_cases", "fit_chained_message_cpu", "task_cpu_s", "FloorRunner", "measure_floor"]
+           "fit_message_cpu", "CHAIN_ELEMENTS", "chain_cases", "fit_chained_message_cpu", "SERVED_TABLE_BYTES",
+           "served_pass_cpu_per_byte", "task_cpu_s", "FloorRunner", "measure_floor"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,6 +240,22 @@ def fit_message_cpu(results: Sequence[CaseResult]) -> tuple[float, float]:
     return out[0], out[1]
 
 
+#: Bytes of the table on each PS task that :meth:`FloorRunner.table_pass_cpu` updates (bigger than a
+#: cache, as a model's tables are)
+SERVED_TABLE_BYTES = 32 << 20
+_SERVED_WIDTH = 32
+
+
+def served_pass_cpu_per_byte(cpu_s: dict[str, float], ps: int, nbytes: int = SERVED_TABLE_BYTES) -> float:
+    """CPU core-seconds of a PS task per byte of one whole-table pass, from
+    :meth:`FloorRunner.table_pass_cpu`'s ``cpu_s`` (every PS task's CPU per closure with each SGD):
+    ``(cpu(sgd) - cpu(legacy-sgd)) / (dense_passes(sgd) * nbytes * ps)``, at least 0."""
+    from ralp_tf.model.optimizers import sparse_update
+
+    passes = sparse_update("sgd").dense_passes
+    return max(cpu_s["sgd"] - cpu_s["legacy-sgd"], 0.0) / (passes * nbytes * ps)
+
+
 def task_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` and all its threads so far (``/proc/PID/stat``);
     NaN where it cannot be read. (``ralp_tf.testbed._nsops.process_cpu_seconds`` reads the same
@@ -402,6 +423,45 @@ class FloorRunner:
         before = process_cpu()
         batch(closures)
         return (process_cpu() - before) / closures
+
+    def table_pass_cpu(self, nbytes: int = SERVED_TABLE_BYTES, rounds: int = 2) -> dict[str, float]:
+        """Optimizer name (``sgd``, ``legacy-sgd``) -> CPU seconds of all the PS tasks per closure
+        (the median over ``rounds``, the optimizers alternating) of a closure that, on a worker as
+        every worker's closures run at once, looks up a batch's 32 rows of a float32 table of
+        ``nbytes`` on each PS task and applies their IndexedSlices gradients with that optimizer
+        (made under the strategy's scope, as the training loop's). NaN without a CPU reader."""
+        import tensorflow as tf
+
+        from ralp_tf.run.training import sgd_optimizer
+
+        rows = max(nbytes // (4 * _SERVED_WIDTH), 64)
+        with self.strategy.scope():  # round-robin: one table on each PS task
+            tables = [tf.Variable(tf.zeros([rows, _SERVED_WIDTH]), name=f"served_table_{k}") for k in range(self.ps)]
+        steps = {}
+        for name in ("sgd", "legacy-sgd"):
+            with self.strategy.scope():
+                optimizer = sgd_optimizer(name, 0.01)
+
+            @tf.function
+            def step(optimizer: Any = optimizer) -> Any:
+                def replica() -> Any:
+                    ids = tf.random.uniform([32], 0, rows, tf.int32)
+                    with tf.GradientTape() as tape:
+                        loss = tf.add_n([tf.reduce_sum(tf.gather(t, ids)) for t in tables])
+                    optimizer.apply_gradients(zip(tape.gradient(loss, tables), tables))
+                    return loss
+                return self.strategy.run(replica)
+
+            steps[name] = step
+            self._batch(step, (), 2 * self.workers)  # traced, and the optimizer's slots made
+        closures = max(math.ceil((self.closures or 40) / self.workers) * self.workers, self.workers)
+        cpu: dict[str, list[float]] = {name: [] for name in steps}
+        for _ in range(max(rounds, 1)):
+            for name, step in steps.items():
+                before = self._cpu()["ps"]
+                self._batch(step, (), closures)
+                cpu[name].append((self._cpu()["ps"] - before) / closures)
+        return {name: statistics.median(v) for name, v in cpu.items()}
 
     def measure(self, cases: Sequence[FloorCase], max_variables: int,
                 on_case: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:

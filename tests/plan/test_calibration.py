@@ -286,6 +286,29 @@ def test_every_ps_tasks_table_pass_counts_in_the_one_rate_priced():
     assert Calibration.from_dict(doc).cluster().table_pass_s_per_byte == pytest.approx(1.5e-9)
 
 
+def test_the_pass_rate_read_as_served_wins_over_the_timed_loops_where_the_hosts_cores_are_known():
+    """The PS CPU per byte read while the workers' closures made the passes, over a PS host's cores
+    (0.3: 3e-10 core-seconds is 1e-9 seconds there), wins over the loops timed together and alone;
+    without known cores it cannot be turned into seconds, and the loops' rate is priced."""
+    doc = calibration_doc(workers=2, ps=2, layout="colocated", flops={"worker:0": 5e10, "ps:0": 5e10, "ps:1": 5e10},
+                          host_cores={"10.0.0.1": 0.3, "10.0.0.2": 0.3})
+    for c in doc["compute"]:
+        if c["task"].startswith("ps:"):
+            c["table_pass_s_per_byte"] = 6e-10
+    assert Calibration.from_dict(doc).table_pass_s_per_byte() == pytest.approx(6e-10)
+    doc["table_pass_together_s_per_byte"] = 8e-10
+    assert Calibration.from_dict(doc).table_pass_s_per_byte() == pytest.approx(8e-10)
+    doc["table_pass_served_cpu_s_per_byte"] = 3e-10
+    cal = Calibration.from_dict(doc)
+    assert cal.table_pass_s_per_byte() == pytest.approx(1e-9) and cal.cluster().table_pass_s_per_byte == pytest.approx(1e-9)
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+    doc["host_cores"] = {}
+    assert Calibration.from_dict(doc).table_pass_s_per_byte() == pytest.approx(8e-10)
+    doc["table_pass_served_cpu_s_per_byte"] = -1.0
+    with pytest.raises(CalibrationError, match="table_pass_served_cpu_s_per_byte"):
+        Calibration.from_dict(doc)
+
+
 def _dense_trainable_bytes(prof, sparse: bool = False) -> float:
     from ralp_tf.plan.costmodel import updated_sparsely
 

@@ -165,6 +165,7 @@ def test_calibrate_a_local_cluster_with_a_tiny_budget(tmp_path: Path) -> None:
     assert cal.serving.chained  # the chain closures' CPU was read at both ends
     assert cal.serving.chief_closure_s is not None and cal.serving.chief_closure_s > 0  # this process's, per closure
     assert cal.table_pass_s_per_byte() > 0  # timed on the PS task
+    assert cal.table_pass_served_cpu_s_per_byte > 0  # read from the PS task's CPU as the worker's closures passed
     assert set(cal.dense_update_s_per_byte) == {"sgd", "legacy-sgd"} and cal.cluster().dense_update_s_per_byte["sgd"] > 0
     assert cal.shared_cores and cal.budget["transfers"] == 1
     plan = subprocess.run([RALP_TF, "plan", "--model", "small_cnn", "--workers", "1", "--calibration", str(out),
