@@ -1,12 +1,15 @@
 """Measured against predicted, for a bench run priced from ``ralp-tf calibrate`` (``bench --calibration``).
 
     python benchmarks/calibrated_table.py benchmarks/results/calibrated-colocated-0.3-1gbit.json
+    python benchmarks/calibrated_table.py RESULTS.json --calibration OTHER.json  # "now" priced from another file
 
 For each strategy-cell that ran: the measured step and link bytes per global step, the prediction
 recorded with the run, and the prediction of the cost model as it is now, from the same profile,
 calibration file and cluster (:func:`ralp_tf.bench.predictions.predictions`); bytes on the wire
 (:func:`ralp_tf.plan.costmodel.wire_bytes`), as the testbed's link counters see them. Prints a
-Markdown table and how many cells are within 10% (bytes) and 25% (steps). No cluster starts.
+Markdown table and how many cells are within 10% (bytes) and 25% (steps). With ``--calibration``,
+"now" is priced from that file instead (another calibration of the same testbed: how much the
+predictions move with the calibration). No cluster starts.
 """
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ import json
 from typing import Any
 
 
-def rows(path: str) -> list[dict[str, Any]]:
-    """One row per strategy-cell of ``path`` whose status is ok."""
+def rows(path: str, calibration: str | None = None) -> list[dict[str, Any]]:
+    """One row per strategy-cell of ``path`` whose status is ok, "now" priced from ``calibration``
+    (default: the run's own)."""
     from ralp_tf.bench.config import Cell
     from ralp_tf.bench.predictions import predictions
     from ralp_tf.model.profiles import ModelProfile
@@ -29,7 +33,7 @@ def rows(path: str) -> list[dict[str, Any]]:
     config = doc["config"]
     if not config.get("calibration"):
         raise SystemExit(f"{path}: not a calibrated run (its config has no 'calibration'); run bench with --calibration")
-    cal = load_calibration(config["calibration"])
+    cal = load_calibration(calibration or config["calibration"])
     out = []
     for c in doc["cells"]:
         profile = calibrated_profile(cal, ModelProfile.from_dict(doc["profiles"][c["model"]]))
@@ -54,8 +58,9 @@ def error(measured: float, predicted: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", help="a bench results file of a --calibration run")
+    parser.add_argument("--calibration", help="price 'now' from this calibration file instead of the run's")
     args = parser.parse_args()
-    table = rows(args.results)
+    table = rows(args.results, args.calibration)
     print("| model | strategy | measured s/step | predicted now | err | recorded | MB/step measured | predicted now "
           "| err | recorded |")
     print("|---|---|---|---|---|---|---|---|---|---|")
