@@ -64,7 +64,8 @@ def profile(model: Any, batch_size: int = 32, *, measure: bool = False, measure_
     graph = graph or walk(model)
     signature = signature or input_signature(model, input_shape, sequence_length, graph)
     trace = _with_static_shapes(model, signature, graph, trace_calls(model, signature, graph), int(batch_size))
-    prof = _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats)
+    prof = _assemble(model.name, int(batch_size), trace, measure=measure, repeats=measure_repeats,
+                     model_variables=getattr(model, "variables", ()))
     optimizer = getattr(model, "optimizer", None)  # a compiled model's: its sparse updates are priced
     return prof if optimizer is None else prof.with_optimizer(optimizer_name(optimizer))
 
@@ -90,8 +91,10 @@ def _with_static_shapes(model: Any, signature: InputSignature, graph: ModelGraph
     return dataclasses.replace(trace, calls=calls)
 
 
-def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, repeats: int) -> ModelProfile:
-    """Layers (calls grouped by name, in first-call order) and one tensor per call."""
+def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, repeats: int,
+              model_variables: Sequence[Any] = ()) -> ModelProfile:
+    """Layers (calls grouped by name, in first-call order), one tensor per call, and the variables'
+    creation order (:func:`creation_order`)."""
     by_name: dict[str, list[LayerCall]] = {}
     tensors: dict[Any, dict[str, Any]] = {}
     for call in trace.calls:
@@ -103,6 +106,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
         out_bytes = int(sum(prod(shape_tuple(t)[1:]) * dtype_size(t) for t in call.outputs))
         tensors[call.out_key] = {"producer": call.name, "bytes": out_bytes, "consumers": []}
     layers: list[LayerProfile] = []
+    owned: list[tuple[str, int, Any]] = []
     for name, calls in by_name.items():
         first = calls[0]
         layer = first.layer
@@ -122,6 +126,7 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
             refusal = ps_refusal(layer, {op for c in calls for op in c.op_types})
         earlier = {l.name for l in layers}
         inbound = [tensors[k]["producer"] for c in calls for k in c.in_keys]
+        owned.extend((name, i, v) for i, v in enumerate(weights))
         var_bytes = tuple(int(np.prod(v.shape)) * v.dtype.size for v in weights)
         var_shapes = tuple(tuple(int(d) for d in v.shape) for v in weights)
         gathered = [[0, 0] for _ in weights]
@@ -152,7 +157,28 @@ def _assemble(model_name: str, batch_size: int, trace: Trace, *, measure: bool, 
     tensor_profiles = tuple(TensorProfile(t["producer"], t["bytes"], tuple(t["consumers"]), key in trace.output_keys)
                             for key, t in tensors.items())
     return ModelProfile(model_name=model_name, batch_size=batch_size, layers=tuple(layers), outputs=outputs,
-                        tensors=tensor_profiles)
+                        tensors=tensor_profiles, variable_order=creation_order(owned, model_variables))
+
+
+def creation_order(owned: Sequence[tuple[str, int, Any]], model_variables: Sequence[Any] = ()
+                   ) -> tuple[tuple[str, int], ...]:
+    """``(layer, index)`` of each of ``owned`` (layer name, index, variable) in the order the
+    variables were created: TensorFlow numbers each eager variable's handle with a process-wide
+    counter (``ResourceVariable._unique_id``, ``<name>_<n>``); where a variable has no such number,
+    every variable goes by its place in ``model_variables`` (the model's ``variables``), then the
+    layers' order."""
+    def number(v: Any) -> int | None:
+        tail = str(getattr(v, "_unique_id", "")).rpartition("_")[2]
+        return int(tail) if tail.isdigit() else None
+
+    numbers = [number(v) for _, _, v in owned]
+    if all(n is not None for n in numbers):
+        keys = numbers
+    else:
+        place = {id(v): k for k, v in enumerate(model_variables)}
+        keys = [place.get(id(v), len(place) + k) for k, (_, _, v) in enumerate(owned)]
+    ranked = sorted(range(len(owned)), key=lambda k: (keys[k], k))
+    return tuple((owned[k][0], owned[k][1]) for k in ranked)
 
 
 def random_input(t: Any, batch_size: int, layer: Any) -> Any:

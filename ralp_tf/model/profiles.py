@@ -263,7 +263,10 @@ class TensorProfile:
 @dataclasses.dataclass(frozen=True)
 class ModelProfile:
     """A model as data: layers in topological order, for a given per-worker batch size and the
-    optimizer its step is priced with (a :data:`ralp_tf.model.optimizers.SPARSE_UPDATES` name)."""
+    optimizer its step is priced with (a :data:`ralp_tf.model.optimizers.SPARSE_UPDATES` name).
+    ``variable_order`` is every variable as ``(layer, index)`` in the order the model created them
+    (ParameterServerStrategy's round-robin follows it; the topological order can differ: ctr_dnn's
+    tables are created ``emb0`` first and listed ``emb3`` first); empty: the layers' order."""
 
     model_name: str
     batch_size: int
@@ -271,10 +274,21 @@ class ModelProfile:
     outputs: tuple[str, ...]
     tensors: tuple[TensorProfile, ...] = ()
     optimizer: str = DEFAULT_OPTIMIZER
+    variable_order: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         sparse_update(self.optimizer)
         object.__setattr__(self, "_index", {l.name: i for i, l in enumerate(self.layers)})
+        for name, i in self.variable_order:
+            if name not in self._index or not 0 <= i < len(self.layer(name).var_bytes):  # type: ignore[attr-defined]
+                raise ValidationError(f"model profile 'variable_order' names variable {i} of {name!r}, which the "
+                                      "profile's layers do not hold; list [layer, index] pairs of its variables")
+
+    def variables_in_creation_order(self) -> list[tuple[str, int]]:
+        """Every ``(layer, index)``: ``variable_order``, then any it leaves out in the layers' order."""
+        listed = list(dict.fromkeys(self.variable_order))
+        seen = set(listed)
+        return listed + [(l.name, i) for l in self.layers for i in range(len(l.var_bytes)) if (l.name, i) not in seen]
 
     def activation_tensors(self) -> tuple[TensorProfile, ...]:
         """Every activation, one per layer call (see the module docstring)."""
@@ -359,6 +373,8 @@ class ModelProfile:
             d["tensors"] = [t.to_dict() for t in self.tensors]
         if self.optimizer != DEFAULT_OPTIMIZER:
             d["optimizer"] = self.optimizer
+        if self.variable_order:
+            d["variable_order"] = [[name, i] for name, i in self.variable_order]
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -399,8 +415,14 @@ class ModelProfile:
                                       "the profile; name only its layers in 'consumers'")
         optimizer = d.get("optimizer", DEFAULT_OPTIMIZER)
         sparse_update(optimizer)
+        raw_order = d.get("variable_order", [])
+        if not isinstance(raw_order, list) or not all(
+                isinstance(e, (list, tuple)) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], int)
+                and not isinstance(e[1], bool) for e in raw_order):
+            raise ValidationError("model profile 'variable_order' must be a list of [layer name, variable index] pairs")
         return cls(model_name=str(d.get("model_name", "model")), batch_size=int(batch), layers=layers,
-                   outputs=tuple(outputs), tensors=tensors, optimizer=optimizer)
+                   outputs=tuple(outputs), tensors=tensors, optimizer=optimizer,
+                   variable_order=tuple((name, i) for name, i in raw_order))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "ModelProfile":

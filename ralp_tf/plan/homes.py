@@ -36,7 +36,7 @@ def variable_shards(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps:
     ``storage`` values are PS task indices (one, or a layer-wide partition) or a VariableStorage."""
     storage, splits = storage or {}, splits or {}
     homes: dict[str, list[list[tuple[TaskRef, float]]]] = {}
-    counter = 0
+    round_robin: set[str] = set()
     for l in profile.layers:
         loc = where[l.name]
         if l.name in splits:
@@ -51,10 +51,11 @@ def variable_shards(profile: ModelProfile, where: Mapping[str, TaskRef], num_ps:
             else:
                 homes[l.name] = [_layer_wide(l, i, tuple(entry)) for i in range(len(l.var_bytes))]
         else:
-            homes[l.name] = []
-            for _ in l.var_bytes:
-                homes[l.name].append([(TaskRef.ps(counter % max(num_ps, 1)), 1.0)])
-                counter += 1
+            homes[l.name] = [[] for _ in l.var_bytes]
+            round_robin.add(l.name)
+    placed = [(name, i) for name, i in profile.variables_in_creation_order() if name in round_robin]
+    for counter, (name, i) in enumerate(placed):  # the strategy's round-robin, in the model's creation order
+        homes[name][i] = [(TaskRef.ps(counter % max(num_ps, 1)), 1.0)]
     return homes
 
 

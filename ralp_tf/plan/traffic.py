@@ -10,7 +10,8 @@ plan's PS task for a layer computed on one; the split's shards for a split layer
 plan's ``storage`` for a worker-computed layer it names (:mod:`ralp_tf.plan.plans`: one task,
 a layer-wide list of K tasks, each variable in ``min(K, rows)`` shards along axis 0, or one
 entry per variable, sharded along any axis); otherwise ParameterServerStrategy's round-robin
-over PS tasks, in creation order, counting only the variables so placed. A shard of ``n_i`` of
+over PS tasks, in the order the model created its variables (``ModelProfile.variable_order``;
+a profile without it: the layers' order), counting only the variables so placed. A shard of ``n_i`` of
 the variable's ``n`` entries along its split axis holds ``p_v * n_i / n`` bytes (``p_v / K``
 each when the profile has no shapes).
 

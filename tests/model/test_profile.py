@@ -109,6 +109,38 @@ def test_json_round_trip(alexnet_profile: ModelProfile) -> None:
     assert json.loads(alexnet_profile.to_json())["layers"][1]["name"] == "conv1"
 
 
+def test_the_variables_creation_order_is_recorded_and_checked() -> None:
+    """A subclassed model whose layers are assigned b then a but built a then b (its call order):
+    the profile lists its variables in the order they were created; a profile naming a variable its
+    layers do not hold is refused."""
+    import tf_keras
+
+    class Swapped(tf_keras.Model):
+        def __init__(self) -> None:
+            super().__init__(name="swapped")
+            self.b = tf_keras.layers.Dense(3, name="b")
+            self.a = tf_keras.layers.Dense(4, name="a")
+
+        def call(self, x):  # type: ignore[no-untyped-def]
+            return self.b(self.a(x))
+
+    model = Swapped()
+    model(np.zeros((2, 5), np.float32))
+    p = profile(model, batch_size=4)
+    assert model.variables[0] is model.b.kernel  # the tracking order: b first
+    assert p.variable_order == (("a", 0), ("a", 1), ("b", 0), ("b", 1))
+    assert ModelProfile.from_json(p.to_json()) == p
+    d = json.loads(p.to_json())
+    d["variable_order"] = [["a", 2]]
+    with pytest.raises(ValidationError, match="variable_order"):
+        ModelProfile.from_dict(d)
+    d["variable_order"] = [["a"]]
+    with pytest.raises(ValidationError, match="variable_order"):
+        ModelProfile.from_dict(d)
+    del d["variable_order"]  # a profile of before: the layers' order
+    assert ModelProfile.from_dict(d).variables_in_creation_order() == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
 def test_with_batch_size(alexnet_profile: ModelProfile) -> None:
     assert alexnet_profile.with_batch_size(64).batch_size == 64
     with pytest.raises(ValidationError, match="batch_size"):

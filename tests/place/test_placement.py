@@ -265,3 +265,39 @@ def test_train_runs_a_two_input_embedding_model(inprocess) -> None:  # type: ign
                    coordinator=coordinator)
     assert len(result.losses) == 4 and all(np.isfinite(result.losses))
     assert result.plan.placements
+
+
+@pytest.mark.parametrize("name, placements", [("ctr_dnn", {"fc2": PS0, "fc3": PS0, "logit": PS0}),
+                                              ("resnet_cifar", None)])
+def test_the_round_robin_the_cost_model_prices_is_the_strategys(inprocess, name, placements) -> None:  # type: ignore[no-untyped-def]
+    """Variables ParameterServerStrategy stores round-robin land on the PS task the cost model
+    prices them on: it counts them in the order the model creates them (ctr_dnn's tables emb0
+    first, which its topological order lists last; resnet_cifar's shortcut convolutions), whether
+    the model is placed with a plan or built under the strategy's scope as stock PSS does."""
+    from ralp_tf.model.builtin import resolve_model
+    from ralp_tf.model.profiler import profile
+    from ralp_tf.plan.homes import variable_shards
+    from ralp_tf.plan.traffic import resolve_placements
+
+    _, strategy, _ = inprocess
+    builder = resolve_model(name)
+    prof = profile(builder(), BATCH)
+    assert [v for v in prof.variables_in_creation_order()] != [(l.name, i) for l in prof.layers
+                                                              for i in range(len(l.var_bytes))]
+    plan = Plan(placements, policy="test") if placements else None
+    homes = variable_shards(prof, resolve_placements(prof, plan), 2)
+    offset = strategy.extended._variable_count  # the strategy's counter goes on across the models this session built
+    if plan:
+        model = place(builder(), plan, strategy)
+    else:
+        with strategy.scope():
+            model = builder()
+    layers = {l.name: l for l in model.layers}
+    checked = 0
+    for l in prof.layers:
+        for i, shards in enumerate(homes[l.name]):
+            (task, _), = shards
+            want = int(task.index) if (plan and l.name in plan.placements) else (int(task.index) + offset) % 2
+            assert f"/task:{want}/" in layers[l.name].weights[i].device, (l.name, i, layers[l.name].weights[i].device)
+            checked += 1
+    assert checked == sum(len(l.var_bytes) for l in prof.layers) > 10
