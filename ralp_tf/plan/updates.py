@@ -16,8 +16,7 @@ from ralp_tf.plan.cluster import Cluster, TaskRef
 from ralp_tf.plan.traffic import regularised
 
 __all__ = ["DENSE_PASS_S_PER_BYTE", "updated_sparsely", "ring_pass_s_per_byte", "ring_table_pass_seconds",
-           "dense_pass_seconds",
-           "dense_update_seconds"]
+           "dense_pass_seconds", "dense_update_seconds"]
 
 #: Seconds per table byte of one whole-table pass of a sparse update (:mod:`ralp_tf.plan.costmodel`,
 #: *Sparse updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model

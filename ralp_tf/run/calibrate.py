@@ -309,9 +309,10 @@ def _floor(spec: Mapping[str, Sequence[str]], budget: Budget, cpu: CpuReader | N
     chief = runner.chief_cpu(budget.closures, time.process_time)  # this process schedules them: the job's chief
     tick("chief's closures")
     served = None
-    if cpu is not None:
-        served = served_pass_cpu_per_byte(runner.table_pass_cpu(), ps)
-        tick(f"table passes as served: {served * 1e9:.2f} ns of PS CPU a byte")
+    if cpu is not None:  # a PS task's CPU the reader could not read is NaN: not measured
+        rate = served_pass_cpu_per_byte(runner.table_pass_cpu(), ps)
+        served = rate if math.isfinite(rate) else None
+        tick("table passes as served: " + (f"{rate * 1e9:.2f} ns of PS CPU a byte" if served is not None else "not read"))
     return terms, plain, chains, chief, served
 
 

@@ -127,3 +127,15 @@ def test_a_chain_hop_is_two_chained_messages_and_the_floor_fit_ignores_chains() 
     assert fit_terms([_case(c) for c in cases] + [_case(c) for c in chains]) == fit_terms([_case(c) for c in cases])
     with pytest.raises(ValidationError, match="max_hops"):
         chain_cases(1)
+
+
+def test_the_served_pass_rate_is_the_sgd_difference_per_byte_of_its_passes() -> None:
+    """SGD's two whole-table passes over a 32 MB table on each of 2 PS tasks: the PS tasks' CPU per
+    closure with SGD less that with legacy SGD, over 2 x 32 MB x 2; never below 0; NaN where a PS
+    task's CPU was not read (calibrate then records none)."""
+    from ralp_tf.run.floor import SERVED_TABLE_BYTES, served_pass_cpu_per_byte
+
+    nbytes = 2 * SERVED_TABLE_BYTES * 2
+    assert served_pass_cpu_per_byte({"sgd": 0.050, "legacy-sgd": 0.010}, 2) == pytest.approx(0.040 / nbytes)
+    assert served_pass_cpu_per_byte({"sgd": 0.009, "legacy-sgd": 0.010}, 2) == 0.0
+    assert math.isnan(served_pass_cpu_per_byte({"sgd": math.nan, "legacy-sgd": 0.010}, 2))
