@@ -79,7 +79,7 @@ def test_layers_are_timed_on_the_device_string_given() -> None:
     # the name TensorFlow lists for this process's CPU: a fixed '/job:localhost/...' is unknown once an
     # earlier test in the same pytest worker has trained a model (CI: InvalidArgumentError, unknown device)
     device = tf.config.list_logical_devices("CPU")[0].name
-    t = time_model("small_cnn", 8, device, steps=2)
+    t = time_model("small_cnn", 8, device, steps=8, min_loop_s=0.3)  # long enough to stand above the noise
     layers = dict(t.layers)
     assert t.model == "small_cnn" and t.step_s > 0 and {"conv1", "fc1"} <= set(layers)
     assert sum(layers.values()) == pytest.approx(t.step_s)
@@ -129,7 +129,7 @@ def on(device):
     return body
 assert loops_seconds({d: on(d) for d in names}, 2) >= 0 and sorted(seen) == sorted(names)
 assert all(seen[d] == d for d in names), seen
-updates = time_dense_updates(names, steps=2, nbytes=4 << 20)
+updates = time_dense_updates(names, steps=4, nbytes=16 << 20)
 assert set(updates) == {"sgd", "legacy-sgd"} and all(v > 0 for v in updates.values()), updates
 print(time_table_passes(names, steps=4, nbytes=16 << 20))  # a pass well above the loop's noise
 """
