@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ralp_tf.plan.calibration import ModelTimes
 
 __all__ = ["loop_seconds", "loops_seconds", "time_model", "TABLE_BYTES", "time_table_pass", "time_table_passes",
-           "UPDATE_BYTES", "time_dense_updates"]
+           "UPDATE_BYTES", "time_dense_updates", "sgd_pass_per_byte"]
 
 #: Bytes of the table whose whole-table passes :func:`time_table_pass` times.
 TABLE_BYTES = 32 << 20
@@ -184,8 +184,6 @@ def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: fl
     job's PS tasks (or ring workers) do every step; the slowest device sets it."""
     import tensorflow as tf
 
-    from ralp_tf.model.optimizers import sparse_update
-
     width = 32
     rows = max(nbytes // (4 * width), 64)
 
@@ -195,8 +193,17 @@ def time_table_passes(devices: Sequence[str], *, steps: int = 10, min_loop_s: fl
 
     seconds = _update_loops(devices, ("sgd", "legacy-sgd"), (rows, width), rows_gradient,
                             lambda table: table.sparse_read([0]), steps, min_loop_s)
-    passes = sparse_update("sgd").dense_passes
-    return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (passes * rows * width * 4)
+    return sgd_pass_per_byte(seconds, rows * width * 4)
+
+
+def sgd_pass_per_byte(seconds: Mapping[str, float], nbytes: float) -> float:
+    """Seconds per byte of one whole-table pass from ``seconds`` (``sgd`` and ``legacy-sgd``: the
+    same sparse update's time, or CPU, with ``tf_keras.optimizers.SGD`` and without its passes) over
+    tables of ``nbytes`` in all: ``(sgd - legacy-sgd) / (dense_passes(sgd) * nbytes)``, at least 0
+    (NaN stays NaN: not measured)."""
+    from ralp_tf.model.optimizers import sparse_update
+
+    return max(seconds["sgd"] - seconds["legacy-sgd"], 0.0) / (sparse_update("sgd").dense_passes * nbytes)
 
 
 def time_dense_updates(devices: Sequence[str], optimizers: Sequence[str] = ("sgd", "legacy-sgd"), *,

@@ -250,10 +250,9 @@ def served_pass_cpu_per_byte(cpu_s: dict[str, float], ps: int, nbytes: int = SER
     """CPU core-seconds of a PS task per byte of one whole-table pass, from
     :meth:`FloorRunner.table_pass_cpu`'s ``cpu_s`` (every PS task's CPU per closure with each SGD):
     ``(cpu(sgd) - cpu(legacy-sgd)) / (dense_passes(sgd) * nbytes * ps)``, at least 0."""
-    from ralp_tf.model.optimizers import sparse_update
+    from ralp_tf.run.device_times import sgd_pass_per_byte
 
-    passes = sparse_update("sgd").dense_passes
-    return max(cpu_s["sgd"] - cpu_s["legacy-sgd"], 0.0) / (passes * nbytes * ps)
+    return sgd_pass_per_byte(cpu_s, nbytes * ps)
 
 
 def task_cpu_s(pid: int) -> float:
