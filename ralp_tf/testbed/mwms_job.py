@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from typing import Any, Sequence
 
@@ -109,8 +110,12 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
     for i, t in enumerate(workers):
         env = jobs.base_env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
         cmd = [sys.executable, "-m", "ralp_tf.testbed.mwms_job"] + jobs.job_argv(args)
-        procs.append((t, tb.popen(t, cmd, env=env, stdout=-1, stderr=-2, text=True)))
-    watcher = jobs.JobWatcher(procs, on_mark=meter, log_path=log_path)
+        # Rank 0 marks the window and waits for the launcher's answer (jobs.emit), so the counters
+        # are read before any rank sends a byte of the first timed step.
+        marking = {jobs.ACK_ENV: "1"} if i == 0 else {}
+        procs.append((t, tb.popen(t, cmd, env={**env, **marking}, stdout=-1, stderr=-2, text=True,
+                                  stdin=subprocess.PIPE if i == 0 else subprocess.DEVNULL)))
+    watcher = jobs.JobWatcher(procs, on_mark=meter, log_path=log_path, ack=True)
     finished = watcher.wait(timeout, expected_results=n)
     if not finished:
         for _, p in procs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -131,12 +132,28 @@ def test_horovod_across_namespaces():
 @pytest.mark.needs_root
 @pytest.mark.slow
 @pytest.mark.integration
-def test_mwms_ring_across_namespaces():
+def test_mwms_ring_across_namespaces(monkeypatch):
+    """With a launcher slow to read its counters at the start mark, the window still holds
+    exactly the timed steps' bytes: rank 0 waits for the launcher's answer, and the other rank for
+    rank 0 (a bare mark once let the first timed all-reduce start before the read: -15%)."""
+    from ralp_tf.plan.cluster import Cluster
+    from ralp_tf.plan.costmodel import estimate_allreduce, wire_bytes
+    from ralp_tf.plan.profiles import cached_profile
+    from ralp_tf.testbed import jobs
     from ralp_tf.testbed.mwms_job import run_mwms
 
+    class SlowStartMeter(jobs.LinkMeter):
+        def __call__(self, kind: str) -> None:
+            if kind == "start":
+                time.sleep(2.0)
+            super().__call__(kind)
+
+    monkeypatch.setattr(jobs, "LinkMeter", SlowStartMeter)
     with Testbed(["worker0", "worker1"], "1gbit", prefix="tbtmwms") as tb:
         r = run_mwms(tb, "small_cnn", batch=16, steps=4, warmup=2, timeout=240)
     _check(r, "allreduce")
+    predicted = wire_bytes(estimate_allreduce(cached_profile("small_cnn"), Cluster.local(2, 0)).bytes_per_step)
+    assert r["bytes_per_step"] == pytest.approx(predicted, rel=0.03), (r["bytes_per_step"], predicted)
 
 
 @needs_netns
