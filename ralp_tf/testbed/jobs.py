@@ -99,8 +99,10 @@ def setup_tf(args: argparse.Namespace) -> Any:
     return tf
 
 
-def make_timer(warmup: int, steps: int, emit_marks: bool, barrier: Callable[[], None] | None = None) -> Any:
-    """A tf_keras callback timing the steps after ``warmup`` (wall clock between batch ends).
+def make_timer(warmup: int, steps: int, emit_marks: bool, barrier: Callable[[], None] | None = None,
+               window: str | None = None) -> Any:
+    """A tf_keras callback timing the steps after ``warmup`` (wall clock between batch ends); its
+    marks carry ``window`` (one job timing several models, each in its own window) when given.
 
     At the two marked batch ends it first reads the optimizer's step counter: the train function
     runs asynchronously, and a batch end only waits for the loss, so without that read a mark
@@ -110,6 +112,8 @@ def make_timer(warmup: int, steps: int, emit_marks: bool, barrier: Callable[[], 
     part of the first timed all-reduce, outside the counted window (seen: -15% of the bytes of 5
     steps, with the machine busy)."""
     import tf_keras
+
+    tag = {"window": window} if window is not None else {}
 
     class StepTimer(tf_keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -124,7 +128,7 @@ def make_timer(warmup: int, steps: int, emit_marks: bool, barrier: Callable[[], 
             now = time.perf_counter()
             if batch == warmup - 1:
                 if emit_marks:
-                    emit("start", t=time.time())
+                    emit("start", t=time.time(), **tag)
                 if barrier is not None:
                     barrier()
                 self.start = self._prev = time.perf_counter()
@@ -134,7 +138,7 @@ def make_timer(warmup: int, steps: int, emit_marks: bool, barrier: Callable[[], 
                 if batch == warmup + steps - 1:
                     self.end = now
                     if emit_marks:
-                        emit("end", t=time.time())
+                        emit("end", t=time.time(), **tag)
 
     return StepTimer()
 
@@ -182,15 +186,18 @@ def parse_line(line: str) -> tuple[str, dict[str, Any]] | None:
 
 class JobWatcher:
     """Reads the merged stdout/stderr of several processes on threads: keeps a tail per process,
-    collects ``result`` messages, and calls ``on_mark(kind)`` for rank 0's ``start``/``end``; with
+    collects ``result`` messages, and calls ``on_mark(kind)`` for rank 0's ``start``/``end``
+    (``on_window_mark(window, kind)`` for a mark that names its window, each window's once); with
     ``ack``, then answers the mark on that process's stdin (a pipe; the rank runs with
     :data:`ACK_ENV` and waits for it in :func:`emit`)."""
 
     def __init__(self, procs: Sequence[tuple[str, subprocess.Popen]], on_mark: Callable[[str], None] | None = None,
-                 tail_lines: int = 60, log_path: str | None = None, ack: bool = False) -> None:
+                 tail_lines: int = 60, log_path: str | None = None, ack: bool = False,
+                 on_window_mark: Callable[[str, str], None] | None = None) -> None:
         self.ack = ack
         self.procs = list(procs)
         self.on_mark = on_mark
+        self.on_window_mark = on_window_mark
         self.tails = {label: collections.deque(maxlen=tail_lines) for label, _ in self.procs}
         self.results: list[dict[str, Any]] = []
         self.marks: dict[str, float] = {}
@@ -216,16 +223,27 @@ class JobWatcher:
             with self._lock:
                 if kind == "result":
                     self.results.append(data)
+                elif kind in ("start", "end") and data.get("window") is not None:
+                    key = f"{kind}:{data['window']}"
+                    if key not in self.marks:
+                        self.marks[key] = time.monotonic()
+                        if self.on_window_mark:
+                            self.on_window_mark(str(data["window"]), kind)
+                        self._answer(proc)
                 elif kind in ("start", "end") and kind not in self.marks:
                     self.marks[kind] = time.monotonic()
                     if self.on_mark:
                         self.on_mark(kind)
-                    if self.ack and proc.stdin is not None:
-                        try:
-                            proc.stdin.write("ack\n")
-                            proc.stdin.flush()
-                        except (BrokenPipeError, ValueError, OSError):
-                            pass
+                    self._answer(proc)
+
+    def _answer(self, proc: subprocess.Popen) -> None:
+        """With ``ack``: answer a mark on ``proc``'s stdin (a rank that exited is no error)."""
+        if self.ack and proc.stdin is not None:
+            try:
+                proc.stdin.write("ack\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError):
+                pass
 
     def wait(self, timeout: float, expected_results: int | None = None, linger_s: float = 20.0) -> bool:
         """Wait for every process to exit; False on timeout (the caller kills them).

@@ -2,7 +2,9 @@
 with MultiWorkerMirroredStrategy (:func:`ralp_tf.testbed.mwms_job.run_mwms`) on its worker hosts.
 
 :func:`measure_ring_cpu` runs each probe for ``warmup`` + its ``steps`` synchronous steps (times
-``scale``), reads each worker host's CPU seconds per step from its CPU group over the timed window,
+``scale``), one after another in one job (:func:`ralp_tf.testbed.mwms_job.run_mwms_sequence`: the
+ranks start TensorFlow once), reads each worker host's CPU seconds per step from its CPU group over
+each probe's timed window,
 and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`); each sample's
 ``table_pass_bytes`` is ``optimizer``'s whole-table passes over the probe's tables.
 It needs CPU budgets on the hosts (the CPU groups it reads; the cost model prices the ring's CPU only
@@ -37,7 +39,7 @@ def measure_ring_cpu(tb: Any, workers: Sequence[str] | None = None, *, scale: fl
     and the samples. Raises TestbedError when the hosts have no CPU groups, the workers share one
     host, or a probe's job fails (its reason and log tail)."""
     from ralp_tf.testbed import jobs
-    from ralp_tf.testbed.mwms_job import run_mwms
+    from ralp_tf.testbed.mwms_job import run_mwms_sequence
 
     workers = jobs.resolve_workers(tb, workers)
     hosts = ring_probe_hosts(tb, workers)
@@ -47,11 +49,12 @@ def measure_ring_cpu(tb: Any, workers: Sequence[str] | None = None, *, scale: fl
     if any(tb.cpu_group(h) is None for h in hosts):
         raise TestbedError("the ring's CPU is read from the hosts' CPU groups: give the testbed CPU budgets "
                            "(--host-cpu)")
+    shapes = list(PROBES.values())
+    records = run_mwms_sequence(tb, [(shape.name, f"{PROBE_MODULE}:{shape.name}", max(round(shape.steps * scale), 2))
+                                     for shape in shapes], workers, batch=batch, warmup=warmup,
+                                timeout=timeout * len(shapes), optimizer=optimizer, log_path=log_path)
     samples = []
-    for shape in PROBES.values():
-        rec = run_mwms(tb, f"{PROBE_MODULE}:{shape.name}", workers, batch=batch,
-                       steps=max(round(shape.steps * scale), 2), warmup=warmup, timeout=timeout, optimizer=optimizer,
-                       log_path=log_path)
+    for shape, rec in zip(shapes, records):
         if not rec.get("valid"):
             raise TestbedError(f"ring probe {shape.name} failed: {rec.get('invalid_reason')}\n{rec.get('log_tail', '')}")
         cpu = rec.get("host_cpu_s_per_step") or {}

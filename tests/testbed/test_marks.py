@@ -42,3 +42,29 @@ def test_without_the_answer_asked_a_rank_does_not_wait() -> None:
         proc.kill()
         proc.stdin.close()
         proc.stdout.close()
+
+
+WINDOWS = ("import time; from ralp_tf.testbed.jobs import emit\n"
+           "for w in ('a', 'b'):\n"
+           "    emit('start', window=w); print('timed', w, time.time(), flush=True); emit('end', window=w)\n"
+           "    emit('result', window=w)\n")
+
+
+def test_each_window_of_a_job_is_read_and_answered_on_its_own() -> None:
+    """One job timing several models: each window's marks reach ``on_window_mark`` once, tagged, and
+    each is answered before the rank goes on (``on_mark`` sees none of them)."""
+    seen: list[tuple[str, str, float]] = []
+
+    def slow_window_meter(window: str, kind: str) -> None:
+        time.sleep(0.3)
+        seen.append((window, kind, time.time()))
+
+    plain: list[str] = []
+    proc = subprocess.Popen([sys.executable, "-c", WINDOWS], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.PIPE, text=True, env={**os.environ, jobs.ACK_ENV: "1"})
+    watcher = jobs.JobWatcher([("w0", proc)], on_mark=plain.append, on_window_mark=slow_window_meter, ack=True)
+    assert watcher.wait(60)
+    assert [(w, k) for w, k, _ in seen] == [("a", "start"), ("a", "end"), ("b", "start"), ("b", "end")] and plain == []
+    assert watcher.results == [{"window": "a"}, {"window": "b"}]
+    timed = {l.split()[1]: float(l.split()[2]) for l in watcher.tails["w0"] if l.startswith("timed")}
+    assert timed["a"] >= seen[0][2] and timed["b"] >= seen[2][2]  # each window began after its read
