@@ -31,6 +31,9 @@ def test_worker_killed_midway_training_completes_on_the_survivor() -> None:
     assert len(losses) == 30 and np.mean(losses[-5:]) < np.mean(losses[:5])
 
 
+# twin: test_checkpoint_kills.py's [ps-0.3] (a PS task killed mid-step: exit 3 naming the checkpoint, the
+# rerun resumes from it with its variables) and tests/run/test_rerun.py (a finished run has nothing to do)
+@pytest.mark.extended
 def test_ps_killed_stops_clearly_and_rerun_resumes_from_the_checkpoint(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     args = ["--steps", "30", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5"]
