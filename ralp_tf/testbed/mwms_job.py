@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any, Sequence
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=tf.distribute.experimental.CommunicationImplementation.RING)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    # The strategy's coordination service catches SIGTERM as a preemption notice and keeps running;
+    # a testbed rank is stopped by SIGTERM (the testbed's teardown), so it must end on it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     def barrier() -> None:
         strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)

@@ -106,6 +106,41 @@ def _check(r, strategy):
 
 @pytest.mark.slow
 @pytest.mark.integration
+def test_an_mwms_rank_ends_on_sigterm_while_it_trains() -> None:
+    """The testbed stops its ranks with SIGTERM. MultiWorkerMirroredStrategy's coordination service
+    catches SIGTERM as a preemption notice and runs on, so a teardown waited out its grace for every
+    rank (and a Ctrl-C'd `calibrate` outlived its own 4 s: its file left behind). A rank ends on it."""
+    import json
+    import socket
+
+    from ralp_tf.testbed import jobs
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = jobs.base_env({"TF_CONFIG": json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}"]},
+                                                  "task": {"type": "worker", "index": 0}})})
+    proc = subprocess.Popen([sys.executable, "-m", "ralp_tf.testbed.mwms_job", "--model", "small_cnn", "--batch", "4",
+                             "--warmup", "1", "--steps", "100000"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:  # the start mark: the strategy is up and the timed steps run
+            if parse_line(line) and parse_line(line)[0] == "start" or time.monotonic() > deadline:
+                break
+        assert proc.poll() is None, "the rank ended before its timed steps"
+        proc.terminate()
+        t0 = time.monotonic()
+        assert proc.wait(timeout=30) == -15 and time.monotonic() - t0 < 3.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.needs_horovod
 @pytest.mark.skipif(not _hvd, reason=_hvd_why)
 def test_horovod_across_namespaces():
