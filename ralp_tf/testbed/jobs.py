@@ -223,27 +223,22 @@ class JobWatcher:
             with self._lock:
                 if kind == "result":
                     self.results.append(data)
-                elif kind in ("start", "end") and data.get("window") is not None:
-                    key = f"{kind}:{data['window']}"
-                    if key not in self.marks:
-                        self.marks[key] = time.monotonic()
-                        if self.on_window_mark:
-                            self.on_window_mark(str(data["window"]), kind)
-                        self._answer(proc)
-                elif kind in ("start", "end") and kind not in self.marks:
-                    self.marks[kind] = time.monotonic()
-                    if self.on_mark:
+                elif kind in ("start", "end"):
+                    window = data.get("window")
+                    key = kind if window is None else f"{kind}:{window}"
+                    if key in self.marks:
+                        continue
+                    self.marks[key] = time.monotonic()
+                    if window is None and self.on_mark:
                         self.on_mark(kind)
-                    self._answer(proc)
-
-    def _answer(self, proc: subprocess.Popen) -> None:
-        """With ``ack``: answer a mark on ``proc``'s stdin (a rank that exited is no error)."""
-        if self.ack and proc.stdin is not None:
-            try:
-                proc.stdin.write("ack\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, ValueError, OSError):
-                pass
+                    elif window is not None and self.on_window_mark:
+                        self.on_window_mark(str(window), kind)
+                    if self.ack and proc.stdin is not None:
+                        try:
+                            proc.stdin.write("ack\n")
+                            proc.stdin.flush()
+                        except (BrokenPipeError, ValueError, OSError):
+                            pass
 
     def wait(self, timeout: float, expected_results: int | None = None, linger_s: float = 20.0) -> bool:
         """Wait for every process to exit; False on timeout (the caller kills them).
@@ -383,10 +378,12 @@ class LinkMeter:
 
 
 def summarize(strategy: str, size: int, args: dict[str, Any], watcher: JobWatcher, meter: LinkMeter,
-              returncodes: dict[str, int | None], timed_out: bool, testbed: Any) -> dict[str, Any]:
-    """One record for the run: rank 0's figures, every rank's checksum, ``valid`` and, if not,
-    ``invalid_reason`` and ``log_tail``."""
-    results = sorted(watcher.results, key=lambda r: r.get("rank", 0))
+              returncodes: dict[str, int | None], timed_out: bool, testbed: Any,
+              window: str | None = None) -> dict[str, Any]:
+    """One record for the run (with ``window``: for the results of that window of a job that timed
+    several): rank 0's figures, every rank's checksum, ``valid`` and, if not, ``invalid_reason`` and
+    ``log_tail``."""
+    results = sorted((r for r in watcher.results if r.get("window") == window), key=lambda r: r.get("rank", 0))
     reasons = []
     if timed_out:
         reasons.append("timed out")

@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ralp_tf.errors import ValidationError
 from ralp_tf.testbed import jobs
@@ -123,7 +123,7 @@ def run_mwms(tb: Any, model: str = "alexnet_cifar", workers: Sequence[str] | Non
             "intra_threads": intra_threads or None, "inter_threads": inter_threads or None,
             "optimizer": optimizer}
     meter = jobs.LinkMeter(tb)
-    job = _Job(tb, workers, args, port, timeout, log_path, meter, None, results_per_rank=1)
+    job = _run_job(tb, workers, args, port, timeout, log_path, meter, None, results_per_rank=1)
     return jobs.summarize(STRATEGY, job.size, args, job.watcher, meter, job.returncodes, job.timed_out, tb)
 
 
@@ -143,53 +143,47 @@ def run_mwms_sequence(tb: Any, entries: Sequence[tuple[str, str, int]], workers:
     args = {"batch": batch, "warmup": warmup, "lr": lr, "optimizer": optimizer,
             "sequence": json.dumps([{"window": w, "model": m, "steps": int(k)} for w, m, k in entries])}
     meters = {w: jobs.LinkMeter(tb) for w in windows}
-    job = _Job(tb, workers, args, port, timeout, log_path, None, lambda w, kind: meters[w](kind),
-               results_per_rank=len(entries))
+    job = _run_job(tb, workers, args, port, timeout, log_path, None, lambda w, kind: meters[w](kind),
+                   results_per_rank=len(entries))
     plain = {k: v for k, v in args.items() if k != "sequence"}
-    return [jobs.summarize(STRATEGY, job.size, {**plain, "model": m, "steps": k}, _WindowOf(job.watcher, w), meters[w],
-                           job.returncodes, job.timed_out, tb) for w, m, k in entries]
+    return [jobs.summarize(STRATEGY, job.size, {**plain, "model": m, "steps": k}, job.watcher, meters[w],
+                           job.returncodes, job.timed_out, tb, window=w) for w, m, k in entries]
 
 
-class _Job:
+class _FinishedJob(NamedTuple):
+    size: int
+    watcher: jobs.JobWatcher
+    returncodes: dict[str, int | None]
+    timed_out: bool
+
+
+def _run_job(tb: Any, workers: Sequence[str] | None, args: dict[str, Any], port: int, timeout: float,
+             log_path: str | None, on_mark: Any, on_window_mark: Any, results_per_rank: int) -> _FinishedJob:
     """One MWMS job on ``tb``: a rank per worker task, rank 0's marks answered (so the counters are
     read before any rank sends a byte of a timed step), waited for up to ``timeout`` s and killed
     past it."""
+    from ralp_tf.testbed import _nsops
 
-    def __init__(self, tb: Any, workers: Sequence[str] | None, args: dict[str, Any], port: int, timeout: float,
-                 log_path: str | None, on_mark: Any, on_window_mark: Any, results_per_rank: int) -> None:
-        from ralp_tf.testbed import _nsops
-
-        workers = jobs.resolve_workers(tb, workers)
-        self.size = n = len(workers)
-        ports = [port + i for i in range(n)] if tb.emulated else [tb.free_port() for _ in workers]
-        cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
-        procs = []
-        for i, t in enumerate(workers):
-            env = jobs.base_env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
-            cmd = [sys.executable, "-m", "ralp_tf.testbed.mwms_job"] + jobs.job_argv(args)
-            marking = {jobs.ACK_ENV: "1"} if i == 0 else {}
-            procs.append((t, tb.popen(t, cmd, env={**env, **marking}, stdout=-1, stderr=-2, text=True,
-                                      stdin=subprocess.PIPE if i == 0 else subprocess.DEVNULL)))
-        self.watcher = jobs.JobWatcher(procs, on_mark=on_mark, on_window_mark=on_window_mark, log_path=log_path,
-                                       ack=True)
-        finished = self.watcher.wait(timeout, expected_results=n * results_per_rank)
-        if not finished:
-            for _, p in procs:
-                _nsops.killpg_quiet(p.pid, 9)
-            for _, p in procs:
-                p.wait()
-            self.watcher.wait(10)
-        self.timed_out = not finished
-        self.returncodes = {t: p.returncode for t, p in procs}
-
-
-class _WindowOf:
-    """The part of a watcher's record :func:`jobs.summarize` reads, for one window's results."""
-
-    def __init__(self, watcher: Any, window: str) -> None:
-        self.results = [r for r in watcher.results if r.get("window") == window]
-        self.lingered = watcher.lingered
-        self.tail_text = watcher.tail_text
+    workers = jobs.resolve_workers(tb, workers)
+    n = len(workers)
+    ports = [port + i for i in range(n)] if tb.emulated else [tb.free_port() for _ in workers]
+    cluster = {"worker": [tb.address(t, p) for t, p in zip(workers, ports)]}
+    procs = []
+    for i, t in enumerate(workers):
+        env = jobs.base_env({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+        cmd = [sys.executable, "-m", "ralp_tf.testbed.mwms_job"] + jobs.job_argv(args)
+        marking = {jobs.ACK_ENV: "1"} if i == 0 else {}
+        procs.append((t, tb.popen(t, cmd, env={**env, **marking}, stdout=-1, stderr=-2, text=True,
+                                  stdin=subprocess.PIPE if i == 0 else subprocess.DEVNULL)))
+    watcher = jobs.JobWatcher(procs, on_mark=on_mark, on_window_mark=on_window_mark, log_path=log_path, ack=True)
+    finished = watcher.wait(timeout, expected_results=n * results_per_rank)
+    if not finished:
+        for _, p in procs:
+            _nsops.killpg_quiet(p.pid, 9)
+        for _, p in procs:
+            p.wait()
+        watcher.wait(10)
+    return _FinishedJob(n, watcher, {t: p.returncode for t, p in procs}, not finished)
 
 
 if __name__ == "__main__":

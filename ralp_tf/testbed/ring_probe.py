@@ -1,12 +1,12 @@
 """The ring's CPU measured on a testbed: the probe models of :mod:`ralp_tf.model.ring_probe` trained
-with MultiWorkerMirroredStrategy (:func:`ralp_tf.testbed.mwms_job.run_mwms`) on its worker hosts.
+with MultiWorkerMirroredStrategy (the bench's MWMS job, :mod:`ralp_tf.testbed.mwms_job`) on its worker hosts.
 
 :func:`measure_ring_cpu` runs each probe for ``warmup`` + its ``steps`` synchronous steps (times
 ``scale``), one after another in one job (:func:`ralp_tf.testbed.mwms_job.run_mwms_sequence`: the
 ranks start TensorFlow once), reads each worker host's CPU seconds per step from its CPU group over
-each probe's timed window,
-and returns the samples with their fit (:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`); each sample's
-``table_pass_bytes`` is ``optimizer``'s whole-table passes over the probe's tables.
+each probe's timed window, and returns the samples with their fit
+(:func:`ralp_tf.plan.ring_cpu.fit_ring_cpu`); each sample's ``table_pass_bytes`` is ``optimizer``'s
+whole-table passes over the probe's tables.
 It needs CPU budgets on the hosts (the CPU groups it reads; the cost model prices the ring's CPU only
 where a host's cores are known) and two or more workers on hosts of their own.
 """
