@@ -159,7 +159,8 @@ from ralp_tf.plan.serving import (COLOCATED_MESSAGE_CPU_S, COLOCATED_PS_STEP_CPU
                                   task_cpu_seconds)
 from ralp_tf.plan.lookups import embedding_ids, gathered_rows
 from ralp_tf.plan.updates import (DENSE_PASS_S_PER_BYTE, dense_pass_seconds, dense_update_seconds,
-                                  ring_pass_s_per_byte, ring_table_pass_seconds, updated_sparsely)
+                                  ps_pass_s_per_byte, ring_pass_s_per_byte, ring_table_pass_seconds,
+                                  updated_sparsely)
 from ralp_tf.plan.traffic import (HANDLES, INDEX_BYTES, PULL, PUSH, RPC_CONTROL_BYTES, RPC_FIXED_S, STEP_OVERHEAD_BYTES, WORKER,
                                   compressed_ratios, regularised, resolve_placements, resolve_splits, resolve_storage,
                                   split_shares, step_traffic, variable_homes, StepTraffic, variable_traffic_bytes, worker_step_traffic)
@@ -388,8 +389,7 @@ def estimate(profile: ModelProfile, cluster: Cluster,
     worker_s = sum(layer_seconds(l, worker, b) for l in profile.layers if where[l.name] == WORKER)
     worker_s += sum(codec_flops(setting_of(compression, l.name).gradients, v) for l in profile.layers
                     if where[l.name] == WORKER and l.kind != "embedding" for v in l.var_bytes) / worker.flops
-    updates = collections.Counter(dense_pass_seconds(profile, step.homes,
-                                                     cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE))
+    updates = collections.Counter(dense_pass_seconds(profile, step.homes, ps_pass_s_per_byte(cluster)))
     update_rate = cluster.dense_update_s_per_byte.get(profile.optimizer)
     if update_rate is not None:
         updates.update(dense_update_seconds(profile, step.homes, update_rate))

@@ -15,8 +15,8 @@ from ralp_tf.model.profiles import LayerProfile, ModelProfile
 from ralp_tf.plan.cluster import Cluster, TaskRef
 from ralp_tf.plan.traffic import regularised
 
-__all__ = ["DENSE_PASS_S_PER_BYTE", "updated_sparsely", "ring_pass_s_per_byte", "ring_table_pass_seconds",
-           "dense_pass_seconds", "dense_update_seconds"]
+__all__ = ["DENSE_PASS_S_PER_BYTE", "updated_sparsely", "ps_pass_s_per_byte", "ring_pass_s_per_byte",
+           "ring_table_pass_seconds", "dense_pass_seconds", "dense_update_seconds"]
 
 #: Seconds per table byte of one whole-table pass of a sparse update (:mod:`ralp_tf.plan.costmodel`,
 #: *Sparse updates*): ctr_dnn, batch 32, one process, ``python benchmarks/optimizer_ab.py local --model
@@ -52,6 +52,12 @@ def _bytes_on_ps(profile: ModelProfile, homes: Mapping[str, list[list[tuple[Task
     return dict(out)
 
 
+def ps_pass_s_per_byte(cluster: Cluster) -> float:
+    """Seconds per byte of a PS task's whole-table pass: the calibrated rate
+    (``Cluster.table_pass_s_per_byte``), else ``DENSE_PASS_S_PER_BYTE``."""
+    return cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE
+
+
 def ring_pass_s_per_byte(cluster: Cluster) -> float:
     """Seconds of a ring worker's step per byte of a whole-table pass over its replicas: the ring
     probes' core-seconds (``Cluster.ring_cpu.table_pass_s_per_byte``, either ring: the passes are the
@@ -61,7 +67,7 @@ def ring_pass_s_per_byte(cluster: Cluster) -> float:
     cores = [cluster.host(w.host).cores for w in cluster.workers]
     if measured is not None and cores and all(cores):
         return measured / min(cores)  # type: ignore[type-var]
-    return cluster.table_pass_s_per_byte or DENSE_PASS_S_PER_BYTE
+    return ps_pass_s_per_byte(cluster)
 
 
 def ring_table_pass_seconds(profile: ModelProfile, per_byte: float = DENSE_PASS_S_PER_BYTE) -> float:
